@@ -1,0 +1,215 @@
+// Package config loads nid.yaml into a typed Config.
+//
+// Load reads, in order of precedence from lowest to highest: built-in
+// defaults, the YAML file, NID_* environment variables, then flag overrides.
+// Nothing outside this package sees koanf. Every problem in a file is reported
+// at once by Validate, each naming its key path and what is allowed.
+//
+//	cfg, err := config.Load(config.LoadOptions{File: path, Environ: os.Environ()})
+//
+// A group's rotate policy can also change on a running group:
+// ApplyRotateJSON lays the JSON typed after `nid group set GROUP rotate=`
+// over the current policy and validates the result.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rotation modes a group's policy may name.
+const (
+	ModeAuto    = "auto"
+	ModeCompact = "compact"
+	ModeHandoff = "handoff"
+	ModeOff     = "off"
+)
+
+// Modes returns the rotation modes a group's policy may name.
+func Modes() []string { return []string{ModeAuto, ModeCompact, ModeHandoff, ModeOff} }
+
+// Agent kinds nid knows how to drive.
+const (
+	AgentSim = "sim"
+)
+
+// AgentKinds returns the agent kinds a session may name.
+func AgentKinds() []string { return []string{AgentSim} }
+
+// nameRE is the rule for group and session names. They become parts of
+// workflow ids and URLs, hence the small alphabet.
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// ValidName reports whether s may name a group or a session: lower-case
+// letters, digits, '-' and '_', starting with a letter or digit, at most 63
+// characters.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// Defaults the user documented.
+const (
+	DefaultContextPercent = 85
+	DefaultStateDir       = ".nid"
+	DefaultNamespace      = "default"
+	DefaultFrontendPort   = 7233
+	DefaultUIPort         = 8233
+	DefaultHTTPListen     = "127.0.0.1:7777"
+	DefaultAddress        = "127.0.0.1:7233"
+)
+
+// Config is the whole of nid.yaml after defaults, environment and flags.
+type Config struct {
+	State    string           `koanf:"state" json:"state"`
+	Temporal Temporal         `koanf:"temporal" json:"temporal"`
+	HTTP     HTTP             `koanf:"http" json:"http"`
+	Groups   map[string]Group `koanf:"groups" json:"groups"`
+}
+
+// Default returns the configuration of an empty nid.yaml: no groups, the
+// embedded Temporal server on its usual ports, HTTP on loopback.
+func Default() *Config {
+	return &Config{
+		State: DefaultStateDir,
+		Temporal: Temporal{
+			Namespace: DefaultNamespace,
+			Port:      DefaultFrontendPort,
+			UIPort:    DefaultUIPort,
+		},
+		HTTP: HTTP{Listen: DefaultHTTPListen},
+	}
+}
+
+// GroupNames returns the names of c's groups in sorted order.
+func (c *Config) GroupNames() []string {
+	names := make([]string, 0, len(c.Groups))
+	for name := range c.Groups {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Embedded reports whether nid up should start its own Temporal server,
+// which it does when no address is configured.
+func (c *Config) Embedded() bool { return c.Temporal.Address == "" }
+
+// Address returns the Temporal frontend to dial: temporal.address, or the
+// embedded server's frontend on loopback.
+func (c *Config) Address() string {
+	if !c.Embedded() {
+		return c.Temporal.Address
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Temporal.Port))
+}
+
+// Temporal says which Temporal server to use. An empty Address means nid up
+// starts the embedded server on Port with its Web UI on UIPort.
+type Temporal struct {
+	Address   string `koanf:"address" json:"address"`
+	Namespace string `koanf:"namespace" json:"namespace"`
+	Port      int    `koanf:"port" json:"port"`
+	UIPort    int    `koanf:"uiPort" json:"uiPort"`
+}
+
+// HTTP is the worker's HTTP server: the MCP endpoint for agents (and later
+// the dashboard and the JSON API).
+type HTTP struct {
+	Listen string `koanf:"listen" json:"listen"`
+}
+
+// Group is a team with a goal, a rotate policy and sessions.
+type Group struct {
+	Goal     string    `koanf:"goal" json:"goal,omitempty"`
+	Rotate   Rotate    `koanf:"rotate" json:"rotate"`
+	Sessions []Session `koanf:"sessions" json:"sessions"`
+}
+
+// Rotate is a group's rotation policy. It is also the payload of
+// `nid group set GROUP rotate=...` and travels inside workflow state, so it
+// must stay plain data.
+type Rotate struct {
+	Mode           string `koanf:"mode" json:"mode"`
+	ContextPercent int    `koanf:"contextPercent" json:"contextPercent"`
+	MaxTurns       int    `koanf:"maxTurns" json:"maxTurns"`
+}
+
+// Session is one agent seat in a group.
+type Session struct {
+	Agent string `koanf:"agent" json:"agent"`
+	Name  string `koanf:"name" json:"name"`
+	Sim   Sim    `koanf:"sim" json:"sim,omitempty"`
+}
+
+// Sim configures the built-in simulated agent.
+type Sim struct {
+	// Window is the context window in tokens the sim reports.
+	Window int64 `koanf:"window" json:"window,omitempty"`
+	// TokensPerTurn is how much each turn adds to the context.
+	TokensPerTurn int64 `koanf:"tokensPerTurn" json:"tokensPerTurn,omitempty"`
+	// TurnDelay is how long a turn takes.
+	TurnDelay Duration `koanf:"turnDelay" json:"turnDelay,omitempty"`
+	// FailCompact makes every compaction fail.
+	FailCompact bool `koanf:"failCompact" json:"failCompact,omitempty"`
+	// NoHandoff makes the sim ignore requests to call handoff_write.
+	NoHandoff bool `koanf:"noHandoff" json:"noHandoff,omitempty"`
+	// HandoffAfterTurns makes the sim call handoff_write by itself after
+	// this many turns in one conversation (0: never).
+	HandoffAfterTurns int `koanf:"handoffAfterTurns" json:"handoffAfterTurns,omitempty"`
+	// Silent makes the sim report no usage at all, like an agent that
+	// prints no token counts.
+	Silent bool `koanf:"silent" json:"silent,omitempty"`
+}
+
+// Sim defaults.
+const (
+	DefaultSimWindow        int64 = 200_000
+	DefaultSimTokensPerTurn int64 = 12_000
+	DefaultSimTurnDelay           = 500 * time.Millisecond
+)
+
+// DefaultSim is the configuration of a sim session that sets nothing.
+func DefaultSim() Sim {
+	return Sim{
+		Window:        DefaultSimWindow,
+		TokensPerTurn: DefaultSimTokensPerTurn,
+		TurnDelay:     Duration(DefaultSimTurnDelay),
+	}
+}
+
+// Duration is a time.Duration written as "500ms" in YAML and JSON.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes d as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON accepts a Go duration string or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (use e.g. 500ms, 2s, 1m)", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("%s is not a duration (use e.g. 500ms, 2s, 1m)", strings.TrimSpace(string(b)))
+	}
+	*d = Duration(n)
+	return nil
+}
+
+// DefaultRotate is the policy of a group that says nothing.
+func DefaultRotate() Rotate {
+	return Rotate{Mode: ModeAuto, ContextPercent: DefaultContextPercent}
+}

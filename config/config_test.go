@@ -1,0 +1,637 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// writeFile writes a nid.yaml into a fresh directory and returns its path.
+func writeFile(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "nid.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
+	return path
+}
+
+// group wraps sessions and rotate lines into a file with one group, web.
+func group(body string) string {
+	return "groups:\n  web:\n" + body
+}
+
+const oneSim = "    sessions:\n      - agent: sim\n"
+
+func TestLoadReportsBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  []string
+		want []string // lines the error must contain
+		// notWant are lines the error must not contain: a key whose value
+		// has the wrong type is reported once, as such.
+		notWant []string
+	}{
+		{
+			name: "unknown rotate mode",
+			yaml: group("    rotate: {mode: fast}\n" + oneSim),
+			want: []string{`groups.web.rotate.mode: "fast" is not one of auto, compact, handoff, off`},
+		},
+		{
+			name: "contextPercent zero",
+			yaml: group("    rotate: {contextPercent: 0}\n" + oneSim),
+			want: []string{`groups.web.rotate.contextPercent: 0 is outside 1..100`},
+		},
+		{
+			name: "contextPercent above 100",
+			yaml: group("    rotate: {contextPercent: 101}\n" + oneSim),
+			want: []string{`groups.web.rotate.contextPercent: 101 is outside 1..100`},
+		},
+		{
+			name: "contextPercent not whole",
+			yaml: group("    rotate: {contextPercent: 80.5}\n" + oneSim),
+			want: []string{`groups.web.rotate.contextPercent: 80.5 is not a whole number`},
+		},
+		{
+			name: "negative maxTurns",
+			yaml: group("    rotate: {maxTurns: -1}\n" + oneSim),
+			want: []string{`groups.web.rotate.maxTurns: -1 must be 0 (never) or more`},
+		},
+		{
+			name: "duplicate session name",
+			yaml: group("    sessions:\n      - {agent: sim, name: lead}\n      - {agent: sim, name: lead}\n"),
+			want: []string{`groups.web.sessions[1].name: "lead" is used twice in group web`},
+		},
+		{
+			name: "duplicate default name",
+			yaml: group("    sessions:\n      - agent: sim\n      - agent: sim\n"),
+			want: []string{`groups.web.sessions[1].name: "sim" is used twice in group web (a session's name defaults to its agent kind: give each one a name)`},
+		},
+		{
+			name: "malformed session name",
+			yaml: group("    sessions:\n      - {agent: sim, name: Lead!}\n"),
+			want: []string{`groups.web.sessions[0].name: "Lead!" must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')`},
+		},
+		{
+			name: "malformed group name",
+			yaml: "groups:\n  Web:\n" + oneSim,
+			want: []string{`groups.Web: "Web" must be lower-case letters, digits, '-' or '_'`},
+		},
+		{
+			name: "unknown agent",
+			yaml: group("    sessions:\n      - {agent: gpt, name: lead}\n"),
+			want: []string{`groups.web.sessions[0].agent: "gpt" is not a known agent (known: sim)`},
+		},
+		{
+			name: "missing agent",
+			yaml: group("    sessions:\n      - name: lead\n"),
+			want: []string{`groups.web.sessions[0].agent: missing (known: sim)`},
+		},
+		{
+			name:    "agent of the wrong type",
+			yaml:    group("    sessions:\n      - {agent: [sim], name: lead}\n"),
+			want:    []string{`groups.web.sessions[0].agent: a list is not a string`},
+			notWant: []string{`agent: missing`},
+		},
+		{
+			name:    "group not a mapping",
+			yaml:    "groups:\n  web: 5\n",
+			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, sessions)`},
+			notWant: []string{`groups.web.sessions`},
+		},
+		{
+			name: "group with no sessions",
+			yaml: group("    goal: nothing to do\n"),
+			want: []string{`groups.web.sessions: a group needs at least one session`},
+		},
+		{
+			name: "sessions not a list",
+			yaml: group("    sessions: {agent: sim}\n"),
+			want: []string{`groups.web.sessions: a mapping is not a list`},
+		},
+		{
+			name: "unknown key in a group",
+			yaml: group("    rotat: {mode: off}\n" + oneSim),
+			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, sessions)`},
+		},
+		{
+			name: "unknown key at the top",
+			yaml: "colour: blue\n",
+			want: []string{`colour: unknown key (allowed: state, temporal, http, groups)`},
+		},
+		{
+			name: "unknown key in rotate",
+			yaml: group("    rotate: {turns: 3}\n" + oneSim),
+			want: []string{`groups.web.rotate.turns: unknown key (allowed: mode, contextPercent, maxTurns)`},
+		},
+		{
+			name: "unknown key in sim",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {speed: 2}\n"),
+			want: []string{`groups.web.sessions[0].sim.speed: unknown key (allowed: window, tokensPerTurn, turnDelay, failCompact, noHandoff, handoffAfterTurns, silent)`},
+		},
+		{
+			name: "port not a number",
+			yaml: "temporal: {port: abc}\n",
+			want: []string{`temporal.port: "abc" is not a number`},
+		},
+		{
+			name: "ports out of range",
+			yaml: "temporal: {port: 0, uiPort: 70000}\n",
+			want: []string{
+				`temporal.port: 0 is outside 1..65535`,
+				`temporal.uiPort: 70000 is outside 1..65535`,
+			},
+		},
+		{
+			name: "Web UI on the frontend's port",
+			yaml: "temporal: {port: 7233, uiPort: 7233}\n",
+			want: []string{`temporal.uiPort: 7233 is also temporal.port; the Web UI needs a port of its own`},
+		},
+		{
+			name: "empty namespace",
+			yaml: "temporal: {namespace: \"\"}\n",
+			want: []string{`temporal.namespace: must not be empty`},
+		},
+		{
+			name: "address without a port",
+			yaml: "temporal: {address: temporal.example.com}\n",
+			want: []string{`temporal.address: "temporal.example.com" must be host:port, or empty to start the embedded server`},
+		},
+		{
+			name: "listen without a port",
+			yaml: "http: {listen: localhost}\n",
+			want: []string{`http.listen: "localhost" must be host:port, e.g. 127.0.0.1:7777`},
+		},
+		{
+			name: "temporal not a mapping",
+			yaml: "temporal: 7233\n",
+			want: []string{`temporal: 7233 is not a mapping (allowed keys: address, namespace, port, uiPort)`},
+		},
+		{
+			name: "sim window zero",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {window: 0}\n"),
+			want: []string{`groups.web.sessions[0].sim.window: 0 must be more than 0`},
+		},
+		{
+			name: "sim negatives",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {tokensPerTurn: -1, turnDelay: -1s, handoffAfterTurns: -2}\n"),
+			want: []string{
+				`groups.web.sessions[0].sim.tokensPerTurn: -1 must be 0 or more`,
+				`groups.web.sessions[0].sim.turnDelay: -1s must be 0 or more`,
+				`groups.web.sessions[0].sim.handoffAfterTurns: -2 must be 0 (never) or more`,
+			},
+		},
+		{
+			name: "turnDelay not a duration",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {turnDelay: soon}\n"),
+			want: []string{`groups.web.sessions[0].sim.turnDelay: "soon" is not a duration (use e.g. 500ms, 2s, 1m)`},
+		},
+		{
+			name: "turnDelay without a unit",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {turnDelay: 500}\n"),
+			want: []string{`groups.web.sessions[0].sim.turnDelay: 500 needs a unit (use e.g. 500ms, 2s, 1m)`},
+		},
+		{
+			name: "failCompact not a bool",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {failCompact: maybe}\n"),
+			want: []string{`groups.web.sessions[0].sim.failCompact: "maybe" is not true or false`},
+		},
+		{
+			name: "sim block on another agent",
+			yaml: group("    sessions:\n      - agent: gpt\n        sim: {window: 1000}\n"),
+			want: []string{
+				`groups.web.sessions[0].agent: "gpt" is not a known agent (known: sim)`,
+				`groups.web.sessions[0].sim: only allowed with agent: sim`,
+			},
+		},
+		{
+			name: "unknown NID_ variable",
+			env:  []string{"NID_TEMPORAL_PROT=7300"},
+			want: []string{`NID_TEMPORAL_PROT: unknown environment variable (known: NID_HTTP_LISTEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
+		},
+		{
+			name: "NID_ variable of the wrong type",
+			env:  []string{"NID_TEMPORAL_UIPORT=abc"},
+			want: []string{`temporal.uiPort: "abc" is not a number`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := tt.env
+			if env == nil {
+				env = []string{}
+			}
+			_, err := config.Load(config.LoadOptions{File: writeFile(t, tt.yaml), Environ: env})
+			require.Error(t, err)
+			for _, line := range tt.want {
+				require.Contains(t, err.Error(), line)
+			}
+			for _, line := range tt.notWant {
+				require.NotContains(t, err.Error(), line)
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryProblemAtOnce(t *testing.T) {
+	path := writeFile(t, `
+temporal: {port: abc}
+groups:
+  web:
+    rotate: {mode: fast, contextPercent: 0}
+    sessions:
+      - {agent: sim, name: lead}
+      - {agent: sim, name: lead}
+  API:
+    sessions:
+      - agent: gpt
+`)
+	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{"NID_COLOUR=blue"}})
+	require.Error(t, err)
+	require.Equal(t, path+`: 7 problems:
+  NID_COLOUR: unknown environment variable (known: NID_HTTP_LISTEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)
+  groups.API: "API" must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')
+  groups.API.sessions[0].agent: "gpt" is not a known agent (known: sim)
+  groups.web.rotate.contextPercent: 0 is outside 1..100
+  groups.web.rotate.mode: "fast" is not one of auto, compact, handoff, off
+  groups.web.sessions[1].name: "lead" is used twice in group web
+  temporal.port: "abc" is not a number`, err.Error())
+}
+
+func TestLoadYAMLSyntaxErrorNamesFileAndLine(t *testing.T) {
+	path := writeFile(t, "groups:\n  web:\n    goal: [unclosed\n    rotate: {}\n")
+	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{}})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), path+": ")
+	require.Regexp(t, `line \d+`, err.Error())
+}
+
+func TestLoadFile(t *testing.T) {
+	t.Run("named file missing", func(t *testing.T) {
+		missing := filepath.Join(t.TempDir(), "other.yaml")
+		_, err := config.Load(config.LoadOptions{File: missing, Environ: []string{}})
+		require.ErrorContains(t, err, missing)
+	})
+	t.Run("no file at all", func(t *testing.T) {
+		t.Chdir(t.TempDir())
+		c, err := config.Load(config.LoadOptions{Environ: []string{}})
+		require.NoError(t, err)
+		require.Equal(t, config.Default(), c)
+		require.Empty(t, c.GroupNames())
+		require.True(t, c.Embedded())
+		require.Equal(t, config.DefaultAddress, c.Address())
+	})
+	t.Run("nid.yaml in the current directory", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, config.DefaultFile), []byte("state: /var/lib/nid\n"), 0o600))
+		t.Chdir(dir)
+		c, err := config.Load(config.LoadOptions{Environ: []string{}})
+		require.NoError(t, err)
+		require.Equal(t, "/var/lib/nid", c.State)
+	})
+	t.Run("problems in the current directory's file name it", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, config.DefaultFile), []byte("stat: x\n"), 0o600))
+		t.Chdir(dir)
+		_, err := config.Load(config.LoadOptions{Environ: []string{}})
+		require.EqualError(t, err, "nid.yaml: stat: unknown key (allowed: state, temporal, http, groups)")
+	})
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	file := writeFile(t, "temporal: {port: 1111, address: file:7233, namespace: file-ns}\n")
+	tests := []struct {
+		name    string
+		env     []string
+		flags   map[string]any
+		port    int
+		address string
+	}{
+		{name: "file over defaults", port: 1111, address: "file:7233"},
+		{
+			name:    "environment over file",
+			env:     []string{"NID_TEMPORAL_PORT=2222", "NID_TEMPORAL_ADDRESS=env:7233"},
+			port:    2222,
+			address: "env:7233",
+		},
+		{
+			name:    "flags over environment",
+			env:     []string{"NID_TEMPORAL_PORT=2222", "NID_TEMPORAL_ADDRESS=env:7233"},
+			flags:   map[string]any{"temporal.port": 3333, "temporal.address": "flag:7233"},
+			port:    3333,
+			address: "flag:7233",
+		},
+		{
+			name:    "flags given as strings",
+			flags:   map[string]any{"temporal.port": "4444"},
+			port:    4444,
+			address: "file:7233",
+		},
+		{
+			name:    "Temporal CLI variable over file",
+			env:     []string{"TEMPORAL_ADDRESS=cli:7233"},
+			port:    1111,
+			address: "cli:7233",
+		},
+		{
+			name:    "NID_ variable over the Temporal CLI's",
+			env:     []string{"NID_TEMPORAL_ADDRESS=nid:7233", "TEMPORAL_ADDRESS=cli:7233"},
+			port:    1111,
+			address: "nid:7233",
+		},
+		{
+			name:    "empty Temporal CLI variable is unset",
+			env:     []string{"TEMPORAL_ADDRESS="},
+			port:    1111,
+			address: "file:7233",
+		},
+		{
+			name:    "empty NID_ variable clears the address",
+			env:     []string{"NID_TEMPORAL_ADDRESS="},
+			port:    1111,
+			address: "127.0.0.1:1111",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := append([]string{}, tt.env...)
+			c, err := config.Load(config.LoadOptions{File: file, Environ: env, Flags: tt.flags})
+			require.NoError(t, err)
+			require.Equal(t, tt.port, c.Temporal.Port)
+			require.Equal(t, tt.address, c.Address())
+		})
+	}
+}
+
+func TestLoadEnvironment(t *testing.T) {
+	c, err := config.Load(config.LoadOptions{File: writeFile(t, ""), Environ: []string{
+		"NID_STATE=/tmp/nid-state",
+		"NID_TEMPORAL_ADDRESS=temporal:7233",
+		"NID_TEMPORAL_NAMESPACE=ns",
+		"NID_TEMPORAL_PORT=7300",
+		"NID_TEMPORAL_UIPORT=8300",
+		"NID_HTTP_LISTEN=127.0.0.1:7800",
+		"TEMPORAL_NAMESPACE=ignored-because-nid-wins",
+		"NID_CONFIG=elsewhere.yaml",
+		"HOME=/root",
+	}})
+	require.NoError(t, err)
+	require.Equal(t, "/tmp/nid-state", c.State)
+	require.Equal(t, config.Temporal{Address: "temporal:7233", Namespace: "ns", Port: 7300, UIPort: 8300}, c.Temporal)
+	require.Equal(t, "127.0.0.1:7800", c.HTTP.Listen)
+	require.False(t, c.Embedded())
+
+	c, err = config.Load(config.LoadOptions{File: writeFile(t, ""), Environ: []string{"TEMPORAL_NAMESPACE=cli-ns"}})
+	require.NoError(t, err)
+	require.Equal(t, "cli-ns", c.Temporal.Namespace)
+}
+
+func TestLoadReadsProcessEnvironmentWhenNoneGiven(t *testing.T) {
+	t.Setenv("NID_TEMPORAL_UIPORT", "8400")
+	c, err := config.Load(config.LoadOptions{File: writeFile(t, "")})
+	require.NoError(t, err)
+	require.Equal(t, 8400, c.Temporal.UIPort)
+}
+
+func TestLoadUnknownFlagKey(t *testing.T) {
+	path := writeFile(t, "")
+	_, err := config.Load(config.LoadOptions{
+		File:    path,
+		Environ: []string{},
+		Flags:   map[string]any{"temporal.prot": 7300},
+	})
+	require.EqualError(t, err, path+": temporal.prot: unknown key (allowed: address, namespace, port, uiPort)")
+}
+
+func TestLoadFillsDefaultsPerField(t *testing.T) {
+	_, err := config.Load(config.LoadOptions{Environ: []string{}, File: writeFile(t, `
+groups:
+  web:
+    rotate: {maxTurns: 60}
+    sessions:
+      - agent: sim
+      - agent: sim
+        name: fast
+        sim: {tokensPerTurn: 20000, turnDelay: 0}
+  api:
+    rotate:
+    sessions:
+      - agent: sim
+        sim: {window: 0}
+`)})
+	require.Error(t, err, "an explicit window of 0 is not the default")
+	require.ErrorContains(t, err, "groups.api.sessions[0].sim.window: 0 must be more than 0")
+
+	c, err := config.Load(config.LoadOptions{Environ: []string{}, File: writeFile(t, `
+groups:
+  web:
+    rotate: {maxTurns: 60}
+    sessions:
+      - agent: sim
+      - agent: sim
+        name: fast
+        sim: {tokensPerTurn: 20000, turnDelay: 0}
+  api:
+    rotate:
+    sessions:
+      - agent: sim
+`)})
+	require.NoError(t, err)
+	require.Equal(t, []string{"api", "web"}, c.GroupNames())
+	web := c.Groups["web"]
+	require.Equal(t, config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 60}, web.Rotate)
+	require.Equal(t, config.DefaultRotate(), c.Groups["api"].Rotate)
+	require.Equal(t, []config.Session{
+		{Agent: "sim", Name: "sim", Sim: config.Sim{Window: 200_000, TokensPerTurn: 12_000, TurnDelay: config.Duration(500 * time.Millisecond)}},
+		{Agent: "sim", Name: "fast", Sim: config.Sim{Window: 200_000, TokensPerTurn: 20_000, TurnDelay: 0}},
+	}, web.Sessions)
+	require.Equal(t, config.Default().Temporal, c.Temporal)
+	require.Equal(t, config.DefaultStateDir, c.State)
+	require.Equal(t, config.DefaultHTTPListen, c.HTTP.Listen)
+}
+
+func TestSampleFile(t *testing.T) {
+	c, err := config.Load(config.LoadOptions{File: "../nid.yaml", Environ: []string{}})
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	want := &config.Config{
+		State:    ".nid",
+		Temporal: config.Temporal{Namespace: "default", Port: 7233, UIPort: 8233},
+		HTTP:     config.HTTP{Listen: "127.0.0.1:7777"},
+		Groups: map[string]config.Group{
+			"web": {
+				Goal:   "Add dark mode to the settings page",
+				Rotate: config.Rotate{Mode: config.ModeAuto, ContextPercent: 80, MaxTurns: 60},
+				Sessions: []config.Session{
+					{Agent: "sim", Name: "lead", Sim: config.Sim{Window: 200_000, TokensPerTurn: 12_000, TurnDelay: config.Duration(500 * time.Millisecond)}},
+					{Agent: "sim", Name: "worker", Sim: config.Sim{Window: 200_000, TokensPerTurn: 20_000, TurnDelay: config.Duration(500 * time.Millisecond)}},
+				},
+			},
+			"api": {
+				Goal:   "Add rate limiting to the public API",
+				Rotate: config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85, MaxTurns: 8},
+				Sessions: []config.Session{
+					{Agent: "sim", Name: "solo", Sim: config.DefaultSim()},
+				},
+			},
+		},
+	}
+	require.Equal(t, want, c)
+	require.Equal(t, "127.0.0.1:7233", c.Address())
+}
+
+func TestValidateConfigBuiltInCode(t *testing.T) {
+	c := config.Default()
+	c.Groups = map[string]config.Group{"web": {
+		Rotate:   config.DefaultRotate(),
+		Sessions: []config.Session{{Agent: "sim", Name: "lead"}},
+	}}
+	require.EqualError(t, c.Validate(), "groups.web.sessions[0].sim.window: 0 must be more than 0")
+	c.Groups["web"].Sessions[0].Sim = config.DefaultSim()
+	require.NoError(t, c.Validate())
+}
+
+func TestRotateProblems(t *testing.T) {
+	bad := config.Rotate{Mode: "fast", ContextPercent: 0, MaxTurns: -1}
+	require.Equal(t, []string{
+		`groups.web.rotate.mode: "fast" is not one of auto, compact, handoff, off`,
+		`groups.web.rotate.contextPercent: 0 is outside 1..100`,
+		`groups.web.rotate.maxTurns: -1 must be 0 (never) or more`,
+	}, bad.Problems("groups.web.rotate"))
+	require.EqualError(t, bad.Validate(), strings.Join([]string{
+		`mode: "fast" is not one of auto, compact, handoff, off`,
+		`contextPercent: 0 is outside 1..100`,
+		`maxTurns: -1 must be 0 (never) or more`,
+	}, "\n"))
+	require.NoError(t, config.DefaultRotate().Validate())
+	require.Empty(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 100}.Problems(""))
+}
+
+func TestApplyRotateJSON(t *testing.T) {
+	base := config.Rotate{Mode: config.ModeAuto, ContextPercent: 80, MaxTurns: 60}
+	tests := []struct {
+		name    string
+		js      string
+		want    config.Rotate
+		wantErr []string
+	}{
+		{
+			name: "fields present change",
+			js:   `{"mode":"handoff","maxTurns":40}`,
+			want: config.Rotate{Mode: config.ModeHandoff, ContextPercent: 80, MaxTurns: 40},
+		},
+		{
+			name: "empty object changes nothing",
+			js:   ` {} `,
+			want: base,
+		},
+		{
+			name: "null keeps the field",
+			js:   `{"contextPercent":null,"maxTurns":0}`,
+			want: config.Rotate{Mode: config.ModeAuto, ContextPercent: 80, MaxTurns: 0},
+		},
+		{
+			name:    "unknown field",
+			js:      `{"mode":"off","turns":3}`,
+			wantErr: []string{`turns: unknown key (allowed: mode, contextPercent, maxTurns)`},
+		},
+		{
+			name: "invalid values, all reported",
+			js:   `{"mode":"fast","contextPercent":120,"maxTurns":-1}`,
+			wantErr: []string{
+				`mode: "fast" is not one of auto, compact, handoff, off`,
+				`contextPercent: 120 is outside 1..100`,
+				`maxTurns: -1 must be 0 (never) or more`,
+			},
+		},
+		{
+			name:    "wrong type",
+			js:      `{"maxTurns":"many"}`,
+			wantErr: []string{`maxTurns: "many" is not a number`},
+		},
+		{
+			name:    "not whole",
+			js:      `{"contextPercent":80.5}`,
+			wantErr: []string{`contextPercent: 80.5 is not a whole number`},
+		},
+		{
+			name:    "array",
+			js:      `["handoff"]`,
+			wantErr: []string{`rotate: a list is not a JSON object; write one such as {"mode":"handoff","maxTurns":40}`},
+		},
+		{
+			name:    "string",
+			js:      `"handoff"`,
+			wantErr: []string{`rotate: "handoff" is not a JSON object`},
+		},
+		{
+			name:    "not JSON",
+			js:      `mode=handoff`,
+			wantErr: []string{`rotate: "mode=handoff" is not JSON`},
+		},
+		{
+			name:    "empty",
+			js:      ``,
+			wantErr: []string{`rotate: "" is not JSON`},
+		},
+		{
+			name:    "two objects",
+			js:      `{"mode":"off"}{"mode":"auto"}`,
+			wantErr: []string{`has more after its JSON object`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := config.ApplyRotateJSON(base, tt.js)
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+				require.Equal(t, tt.want, got)
+				return
+			}
+			require.Error(t, err)
+			for _, line := range tt.wantErr {
+				require.Contains(t, err.Error(), line)
+			}
+			require.Equal(t, base, got, "a refused change leaves the policy as it was")
+		})
+	}
+}
+
+func TestValidName(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"lead", true},
+		{"web-2", true},
+		{"a_b", true},
+		{"0", true},
+		{strings.Repeat("a", 63), true},
+		{strings.Repeat("a", 64), false},
+		{"", false},
+		{"-lead", false},
+		{"_lead", false},
+		{"Lead", false},
+		{"web/lead", false},
+		{"a.b", false},
+		{"lead!", false},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.ok, config.ValidName(tt.name), "%q", tt.name)
+	}
+}
+
+func TestAddress(t *testing.T) {
+	c := config.Default()
+	c.Temporal.Port = 7300
+	require.True(t, c.Embedded())
+	require.Equal(t, "127.0.0.1:7300", c.Address())
+	c.Temporal.Address = "temporal.example.com:7233"
+	require.False(t, c.Embedded())
+	require.Equal(t, "temporal.example.com:7233", c.Address())
+}

@@ -1,0 +1,285 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// problem is one thing wrong with a configuration, at a key path such as
+// groups.web.sessions[0].name (empty for the whole value).
+type problem struct {
+	path string
+	msg  string
+}
+
+func (p problem) String() string {
+	if p.path == "" {
+		return p.msg
+	}
+	return p.path + ": " + p.msg
+}
+
+// join appends key to a key path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// decoder lays the loosely typed maps that YAML, the environment, flags and
+// JSON produce over a typed value. It keeps going after a bad key and
+// collects a problem for each, so the user sees every mistake at once. Key
+// names come from the koanf struct tags, so a field added to Config is known
+// here without further work.
+//
+// Values are read weakly where the source cannot do better: environment
+// variables are always strings, so "7233" is a number and "true" a bool.
+type decoder struct {
+	problems []problem
+}
+
+func (d *decoder) add(path, format string, args ...any) {
+	d.problems = append(d.problems, problem{path: path, msg: fmt.Sprintf(format, args...)})
+}
+
+var (
+	durationType = reflect.TypeFor[Duration]()
+	groupType    = reflect.TypeFor[Group]()
+	sessionType  = reflect.TypeFor[Session]()
+)
+
+// decode sets v from raw. A key with no value (YAML's `key:` or null) keeps
+// what v already holds, which is its default.
+func (d *decoder) decode(path string, raw any, v reflect.Value) {
+	if raw == nil {
+		return
+	}
+	if v.Type() == durationType {
+		d.duration(path, raw, v)
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		d.structure(path, raw, v)
+	case reflect.Map:
+		d.mapping(path, raw, v)
+	case reflect.Slice:
+		d.list(path, raw, v)
+	case reflect.String:
+		s, ok := asString(raw)
+		if !ok {
+			d.add(path, "%s is not a string", describe(raw))
+			return
+		}
+		v.SetString(s)
+	case reflect.Int, reflect.Int64:
+		n, msg := asInt(raw)
+		if msg == "" && v.OverflowInt(n) {
+			msg = "is too large"
+		}
+		if msg != "" {
+			d.add(path, "%s %s", describe(raw), msg)
+			return
+		}
+		v.SetInt(n)
+	case reflect.Bool:
+		b, ok := asBool(raw)
+		if !ok {
+			d.add(path, "%s is not true or false", describe(raw))
+			return
+		}
+		v.SetBool(b)
+	default:
+		// Only reachable by adding a field of a new kind to Config.
+		panic(fmt.Sprintf("config: cannot decode into %s at %s", v.Type(), path))
+	}
+}
+
+// keys returns the key names of struct type t in declaration order, and the
+// field index of each.
+func keys(t reflect.Type) ([]string, map[string]int) {
+	var names []string
+	index := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		name := t.Field(i).Tag.Get("koanf")
+		names = append(names, name)
+		index[name] = i
+	}
+	return names, index
+}
+
+func (d *decoder) structure(path string, raw any, v reflect.Value) {
+	names, index := keys(v.Type())
+	m, ok := raw.(map[string]any)
+	if !ok {
+		d.add(path, "%s is not a mapping (allowed keys: %s)", describe(raw), strings.Join(names, ", "))
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		i, ok := index[k]
+		if !ok {
+			d.add(join(path, k), "unknown key (allowed: %s)", strings.Join(names, ", "))
+			continue
+		}
+		d.decode(join(path, k), m[k], v.Field(i))
+	}
+}
+
+func (d *decoder) mapping(path string, raw any, v reflect.Value) {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		d.add(path, "%s is not a mapping of names", describe(raw))
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(v.Type()))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		e := fresh(v.Type().Elem(), m[k])
+		d.decode(join(path, k), m[k], e)
+		v.SetMapIndex(reflect.ValueOf(k), e)
+	}
+}
+
+func (d *decoder) list(path string, raw any, v reflect.Value) {
+	items, ok := raw.([]any)
+	if !ok {
+		d.add(path, "%s is not a list", describe(raw))
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), 0, len(items))
+	for i, item := range items {
+		e := fresh(v.Type().Elem(), item)
+		d.decode(fmt.Sprintf("%s[%d]", path, i), item, e)
+		s = reflect.Append(s, e)
+	}
+	v.Set(s)
+}
+
+const durationHint = "(use e.g. 500ms, 2s, 1m)"
+
+func (d *decoder) duration(path string, raw any, v reflect.Value) {
+	if s, ok := raw.(string); ok {
+		dur, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			d.add(path, "%q is not a duration %s", s, durationHint)
+			return
+		}
+		v.SetInt(int64(dur))
+		return
+	}
+	// A bare number is ambiguous (seconds? milliseconds?) unless it is 0.
+	n, msg := asInt(raw)
+	switch {
+	case msg != "":
+		d.add(path, "%s is not a duration %s", describe(raw), durationHint)
+	case n != 0:
+		d.add(path, "%s needs a unit %s", describe(raw), durationHint)
+	default:
+		v.SetInt(0)
+	}
+}
+
+// fresh returns the value a new group or session starts from before its keys
+// are laid over it, so each key left out keeps its default even when its
+// siblings are set: `rotate: {maxTurns: 60}` keeps mode auto and
+// contextPercent 85. Sim defaults apply only to sim sessions, because a sim
+// block anywhere else is an error.
+func fresh(t reflect.Type, raw any) reflect.Value {
+	v := reflect.New(t).Elem()
+	switch t {
+	case groupType:
+		v.Set(reflect.ValueOf(Group{Rotate: DefaultRotate()}))
+	case sessionType:
+		// "agent" is Session.Agent's koanf key.
+		if m, ok := raw.(map[string]any); ok && m["agent"] == AgentSim {
+			v.Set(reflect.ValueOf(Session{Sim: DefaultSim()}))
+		}
+	}
+	return v
+}
+
+// describe renders a raw value for a problem message.
+func describe(raw any) string {
+	switch x := raw.(type) {
+	case string:
+		return strconv.Quote(x)
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func asString(raw any) (string, bool) {
+	switch x := raw.(type) {
+	case string:
+		return x, true
+	case int, int64, uint64, float64, bool, json.Number:
+		// YAML reads `name: 1` as a number; the user meant the text.
+		return fmt.Sprint(x), true
+	}
+	return "", false
+}
+
+// asInt returns raw as a whole number, or what is wrong with it.
+func asInt(raw any) (int64, string) {
+	var f float64
+	switch x := raw.(type) {
+	case int:
+		return int64(x), ""
+	case int64:
+		return x, ""
+	case uint64:
+		if x > math.MaxInt64 {
+			return 0, "is too large"
+		}
+		return int64(x), ""
+	case float64:
+		f = x
+	case json.Number:
+		return parseInt(string(x))
+	case string:
+		return parseInt(strings.TrimSpace(x))
+	default:
+		return 0, "is not a number"
+	}
+	if f != math.Trunc(f) {
+		return 0, "is not a whole number"
+	}
+	if f < math.MinInt64 || f >= math.MaxInt64 {
+		return 0, "is too large"
+	}
+	return int64(f), ""
+}
+
+func parseInt(s string) (int64, string) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, ""
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return asInt(f)
+	}
+	return 0, "is not a number"
+}
+
+func asBool(raw any) (bool, bool) {
+	switch x := raw.(type) {
+	case bool:
+		return x, true
+	case string:
+		b, err := strconv.ParseBool(strings.TrimSpace(x))
+		return b, err == nil
+	}
+	return false, false
+}

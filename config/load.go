@@ -1,0 +1,202 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+)
+
+// DefaultFile is the file Load reads, if it exists, when none is named.
+const DefaultFile = "nid.yaml"
+
+// EnvPrefix starts every environment variable nid reads for its
+// configuration: NID_TEMPORAL_UIPORT sets temporal.uiPort.
+const EnvPrefix = "NID_"
+
+// EnvConfig is the variable for the command line's --config flag. It names
+// the file rather than a key, so Load passes over it instead of calling it
+// unknown.
+const EnvConfig = EnvPrefix + "CONFIG"
+
+// temporalEnv maps the Temporal CLI's own variables to nid's keys, so a shell
+// already set up for `temporal` points nid at the same cluster.
+var temporalEnv = map[string]string{
+	"TEMPORAL_ADDRESS":   "temporal.address",
+	"TEMPORAL_NAMESPACE": "temporal.namespace",
+}
+
+// LoadOptions says where Load finds the configuration.
+type LoadOptions struct {
+	// File is the YAML file to read. Empty means DefaultFile in the current
+	// directory if there is one, else no file at all.
+	File string
+	// Environ is the environment, as os.Environ returns it. Nil means the
+	// process's own environment.
+	Environ []string
+	// Flags override everything else, by koanf key path:
+	// {"temporal.port": 7300}.
+	Flags map[string]any
+}
+
+// Load builds the configuration from built-in defaults, then the YAML file,
+// then NID_* environment variables (and TEMPORAL_ADDRESS and
+// TEMPORAL_NAMESPACE, which NID_ ones override), then flags, and validates
+// it. A file that cannot be parsed is an error naming it and the line; an
+// invalid configuration is one error listing every problem.
+func Load(opts LoadOptions) (*Config, error) {
+	file, data, err := readFile(opts.File)
+	if err != nil {
+		return nil, err
+	}
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+
+	k := koanf.New(".")
+	if data != nil {
+		if err := k.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	fromEnv := func() []string { return environ }
+	temporal := env.Provider(".", env.Opt{
+		EnvironFunc: fromEnv,
+		TransformFunc: func(name, value string) (string, any) {
+			// An empty variable is one left unset in a shell profile.
+			if value == "" {
+				return "", nil
+			}
+			return temporalEnv[name], value
+		},
+	})
+	if err := k.Load(temporal, nil); err != nil {
+		return nil, err
+	}
+	envKeys := scalarKeys(reflect.TypeFor[Config](), "")
+	var envProblems []problem
+	nid := env.Provider(".", env.Opt{
+		Prefix:      EnvPrefix,
+		EnvironFunc: fromEnv,
+		TransformFunc: func(name, value string) (string, any) {
+			if name == EnvConfig {
+				return "", nil
+			}
+			// Keys are camelCase, variables upper case: match either way.
+			key, ok := envKeys[strings.ToUpper(name)]
+			if !ok {
+				envProblems = append(envProblems, problem{name, "unknown environment variable (known: " + strings.Join(slices.Sorted(maps.Keys(envKeys)), ", ") + ")"})
+			}
+			return key, value
+		},
+	})
+	if err := k.Load(nid, nil); err != nil {
+		return nil, err
+	}
+	if len(opts.Flags) > 0 {
+		if err := k.Load(confmap.Provider(opts.Flags, "."), nil); err != nil {
+			return nil, err
+		}
+	}
+
+	c := Default()
+	var d decoder
+	d.decode("", k.Raw(), reflect.ValueOf(c).Elem())
+	c.nameSessions()
+	ps := merge(append(envProblems, d.problems...), c.problems())
+	if len(ps) > 0 {
+		return nil, &invalidError{source: file, problems: ps}
+	}
+	return c, nil
+}
+
+// readFile returns the configuration file's name and contents, or no name
+// and no contents when none was named and DefaultFile does not exist.
+func readFile(name string) (string, []byte, error) {
+	if name == "" {
+		data, err := os.ReadFile(DefaultFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil, nil
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("config file: %w", err)
+		}
+		return DefaultFile, data, nil
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return "", nil, fmt.Errorf("config file: %w", err)
+	}
+	return name, data, nil
+}
+
+// nameSessions gives each session without a name its agent kind's name.
+func (c *Config) nameSessions() {
+	for _, g := range c.Groups {
+		for i := range g.Sessions {
+			if g.Sessions[i].Name == "" {
+				g.Sessions[i].Name = g.Sessions[i].Agent
+			}
+		}
+	}
+}
+
+// scalarKeys returns the environment variable for every key of struct type t
+// that holds a single value outside groups, mapped to its key path:
+// NID_TEMPORAL_UIPORT → temporal.uiPort. Groups are lists and maps, which
+// one variable cannot express.
+func scalarKeys(t reflect.Type, prefix string) map[string]string {
+	out := make(map[string]string)
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := join(prefix, f.Tag.Get("koanf"))
+		switch {
+		case f.Type.Kind() == reflect.Struct:
+			for name, k := range scalarKeys(f.Type, key) {
+				out[name] = k
+			}
+		case f.Type.Kind() != reflect.Map && f.Type.Kind() != reflect.Slice:
+			out[envName(key)] = key
+		}
+	}
+	return out
+}
+
+func envName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// invalidError lists every problem Load found.
+type invalidError struct {
+	source   string // the file, or "" when there was none
+	problems []problem
+}
+
+func (e *invalidError) Error() string {
+	var b strings.Builder
+	if e.source != "" {
+		b.WriteString(e.source)
+	} else {
+		b.WriteString("configuration")
+	}
+	if len(e.problems) == 1 {
+		b.WriteString(": " + e.problems[0].String())
+		return b.String()
+	}
+	fmt.Fprintf(&b, ": %d problems:", len(e.problems))
+	for _, p := range e.problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}

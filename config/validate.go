@@ -1,0 +1,200 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Validate reports every problem in c at once, one line each, naming its key
+// path and what is allowed. Load calls it; a Config built in code should be
+// checked with it too.
+func (c *Config) Validate() error { return joinLines(c.problems()) }
+
+func (c *Config) problems() []problem {
+	var ps []problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, problem{path: path, msg: fmt.Sprintf(format, args...)})
+	}
+
+	if strings.TrimSpace(c.State) == "" {
+		add("state", "must name a directory")
+	}
+
+	t := c.Temporal
+	if t.Address != "" {
+		if _, _, err := net.SplitHostPort(t.Address); err != nil {
+			add("temporal.address", "%q must be host:port, or empty to start the embedded server", t.Address)
+		}
+	}
+	if strings.TrimSpace(t.Namespace) == "" {
+		add("temporal.namespace", "must not be empty")
+	}
+	for _, p := range []struct {
+		key  string
+		port int
+	}{{"temporal.port", t.Port}, {"temporal.uiPort", t.UIPort}} {
+		if p.port < 1 || p.port > 65535 {
+			add(p.key, "%d is outside 1..65535", p.port)
+		}
+	}
+	if c.Embedded() && t.Port == t.UIPort {
+		add("temporal.uiPort", "%d is also temporal.port; the Web UI needs a port of its own", t.UIPort)
+	}
+
+	if msg := listenProblem(c.HTTP.Listen); msg != "" {
+		add("http.listen", "%s", msg)
+	}
+
+	for _, name := range c.GroupNames() {
+		ps = append(ps, c.Groups[name].problems(name)...)
+	}
+	return ps
+}
+
+// listenProblem says what is wrong with a listen address, if anything. Port 0
+// is allowed: the system then picks a free one.
+func listenProblem(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("%q must be host:port, e.g. %s", addr, DefaultHTTPListen)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("%q has no port number in 0..65535", addr)
+	}
+	return ""
+}
+
+// nameRule is the message for a name ValidName refuses.
+func nameRule(name string) string {
+	return fmt.Sprintf("%q must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')", name)
+}
+
+func (g Group) problems(name string) []problem {
+	path := "groups." + name
+	var ps []problem
+	if !ValidName(name) {
+		ps = append(ps, problem{path, nameRule(name)})
+	}
+	ps = append(ps, g.Rotate.problems(path+".rotate")...)
+	if len(g.Sessions) == 0 {
+		ps = append(ps, problem{path + ".sessions", "a group needs at least one session"})
+	}
+	seen := make(map[string]bool, len(g.Sessions))
+	for i, s := range g.Sessions {
+		sp := fmt.Sprintf("%s.sessions[%d]", path, i)
+		ps = append(ps, s.problems(sp)...)
+		if s.Name == "" {
+			continue
+		}
+		if seen[s.Name] {
+			msg := fmt.Sprintf("%q is used twice in group %s", s.Name, name)
+			if s.Name == s.Agent {
+				msg += " (a session's name defaults to its agent kind: give each one a name)"
+			}
+			ps = append(ps, problem{sp + ".name", msg})
+		}
+		seen[s.Name] = true
+	}
+	return ps
+}
+
+func (s Session) problems(path string) []problem {
+	var ps []problem
+	known := strings.Join(AgentKinds(), ", ")
+	switch {
+	case s.Agent == "":
+		ps = append(ps, problem{path + ".agent", fmt.Sprintf("missing (known: %s)", known)})
+	case !slices.Contains(AgentKinds(), s.Agent):
+		ps = append(ps, problem{path + ".agent", fmt.Sprintf("%q is not a known agent (known: %s)", s.Agent, known)})
+	}
+	// With no agent there is no name to default to; the missing agent is
+	// the problem to fix.
+	if !ValidName(s.Name) && (s.Name != "" || s.Agent != "") {
+		ps = append(ps, problem{path + ".name", nameRule(s.Name)})
+	}
+	switch {
+	case s.Agent == AgentSim:
+		ps = append(ps, s.Sim.problems(path+".sim")...)
+	case s.Sim != Sim{}:
+		ps = append(ps, problem{path + ".sim", "only allowed with agent: " + AgentSim})
+	}
+	return ps
+}
+
+func (s Sim) problems(path string) []problem {
+	var ps []problem
+	if s.Window <= 0 {
+		ps = append(ps, problem{path + ".window", fmt.Sprintf("%d must be more than 0", s.Window)})
+	}
+	if s.TokensPerTurn < 0 {
+		ps = append(ps, problem{path + ".tokensPerTurn", fmt.Sprintf("%d must be 0 or more", s.TokensPerTurn)})
+	}
+	if s.TurnDelay < 0 {
+		ps = append(ps, problem{path + ".turnDelay", fmt.Sprintf("%s must be 0 or more", s.TurnDelay.D())})
+	}
+	if s.HandoffAfterTurns < 0 {
+		ps = append(ps, problem{path + ".handoffAfterTurns", fmt.Sprintf("%d must be 0 (never) or more", s.HandoffAfterTurns)})
+	}
+	return ps
+}
+
+// Problems returns what is wrong with r, one line each, with every key path
+// under prefix: Problems("groups.web.rotate") names
+// groups.web.rotate.mode, Problems("") names mode.
+func (r Rotate) Problems(prefix string) []string {
+	ps := r.problems(prefix)
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return lines
+}
+
+// Validate reports every problem in r at once, keys named without a prefix.
+func (r Rotate) Validate() error { return joinLines(r.problems("")) }
+
+func (r Rotate) problems(prefix string) []problem {
+	var ps []problem
+	if !slices.Contains(Modes(), r.Mode) {
+		ps = append(ps, problem{join(prefix, "mode"), fmt.Sprintf("%q is not one of %s", r.Mode, strings.Join(Modes(), ", "))})
+	}
+	if r.ContextPercent < 1 || r.ContextPercent > 100 {
+		ps = append(ps, problem{join(prefix, "contextPercent"), fmt.Sprintf("%d is outside 1..100", r.ContextPercent)})
+	}
+	if r.MaxTurns < 0 {
+		ps = append(ps, problem{join(prefix, "maxTurns"), fmt.Sprintf("%d must be 0 (never) or more", r.MaxTurns)})
+	}
+	return ps
+}
+
+// merge returns the problems found while decoding and those found by
+// validation, sorted by key path. A key that could not be decoded kept its
+// default or zero value, so validation's verdict on it and on anything below
+// it is dropped: the user should hear that the value has the wrong type, not
+// that it is missing.
+func merge(decoded, checked []problem) []problem {
+	all := slices.Clone(decoded)
+	for _, p := range checked {
+		under := func(d problem) bool {
+			return p.path == d.path || strings.HasPrefix(p.path, d.path+".") || strings.HasPrefix(p.path, d.path+"[")
+		}
+		if !slices.ContainsFunc(decoded, under) {
+			all = append(all, p)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b problem) int { return strings.Compare(a.path, b.path) })
+	return all
+}
+
+// joinLines returns nil for no problems, else one error with a line each.
+func joinLines(ps []problem) error {
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = errors.New(p.String())
+	}
+	return errors.Join(errs...)
+}

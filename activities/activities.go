@@ -1,0 +1,62 @@
+// Package activities runs agents for nid's workflows: one turn, one
+// compaction, one stop at a time, each as a Temporal activity.
+//
+// Build one Activities value in the worker with the agents this host can run
+// and register its methods under the names below. Adapters implement Agent;
+// the built-in sim agent needs nothing but nid's own MCP endpoint.
+package activities
+
+// Activity type names. They are stable: renaming a method must not strand
+// running workflow histories.
+const (
+	RunTurnName   = "nid.RunTurn"
+	CompactName   = "nid.Compact"
+	StopAgentName = "nid.StopAgent"
+)
+
+// Error types workflows branch on (temporal.ApplicationError types). All are
+// non-retryable: retrying cannot fix them.
+const (
+	ErrUnknownAgent = "UnknownAgent" // the session names an agent kind this host cannot run
+	ErrBadInput     = "BadInput"     // the request itself is malformed
+	ErrAgentFailed  = "AgentFailed"  // the agent ran and reported a failure it cannot recover from
+)
+
+// MaxOutputBytes bounds the agent output kept in workflow history; the rest
+// stays with the agent's own transcript.
+const MaxOutputBytes = 4 << 10
+
+// TurnInput is one turn for a session.
+type TurnInput struct {
+	Session      SessionRef `json:"session"`
+	Spec         AgentSpec  `json:"spec"`
+	Conversation string     `json:"conversation,omitempty"`
+	Prompt       string     `json:"prompt"`
+	Kind         string     `json:"kind"`
+}
+
+// TurnResult is a turn's report with the output cut to MaxOutputBytes.
+type TurnResult struct {
+	TurnReport
+	// OutputDigest is the SHA-256 of the whole output, hex.
+	OutputDigest string `json:"outputDigest"`
+	// OutputBytes is the length of the whole output.
+	OutputBytes int `json:"outputBytes"`
+}
+
+// CompactInput asks for a compaction of a session's conversation.
+type CompactInput struct {
+	Session      SessionRef `json:"session"`
+	Spec         AgentSpec  `json:"spec"`
+	Conversation string     `json:"conversation"`
+}
+
+// StopInput ends a session's agent process.
+type StopInput struct {
+	Session      SessionRef `json:"session"`
+	Spec         AgentSpec  `json:"spec"`
+	Conversation string     `json:"conversation"`
+}
+
+// StopResult is empty; it exists so the activity's signature can grow.
+type StopResult struct{}

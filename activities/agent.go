@@ -1,0 +1,117 @@
+package activities
+
+import (
+	"context"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// Where a context record's numbers came from.
+const (
+	SourceReported   = "reported"   // the agent printed them
+	SourceConfigured = "configured" // the window comes from config, the use from the agent
+	SourceUnknown    = "unknown"    // the agent reports nothing
+)
+
+// Turn kinds, so an adapter can tell a rotation's turns from work.
+const (
+	TurnWork           = "work"            // an ordinary prompt
+	TurnHandoffRequest = "handoff-request" // asks the agent to call handoff_write
+	TurnFresh          = "fresh"           // first message of a fresh conversation after a handoff
+)
+
+// AgentSpec says which agent a session runs and how it is configured.
+type AgentSpec struct {
+	Kind string     `json:"kind"`
+	Sim  config.Sim `json:"sim,omitempty"`
+}
+
+// SessionRef names a session and what it needs on this host.
+type SessionRef struct {
+	Group string `json:"group"`
+	Name  string `json:"name"`
+	// WorkflowID is the session workflow's id, used by the MCP endpoint to
+	// route the agent's tool calls back to its own session.
+	WorkflowID string `json:"workflowID"`
+}
+
+// Usage is what an agent said about its context after a turn.
+type Usage struct {
+	UsedTokens   int64  `json:"usedTokens"`
+	WindowTokens int64  `json:"windowTokens"`
+	Source       string `json:"source"`
+}
+
+// VendorCompaction is a compaction the agent's CLI did by itself inside a
+// turn (Claude Code's auto-compact, Codex's contextCompaction item).
+type VendorCompaction struct {
+	BeforeTokens int64 `json:"beforeTokens"`
+	AfterTokens  int64 `json:"afterTokens"`
+}
+
+// TurnRequest is one prompt for an agent.
+type TurnRequest struct {
+	Session SessionRef `json:"session"`
+	Spec    AgentSpec  `json:"spec"`
+	// Conversation is the vendor conversation to continue; empty starts a
+	// new one.
+	Conversation string `json:"conversation,omitempty"`
+	Prompt       string `json:"prompt"`
+	Kind         string `json:"kind"`
+	// MCPURL is the session's own MCP endpoint, token included.
+	MCPURL string `json:"mcpURL"`
+	// StateDir is where the agent may keep per-session files.
+	StateDir string `json:"stateDir"`
+}
+
+// TurnReport is what came back from one turn.
+type TurnReport struct {
+	Conversation string            `json:"conversation"`
+	Output       string            `json:"output"`
+	Usage        Usage             `json:"usage"`
+	Vendor       *VendorCompaction `json:"vendor,omitempty"`
+	RateLimited  bool              `json:"rateLimited,omitempty"`
+}
+
+// CompactRequest asks an agent to compact its conversation in place.
+type CompactRequest struct {
+	Session      SessionRef `json:"session"`
+	Spec         AgentSpec  `json:"spec"`
+	Conversation string     `json:"conversation"`
+	MCPURL       string     `json:"mcpURL"`
+	StateDir     string     `json:"stateDir"`
+}
+
+// CompactReport is the vendor's answer to a compaction. OK is true only when
+// the vendor confirmed it.
+type CompactReport struct {
+	OK           bool   `json:"ok"`
+	Conversation string `json:"conversation"`
+	BeforeTokens int64  `json:"beforeTokens"`
+	AfterTokens  int64  `json:"afterTokens"`
+	Usage        Usage  `json:"usage"`
+	// Detail says why a compaction the vendor refused failed.
+	Detail string `json:"detail,omitempty"`
+}
+
+// StopRequest ends an agent's process for a session.
+type StopRequest struct {
+	Session      SessionRef `json:"session"`
+	Spec         AgentSpec  `json:"spec"`
+	Conversation string     `json:"conversation"`
+	StateDir     string     `json:"stateDir"`
+}
+
+// Tools nid serves every agent over MCP, by the names agents call them.
+const (
+	ToolHandoffWrite = "handoff_write"
+	ToolBoardRead    = "board_read"
+)
+
+// Agent is what every vendor adapter implements. Implementations must be
+// safe for concurrent use by different sessions.
+type Agent interface {
+	Turn(ctx context.Context, req TurnRequest) (TurnReport, error)
+	Compact(ctx context.Context, req CompactRequest) (CompactReport, error)
+	Stop(ctx context.Context, req StopRequest) error
+}

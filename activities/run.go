@@ -1,0 +1,285 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+)
+
+// ErrTransient is the error type of a failure a retry may fix: the agent's
+// process died, the model was overloaded, nid's MCP endpoint did not answer.
+// Unlike the types in activities.go it is retryable.
+const ErrTransient = "Transient"
+
+// DefaultHeartbeatEvery is how often a running turn, compaction or stop
+// heartbeats when Activities.HeartbeatEvery is zero. Workflows should give
+// these activities a heartbeat timeout of several times this.
+const DefaultHeartbeatEvery = 5 * time.Second
+
+// Activities runs agents for session workflows. Build one in the worker and
+// register RunTurn, Compact and StopAgent under RunTurnName, CompactName and
+// StopAgentName.
+type Activities struct {
+	// Agents maps an agent kind (config.AgentSim, ...) to its adapter.
+	Agents map[string]Agent
+	// StateDir is where adapters keep per-session files on this host.
+	StateDir string
+	// MCPURL returns a session's own MCP endpoint, token included. Nil means
+	// agents get no MCP endpoint.
+	MCPURL func(ref SessionRef) string
+	// HeartbeatEvery overrides DefaultHeartbeatEvery.
+	HeartbeatEvery time.Duration
+}
+
+// Error is a failure an adapter reports that retrying cannot fix. Type is
+// ErrBadInput or ErrAgentFailed; the activities turn it into a non-retryable
+// temporal.ApplicationError of that type, which workflows branch on.
+type Error struct {
+	Type string
+	Err  error
+}
+
+// Error returns the failure's message.
+func (e *Error) Error() string { return e.Err.Error() }
+
+// Unwrap returns the failure itself, so errors.Is sees through the type.
+func (e *Error) Unwrap() error { return e.Err }
+
+// BadInput reports a request that is malformed, formatted as by fmt.Errorf.
+func BadInput(format string, args ...any) error {
+	return &Error{Type: ErrBadInput, Err: fmt.Errorf(format, args...)}
+}
+
+// AgentFailed reports an agent that ran and failed in a way a retry cannot
+// fix, formatted as by fmt.Errorf.
+func AgentFailed(format string, args ...any) error {
+	return &Error{Type: ErrAgentFailed, Err: fmt.Errorf(format, args...)}
+}
+
+// classify is the one place that decides whether Temporal retries a failure.
+// Adapters' *Error values become non-retryable errors of their type;
+// cancellation passes through untouched so Temporal records the activity as
+// cancelled; everything else (timeouts, dead processes, network) is
+// retryable.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		return err
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return temporal.NewNonRetryableApplicationError(err.Error(), e.Type, nil)
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return temporal.NewApplicationError(err.Error(), ErrTransient)
+}
+
+// RunTurn sends one prompt to a session's agent and reports what came back,
+// with the output cut to MaxOutputBytes.
+func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, error) {
+	agent, err := a.agent(in.Spec.Kind)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	kind := in.Kind
+	if kind == "" {
+		kind = TurnWork
+	}
+	switch {
+	case kind != TurnWork && kind != TurnHandoffRequest && kind != TurnFresh:
+		err = BadInput("turn kind %q is not one of %s, %s, %s", kind, TurnWork, TurnHandoffRequest, TurnFresh)
+	case strings.TrimSpace(in.Prompt) == "":
+		err = BadInput("empty prompt for %s/%s", in.Session.Group, in.Session.Name)
+	default:
+		err = checkSession(in.Session)
+	}
+	if err != nil {
+		return TurnResult{}, classify(err)
+	}
+	req := TurnRequest{
+		Session:      in.Session,
+		Spec:         in.Spec,
+		Conversation: in.Conversation,
+		Prompt:       in.Prompt,
+		Kind:         kind,
+		MCPURL:       a.mcpURL(in.Session),
+		StateDir:     a.StateDir,
+	}
+	var rep TurnReport
+	err = a.heartbeating(ctx, "turn", func(ctx context.Context) (err error) {
+		rep, err = agent.Turn(ctx, req)
+		return err
+	})
+	logger := loggerFor(ctx)
+	if err != nil {
+		logger.Warn("Turn failed", "sessionID", in.Session.WorkflowID, "kind", kind, "error", err)
+		return TurnResult{}, classify(err)
+	}
+	logger.Debug("Turn done", "sessionID", in.Session.WorkflowID, "kind", kind,
+		"conversation", rep.Conversation, "usedTokens", rep.Usage.UsedTokens, "windowTokens", rep.Usage.WindowTokens)
+	return cutOutput(rep), nil
+}
+
+// Compact asks a session's agent to compact its conversation in place. A
+// compaction the vendor refused is a report with OK false, not an error.
+func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactReport, error) {
+	agent, err := a.agent(in.Spec.Kind)
+	if err != nil {
+		return CompactReport{}, err
+	}
+	if err := checkSession(in.Session); err != nil {
+		return CompactReport{}, classify(err)
+	}
+	if in.Conversation == "" {
+		return CompactReport{}, classify(BadInput("%s/%s has no conversation to compact", in.Session.Group, in.Session.Name))
+	}
+	req := CompactRequest{
+		Session:      in.Session,
+		Spec:         in.Spec,
+		Conversation: in.Conversation,
+		MCPURL:       a.mcpURL(in.Session),
+		StateDir:     a.StateDir,
+	}
+	var rep CompactReport
+	err = a.heartbeating(ctx, "compact", func(ctx context.Context) (err error) {
+		rep, err = agent.Compact(ctx, req)
+		return err
+	})
+	logger := loggerFor(ctx)
+	if err != nil {
+		logger.Warn("Compaction failed", "sessionID", in.Session.WorkflowID, "conversation", in.Conversation, "error", err)
+		return CompactReport{}, classify(err)
+	}
+	logger.Debug("Compaction done", "sessionID", in.Session.WorkflowID, "conversation", rep.Conversation,
+		"ok", rep.OK, "beforeTokens", rep.BeforeTokens, "afterTokens", rep.AfterTokens)
+	return rep, nil
+}
+
+// StopAgent ends a session's agent process, if it has one.
+func (a *Activities) StopAgent(ctx context.Context, in StopInput) (StopResult, error) {
+	agent, err := a.agent(in.Spec.Kind)
+	if err != nil {
+		return StopResult{}, err
+	}
+	if err := checkSession(in.Session); err != nil {
+		return StopResult{}, classify(err)
+	}
+	req := StopRequest{
+		Session:      in.Session,
+		Spec:         in.Spec,
+		Conversation: in.Conversation,
+		StateDir:     a.StateDir,
+	}
+	err = a.heartbeating(ctx, "stop", func(ctx context.Context) error {
+		return agent.Stop(ctx, req)
+	})
+	if err != nil {
+		loggerFor(ctx).Warn("Stop failed", "sessionID", in.Session.WorkflowID, "error", err)
+		return StopResult{}, classify(err)
+	}
+	return StopResult{}, nil
+}
+
+// agent returns the adapter for kind, or a non-retryable ErrUnknownAgent
+// error that lists the kinds this host can run.
+func (a *Activities) agent(kind string) (Agent, error) {
+	if ag, ok := a.Agents[kind]; ok {
+		return ag, nil
+	}
+	known := slices.Sorted(maps.Keys(a.Agents))
+	return nil, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("agent %q cannot run on this host (known agents: %s)", kind, strings.Join(known, ", ")),
+		ErrUnknownAgent, nil)
+}
+
+func (a *Activities) mcpURL(ref SessionRef) string {
+	if a.MCPURL == nil {
+		return ""
+	}
+	return a.MCPURL(ref)
+}
+
+// heartbeating runs fn, heartbeating meanwhile so that a worker that died
+// mid-turn is noticed within the heartbeat timeout and a cancellation from
+// the workflow reaches fn through ctx. Outside an activity it just runs fn.
+func (a *Activities) heartbeating(ctx context.Context, step string, fn func(context.Context) error) error {
+	if !activity.IsActivity(ctx) {
+		return fn(ctx)
+	}
+	every := a.HeartbeatEvery
+	if every <= 0 {
+		every = DefaultHeartbeatEvery
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				activity.RecordHeartbeat(ctx, fmt.Sprintf("%s running for %s", step, time.Since(start).Round(time.Second)))
+			}
+		}
+	}()
+	err := fn(ctx)
+	close(done)
+	<-stopped
+	return err
+}
+
+// checkSession refuses refs whose names could not have come from a valid
+// nid.yaml; adapters build file paths from them.
+func checkSession(ref SessionRef) error {
+	for _, s := range []string{ref.Group, ref.Name} {
+		if s == "" || s == "." || s == ".." || strings.ContainsAny(s, `/\`) {
+			return BadInput("%q/%q does not name a session", ref.Group, ref.Name)
+		}
+	}
+	return nil
+}
+
+// cutOutput keeps at most MaxOutputBytes of the output, cut on a UTF-8
+// boundary, and records the whole output's size and digest.
+func cutOutput(rep TurnReport) TurnResult {
+	sum := sha256.Sum256([]byte(rep.Output))
+	res := TurnResult{TurnReport: rep, OutputDigest: hex.EncodeToString(sum[:]), OutputBytes: len(rep.Output)}
+	if len(rep.Output) > MaxOutputBytes {
+		n := MaxOutputBytes
+		for n > 0 && !utf8.RuneStart(rep.Output[n]) {
+			n--
+		}
+		res.Output = rep.Output[:n]
+	}
+	return res
+}
+
+// loggerFor is the activity's logger, or one that discards when adapters or
+// activities run outside Temporal (in tests).
+func loggerFor(ctx context.Context) log.Logger {
+	if activity.IsActivity(ctx) {
+		return activity.GetLogger(ctx)
+	}
+	return log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+}

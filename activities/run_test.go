@@ -1,0 +1,275 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// scriptedAgent answers every turn with fn; it stands in for a vendor whose
+// output the test needs to choose.
+type scriptedAgent struct {
+	fn func(ctx context.Context, req TurnRequest) (TurnReport, error)
+}
+
+func (a scriptedAgent) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
+	return a.fn(ctx, req)
+}
+
+func (a scriptedAgent) Compact(context.Context, CompactRequest) (CompactReport, error) {
+	return CompactReport{}, AgentFailed("scripted agents cannot compact")
+}
+
+func (a scriptedAgent) Stop(context.Context, StopRequest) error { return nil }
+
+func saying(output string) scriptedAgent {
+	return scriptedAgent{fn: func(context.Context, TurnRequest) (TurnReport, error) {
+		return TurnReport{Conversation: "c1", Output: output}, nil
+	}}
+}
+
+func failing(err error) scriptedAgent {
+	return scriptedAgent{fn: func(context.Context, TurnRequest) (TurnReport, error) { return TurnReport{}, err }}
+}
+
+// activityEnv registers acts' methods under their stable names in a test
+// activity environment.
+func activityEnv(acts *Activities) *testsuite.TestActivityEnvironment {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(acts.RunTurn, activity.RegisterOptions{Name: RunTurnName})
+	env.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: CompactName})
+	env.RegisterActivityWithOptions(acts.StopAgent, activity.RegisterOptions{Name: StopAgentName})
+	return env
+}
+
+func turnInput(kind, prompt string) TurnInput {
+	return TurnInput{Session: lead, Spec: AgentSpec{Kind: "scripted"}, Prompt: prompt, Kind: kind}
+}
+
+func TestRunTurnCutsOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		output string
+		kept   string
+	}{
+		{"short output is kept whole", "done", "done"},
+		{"exactly the limit", strings.Repeat("a", MaxOutputBytes), strings.Repeat("a", MaxOutputBytes)},
+		// 1365 three-byte runes fill 4095 bytes; the 1366th would cross the limit.
+		{"cut on a character boundary", strings.Repeat("€", 2_000), strings.Repeat("€", 1_365)},
+		{"ascii over the limit", strings.Repeat("b", MaxOutputBytes+10), strings.Repeat("b", MaxOutputBytes)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := activityEnv(&Activities{Agents: map[string]Agent{"scripted": saying(tc.output)}})
+			val, err := env.ExecuteActivity(RunTurnName, turnInput(TurnWork, "go"))
+			require.NoError(t, err)
+			var res TurnResult
+			require.NoError(t, val.Get(&res))
+
+			sum := sha256.Sum256([]byte(tc.output))
+			require.Equal(t, tc.kept, res.Output)
+			require.True(t, utf8.ValidString(res.Output))
+			require.Equal(t, len(tc.output), res.OutputBytes)
+			require.Equal(t, hex.EncodeToString(sum[:]), res.OutputDigest)
+			require.Equal(t, "c1", res.Conversation)
+		})
+	}
+}
+
+func TestRunTurnErrors(t *testing.T) {
+	agents := map[string]Agent{
+		config.AgentSim: NewSim(),
+		"failing":       failing(AgentFailed("the model refused the prompt")),
+		"flaky":         failing(errors.New("connection reset by peer")),
+	}
+	for _, tc := range []struct {
+		name      string
+		in        TurnInput
+		errType   string
+		retryable bool
+		message   string
+	}{
+		{
+			name:    "unknown agent names the kind and the known ones",
+			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: "claude"}, Prompt: "go", Kind: TurnWork},
+			errType: ErrUnknownAgent,
+			message: `agent "claude" cannot run on this host (known agents: failing, flaky, sim)`,
+		},
+		{
+			name:    "empty prompt",
+			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: " \n", Kind: TurnWork},
+			errType: ErrBadInput,
+			message: "empty prompt for web/lead",
+		},
+		{
+			name:    "unknown turn kind",
+			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: "go", Kind: "dance"},
+			errType: ErrBadInput,
+			message: `turn kind "dance" is not one of work, handoff-request, fresh`,
+		},
+		{
+			name:    "session name that is a path",
+			in:      TurnInput{Session: SessionRef{Group: "web", Name: "../../etc"}, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: "go"},
+			errType: ErrBadInput,
+			message: "does not name a session",
+		},
+		{
+			name:    "agent failure",
+			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: "failing"}, Prompt: "go", Kind: TurnWork},
+			errType: ErrAgentFailed,
+			message: "the model refused the prompt",
+		},
+		{
+			name:      "transient failure is retried",
+			in:        TurnInput{Session: lead, Spec: AgentSpec{Kind: "flaky"}, Prompt: "go", Kind: TurnWork},
+			errType:   ErrTransient,
+			retryable: true,
+			message:   "connection reset by peer",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := activityEnv(&Activities{Agents: agents, StateDir: t.TempDir()})
+			_, err := env.ExecuteActivity(RunTurnName, tc.in)
+			appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+			require.True(t, ok, "want an application error, got %v", err)
+			require.Equal(t, tc.errType, appErr.Type())
+			require.Equal(t, !tc.retryable, appErr.NonRetryable())
+			require.Contains(t, appErr.Error(), tc.message)
+		})
+	}
+}
+
+func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
+	rec := startHandoffRecorder(t, "")
+	stateDir := t.TempDir()
+	acts := &Activities{
+		Agents:   map[string]Agent{config.AgentSim: NewSim()},
+		StateDir: stateDir,
+		MCPURL: func(ref SessionRef) string {
+			require.Equal(t, lead, ref)
+			return rec.URL
+		},
+	}
+	env := activityEnv(acts)
+	in := TurnInput{Session: lead, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: "Call handoff_write."}
+
+	var res TurnResult
+	val, err := env.ExecuteActivity(RunTurnName, in)
+	require.NoError(t, err)
+	require.NoError(t, val.Get(&res))
+	require.Equal(t, "sim-1", res.Conversation)
+	require.FileExists(t, filepath.Join(stateDir, "sim", "web", "lead", "sim-1.json"))
+
+	in.Conversation, in.Kind = res.Conversation, TurnHandoffRequest
+	_, err = env.ExecuteActivity(RunTurnName, in)
+	require.NoError(t, err)
+	require.Len(t, rec.Summaries(), 1)
+	require.Contains(t, rec.Summaries()[0], "sim conversation sim-1 of web/lead")
+}
+
+func TestRunTurnHeartbeatsWhileTheAgentWorks(t *testing.T) {
+	beat := make(chan string, 1)
+	agent := scriptedAgent{fn: func(ctx context.Context, _ TurnRequest) (TurnReport, error) {
+		select {
+		case details := <-beat:
+			return TurnReport{Conversation: "c1", Output: details}, nil
+		case <-ctx.Done():
+			return TurnReport{}, ctx.Err()
+		case <-time.After(time.Minute):
+			return TurnReport{}, AgentFailed("no heartbeat while the turn ran")
+		}
+	}}
+	env := activityEnv(&Activities{Agents: map[string]Agent{"scripted": agent}, HeartbeatEvery: time.Millisecond})
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+		var s string
+		if details.Get(&s) == nil {
+			select {
+			case beat <- s:
+			default:
+			}
+		}
+	})
+	val, err := env.ExecuteActivity(RunTurnName, turnInput(TurnWork, "go"))
+	require.NoError(t, err)
+	var res TurnResult
+	require.NoError(t, val.Get(&res))
+	require.True(t, strings.HasPrefix(res.Output, "turn running for "), res.Output)
+}
+
+func TestCompactActivity(t *testing.T) {
+	stateDir := t.TempDir()
+	acts := &Activities{Agents: map[string]Agent{config.AgentSim: NewSim()}, StateDir: stateDir}
+	env := activityEnv(acts)
+	spec := AgentSpec{Kind: config.AgentSim, Sim: config.Sim{TokensPerTurn: 50_000}}
+
+	val, err := env.ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: spec, Prompt: "abcd"})
+	require.NoError(t, err)
+	var turn TurnResult
+	require.NoError(t, val.Get(&turn))
+
+	val, err = env.ExecuteActivity(CompactName, CompactInput{Session: lead, Spec: spec, Conversation: turn.Conversation})
+	require.NoError(t, err)
+	var rep CompactReport
+	require.NoError(t, val.Get(&rep))
+	require.True(t, rep.OK)
+	require.Equal(t, int64(50_001), rep.BeforeTokens)
+	require.Equal(t, int64(5_000), rep.AfterTokens)
+
+	_, err = env.ExecuteActivity(CompactName, CompactInput{Session: lead, Spec: spec})
+	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, ErrBadInput, appErr.Type())
+	require.Contains(t, appErr.Error(), "web/lead has no conversation to compact")
+}
+
+func TestStopAgentActivity(t *testing.T) {
+	env := activityEnv(&Activities{Agents: map[string]Agent{config.AgentSim: NewSim()}, StateDir: t.TempDir()})
+	_, err := env.ExecuteActivity(StopAgentName, StopInput{Session: lead, Spec: AgentSpec{Kind: config.AgentSim}, Conversation: "sim-1"})
+	require.NoError(t, err)
+
+	_, err = env.ExecuteActivity(StopAgentName, StopInput{Session: lead, Spec: AgentSpec{Kind: "codex"}})
+	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, ErrUnknownAgent, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+}
+
+func TestClassify(t *testing.T) {
+	already := temporal.NewNonRetryableApplicationError("quota", "Quota", nil)
+	for _, tc := range []struct {
+		name      string
+		err       error
+		errType   string
+		retryable bool
+	}{
+		{"bad input", BadInput("no prompt"), ErrBadInput, false},
+		{"agent failed, wrapped", fmt.Errorf("turn: %w", AgentFailed("exit 1")), ErrAgentFailed, false},
+		{"deadline", context.DeadlineExceeded, ErrTransient, true},
+		{"anything else", errors.New("EOF"), ErrTransient, true},
+		{"already classified", already, "Quota", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			appErr, ok := errors.AsType[*temporal.ApplicationError](classify(tc.err))
+			require.True(t, ok)
+			require.Equal(t, tc.errType, appErr.Type())
+			require.Equal(t, !tc.retryable, appErr.NonRetryable())
+		})
+	}
+	require.ErrorIs(t, classify(context.Canceled), context.Canceled, "cancellation reaches Temporal as is")
+	require.NoError(t, classify(nil))
+}

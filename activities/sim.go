@@ -1,0 +1,352 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// Sim is nid's built-in simulated agent: it needs no API key, behaves the
+// same on every run, and drives the tests.
+//
+// Each turn takes Spec.Sim.TurnDelay and adds Spec.Sim.TokensPerTurn to the
+// conversation's context; a fresh conversation starts at the size of its
+// first message, ceil(len(prompt)/4) tokens, plus that turn's TokensPerTurn.
+// The context never grows past the window: a full sim keeps working at 100%,
+// so a group with rotation off still runs. Compaction shrinks the context to
+// a tenth. Asked for a handoff, or on its HandoffAfterTurns-th turn since the
+// conversation started or was last compacted, the sim calls handoff_write on
+// nid's MCP endpoint like a real agent.
+//
+// A conversation's state is a small JSON file,
+// <StateDir>/sim/<group>/<session>/<conversation>.json, so it survives worker
+// restarts as a real agent's transcript does. Conversation ids are sim-1,
+// sim-2, ... counted from the files in the session's directory: readable in
+// events, the same on every run of a test, and never reused within a
+// session because the files outlive the worker.
+type Sim struct {
+	// HTTPClient makes the sim's MCP calls; nil means http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// NewSim returns a sim agent.
+func NewSim() *Sim { return &Sim{} }
+
+// simState is one conversation's file.
+type simState struct {
+	Conversation string `json:"conversation"`
+	UsedTokens   int64  `json:"usedTokens"`
+	// Turns counts every turn of the conversation; SinceCompact the turns
+	// since it started or was last compacted, which is what makes the sim's
+	// context feel cluttered.
+	Turns        int `json:"turns"`
+	SinceCompact int `json:"sinceCompact"`
+	Compactions  int `json:"compactions"`
+	// Task is the start of the last work prompt, for handoff summaries.
+	Task string `json:"task,omitempty"`
+}
+
+// simConfig is a session's sim settings with defaults for what is unset.
+func simConfig(c config.Sim) config.Sim {
+	if c.Window <= 0 {
+		c.Window = config.DefaultSimWindow
+	}
+	if c.TokensPerTurn <= 0 {
+		c.TokensPerTurn = config.DefaultSimTokensPerTurn
+	}
+	return c
+}
+
+// Turn runs one simulated turn.
+func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
+	cfg := simConfig(req.Spec.Sim)
+	if strings.TrimSpace(req.Prompt) == "" {
+		return TurnReport{}, BadInput("sim: empty prompt")
+	}
+	dir, err := simDir(req.StateDir, req.Session)
+	if err != nil {
+		return TurnReport{}, err
+	}
+	var st simState
+	if req.Conversation == "" {
+		if st.Conversation, err = nextConversation(dir); err != nil {
+			return TurnReport{}, err
+		}
+		st.UsedTokens = promptTokens(req.Prompt)
+	} else if st, err = loadSim(dir, req.Conversation); err != nil {
+		return TurnReport{}, err
+	}
+
+	if err := sleep(ctx, cfg.TurnDelay.D()); err != nil {
+		return TurnReport{}, err
+	}
+	st.Turns++
+	st.SinceCompact++
+	st.UsedTokens = min(st.UsedTokens+cfg.TokensPerTurn, cfg.Window)
+	if req.Kind != TurnHandoffRequest {
+		st.Task = clip(req.Prompt, 60)
+	}
+
+	out := fmt.Sprintf("sim turn %d of conversation %s: worked on %q", st.Turns, st.Conversation, clip(req.Prompt, 60))
+	switch {
+	case req.Kind == TurnHandoffRequest && cfg.NoHandoff:
+		out = fmt.Sprintf("sim turn %d of conversation %s: I will not write a handoff (noHandoff)", st.Turns, st.Conversation)
+	case req.Kind == TurnHandoffRequest:
+		if err := s.handoffWrite(ctx, req.MCPURL, st.summary(req.Session, "")); err != nil {
+			return TurnReport{}, err
+		}
+		out = fmt.Sprintf("sim turn %d of conversation %s: wrote a handoff with handoff_write", st.Turns, st.Conversation)
+	case req.Kind == TurnWork && cfg.HandoffAfterTurns > 0 && st.SinceCompact == cfg.HandoffAfterTurns:
+		why := fmt.Sprintf("My context is cluttered after %d turns: start me fresh from this summary. ", st.SinceCompact)
+		if err := s.handoffWrite(ctx, req.MCPURL, st.summary(req.Session, why)); err != nil {
+			return TurnReport{}, err
+		}
+		out += "; my context is cluttered, so I wrote a handoff with handoff_write"
+	}
+
+	// Saved last, so a turn that failed or was cancelled leaves the
+	// conversation as it was and its retry starts from the same place.
+	if err := saveSim(dir, st); err != nil {
+		return TurnReport{}, err
+	}
+	return TurnReport{Conversation: st.Conversation, Output: out, Usage: simUsage(cfg, st.UsedTokens)}, nil
+}
+
+// Compact shrinks the conversation's context to a tenth, unless the session
+// is configured with failCompact.
+func (s *Sim) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
+	cfg := simConfig(req.Spec.Sim)
+	dir, err := simDir(req.StateDir, req.Session)
+	if err != nil {
+		return CompactReport{}, err
+	}
+	st, err := loadSim(dir, req.Conversation)
+	if err != nil {
+		return CompactReport{}, err
+	}
+	if err := sleep(ctx, cfg.TurnDelay.D()); err != nil {
+		return CompactReport{}, err
+	}
+	before := st.UsedTokens
+	if cfg.FailCompact {
+		return CompactReport{
+			Conversation: st.Conversation,
+			BeforeTokens: reported(cfg, before),
+			AfterTokens:  reported(cfg, before),
+			Usage:        simUsage(cfg, before),
+			Detail:       "sim: compaction refused (failCompact)",
+		}, nil
+	}
+	st.UsedTokens = before / 10
+	st.SinceCompact = 0
+	st.Compactions++
+	if err := saveSim(dir, st); err != nil {
+		return CompactReport{}, err
+	}
+	return CompactReport{
+		OK:           true,
+		Conversation: st.Conversation,
+		BeforeTokens: reported(cfg, before),
+		AfterTokens:  reported(cfg, st.UsedTokens),
+		Usage:        simUsage(cfg, st.UsedTokens),
+	}, nil
+}
+
+// Stop does nothing: the sim has no process to kill.
+func (s *Sim) Stop(ctx context.Context, req StopRequest) error { return nil }
+
+// summary is the handoff the sim writes: self-contained, with the sections a
+// real agent is asked for.
+func (st simState) summary(ref SessionRef, why string) string {
+	task := st.Task
+	if task == "" {
+		task = "(no task given yet)"
+	}
+	return fmt.Sprintf("%sHandoff from sim conversation %s of %s/%s after %d turns.\n"+
+		"Goal: %q.\n"+
+		"Done: %d simulated turns of work, %d compactions; nothing outside nid was changed.\n"+
+		"Next: continue with the goal above.\n"+
+		"Decisions: none.\n"+
+		"Gotchas: this is nid's built-in sim agent; its work is simulated.",
+		why, st.Conversation, ref.Group, ref.Name, st.Turns, task, st.Turns, st.Compactions)
+}
+
+// handoffWrite calls the handoff_write tool on the session's MCP endpoint.
+// A tool error is the agent's failure; a call that never got an answer may
+// succeed on retry.
+func (s *Sim) handoffWrite(ctx context.Context, url, summary string) error {
+	if url == "" {
+		return AgentFailed("sim: no MCP endpoint to call handoff_write on")
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "nid-sim", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   url,
+		HTTPClient: s.HTTPClient,
+		// The sim never waits for server-initiated messages.
+		DisableStandaloneSSE: true,
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("sim: connect to nid's MCP endpoint: %w", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
+		Name:      ToolHandoffWrite,
+		Arguments: map[string]any{"summary": summary},
+	})
+	if err != nil {
+		return fmt.Errorf("sim: call handoff_write: %w", err)
+	}
+	if res.IsError {
+		return AgentFailed("sim: handoff_write failed: %s", toolText(res))
+	}
+	return nil
+}
+
+func toolText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func simUsage(cfg config.Sim, used int64) Usage {
+	if cfg.Silent {
+		return Usage{Source: SourceUnknown}
+	}
+	return Usage{UsedTokens: used, WindowTokens: cfg.Window, Source: SourceReported}
+}
+
+// reported is what a sim says about a token count: nothing when silent.
+func reported(cfg config.Sim, tokens int64) int64 {
+	if cfg.Silent {
+		return 0
+	}
+	return tokens
+}
+
+// promptTokens estimates a message's size at four bytes a token.
+func promptTokens(prompt string) int64 {
+	return max(1, (int64(len(prompt))+3)/4)
+}
+
+// clip returns the first n characters of s.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n])
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func simDir(stateDir string, ref SessionRef) (string, error) {
+	if stateDir == "" {
+		return "", BadInput("sim: no state directory")
+	}
+	if err := checkSession(ref); err != nil {
+		return "", err
+	}
+	return filepath.Join(stateDir, "sim", ref.Group, ref.Name), nil
+}
+
+var simIDRE = regexp.MustCompile(`^sim-([1-9][0-9]*)$`)
+
+// nextConversation is one more than the highest conversation number in the
+// session's directory.
+func nextConversation(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("sim: %w", err)
+	}
+	highest := 0
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		m := simIDRE.FindStringSubmatch(id)
+		if !ok || m == nil {
+			continue
+		}
+		if n, err := strconv.Atoi(m[1]); err == nil && n > highest {
+			highest = n
+		}
+	}
+	return fmt.Sprintf("sim-%d", highest+1), nil
+}
+
+func loadSim(dir, conversation string) (simState, error) {
+	if !simIDRE.MatchString(conversation) {
+		return simState{}, AgentFailed("sim: no conversation %q", conversation)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, conversation+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return simState{}, AgentFailed("sim: no conversation %q in %s", conversation, dir)
+	}
+	if err != nil {
+		return simState{}, fmt.Errorf("sim: %w", err)
+	}
+	var st simState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return simState{}, AgentFailed("sim: conversation file %s is corrupt: %v", filepath.Join(dir, conversation+".json"), err)
+	}
+	return st, nil
+}
+
+// saveSim writes the state through a temporary file and a rename, so a
+// worker killed mid-write leaves the old state or the new, never half.
+func saveSim(dir string, st simState) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, st.Conversation+".json"))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("sim: save conversation %s: %w", st.Conversation, err)
+	}
+	return nil
+}

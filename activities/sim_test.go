@@ -1,0 +1,354 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// handoffRecorder is a small MCP server on 127.0.0.1 with a handoff_write
+// tool that records the summaries agents send it, or refuses them.
+type handoffRecorder struct {
+	URL    string
+	server *httptest.Server
+
+	mu        sync.Mutex
+	summaries []string
+}
+
+func startHandoffRecorder(t *testing.T, refuse string) *handoffRecorder {
+	t.Helper()
+	r := &handoffRecorder{}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "recorder", Version: "1"}, nil)
+	type args struct {
+		Summary string `json:"summary"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "handoff_write"}, func(_ context.Context, _ *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
+		if refuse != "" {
+			return nil, nil, errors.New(refuse)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.summaries = append(r.summaries, in.Summary)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "handoff recorded"}}}, nil, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	r.URL, r.server = ts.URL, ts
+	return r
+}
+
+func (r *handoffRecorder) Summaries() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.summaries...)
+}
+
+var lead = SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
+
+// simSession drives one session's sim the way the session workflow does:
+// it remembers the conversation id between turns.
+type simSession struct {
+	t            *testing.T
+	sim          *Sim
+	stateDir     string
+	cfg          config.Sim
+	mcpURL       string
+	conversation string
+}
+
+func newSimSession(t *testing.T, cfg config.Sim) *simSession {
+	return &simSession{t: t, sim: NewSim(), stateDir: t.TempDir(), cfg: cfg}
+}
+
+func (s *simSession) turn(kind, prompt string) (TurnReport, error) {
+	rep, err := s.sim.Turn(context.Background(), TurnRequest{
+		Session:      lead,
+		Spec:         AgentSpec{Kind: config.AgentSim, Sim: s.cfg},
+		Conversation: s.conversation,
+		Prompt:       prompt,
+		Kind:         kind,
+		MCPURL:       s.mcpURL,
+		StateDir:     s.stateDir,
+	})
+	if err == nil {
+		s.conversation = rep.Conversation
+	}
+	return rep, err
+}
+
+func (s *simSession) mustTurn(kind, prompt string) TurnReport {
+	s.t.Helper()
+	rep, err := s.turn(kind, prompt)
+	require.NoError(s.t, err)
+	return rep
+}
+
+func (s *simSession) compact() (CompactReport, error) {
+	return s.sim.Compact(context.Background(), CompactRequest{
+		Session:      lead,
+		Spec:         AgentSpec{Kind: config.AgentSim, Sim: s.cfg},
+		Conversation: s.conversation,
+		StateDir:     s.stateDir,
+	})
+}
+
+func TestSimTurnsGrowTheContext(t *testing.T) {
+	s := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 1_000})
+	prompt := strings.Repeat("x", 40) // 10 tokens
+	for i, want := range []struct {
+		used   int64
+		output string
+	}{
+		{1_010, `sim turn 1 of conversation sim-1: worked on "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"`},
+		{2_010, `sim turn 2 of conversation sim-1: worked on "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"`},
+		{3_010, `sim turn 3 of conversation sim-1: worked on "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"`},
+	} {
+		rep := s.mustTurn(TurnWork, prompt)
+		require.Equal(t, "sim-1", rep.Conversation, "turn %d", i+1)
+		require.Equal(t, want.output, rep.Output)
+		require.Equal(t, Usage{UsedTokens: want.used, WindowTokens: 100_000, Source: SourceReported}, rep.Usage)
+	}
+	require.FileExists(t, filepath.Join(s.stateDir, "sim", "web", "lead", "sim-1.json"))
+}
+
+func TestSimFreshConversationStartsAtItsFirstMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prompt string
+		used   int64
+	}{
+		{"one byte is one token", "a", 1 + 100},
+		{"four bytes are one token", "abcd", 1 + 100},
+		{"five bytes round up", "abcde", 2 + 100},
+		{"a long handoff", strings.Repeat("h", 4_001), 1_001 + 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSimSession(t, config.Sim{Window: 10_000, TokensPerTurn: 100})
+			rep := s.mustTurn(TurnFresh, tc.prompt)
+			require.Equal(t, tc.used, rep.Usage.UsedTokens)
+		})
+	}
+}
+
+func TestSimOutputQuotesTheFirst60Characters(t *testing.T) {
+	s := newSimSession(t, config.Sim{})
+	rep := s.mustTurn(TurnWork, strings.Repeat("é", 61))
+	require.Equal(t, `sim turn 1 of conversation sim-1: worked on "`+strings.Repeat("é", 60)+`"`, rep.Output)
+}
+
+func TestSimDefaultsWhenUnconfigured(t *testing.T) {
+	s := newSimSession(t, config.Sim{})
+	rep := s.mustTurn(TurnWork, "abcd")
+	require.Equal(t, Usage{UsedTokens: 1 + config.DefaultSimTokensPerTurn, WindowTokens: config.DefaultSimWindow, Source: SourceReported}, rep.Usage)
+}
+
+func TestSimNeverReportsMoreThanItsWindow(t *testing.T) {
+	s := newSimSession(t, config.Sim{Window: 2_500, TokensPerTurn: 1_000})
+	var used []int64
+	for range 4 {
+		used = append(used, s.mustTurn(TurnWork, "abcd").Usage.UsedTokens)
+	}
+	require.Equal(t, []int64{1_001, 2_001, 2_500, 2_500}, used)
+}
+
+func TestSimSilentReportsNothing(t *testing.T) {
+	s := newSimSession(t, config.Sim{Silent: true, TokensPerTurn: 1_000})
+	for range 2 {
+		rep := s.mustTurn(TurnWork, "work")
+		require.Equal(t, Usage{Source: SourceUnknown}, rep.Usage)
+	}
+}
+
+func TestSimConversationIDsAreNumberedPerSession(t *testing.T) {
+	stateDir := t.TempDir()
+	fresh := func(sim *Sim, ref SessionRef) string {
+		rep, err := sim.Turn(context.Background(), TurnRequest{
+			Session: ref, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: "start", Kind: TurnFresh, StateDir: stateDir,
+		})
+		require.NoError(t, err)
+		return rep.Conversation
+	}
+	other := SessionRef{Group: "web", Name: "worker"}
+	require.Equal(t, "sim-1", fresh(NewSim(), lead))
+	require.Equal(t, "sim-2", fresh(NewSim(), lead))
+	require.Equal(t, "sim-1", fresh(NewSim(), other))
+	// A restarted worker keeps counting where the files say.
+	require.Equal(t, "sim-3", fresh(NewSim(), lead))
+}
+
+func TestSimStateSurvivesARestart(t *testing.T) {
+	s := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 1_000})
+	s.mustTurn(TurnWork, "abcd")
+	s.mustTurn(TurnWork, "abcd")
+
+	s.sim = NewSim() // the worker restarted; the state directory is the same
+	rep := s.mustTurn(TurnWork, "abcd")
+	require.Equal(t, "sim-1", rep.Conversation)
+	require.Equal(t, int64(3_001), rep.Usage.UsedTokens)
+	require.True(t, strings.HasPrefix(rep.Output, "sim turn 3 of conversation sim-1:"), rep.Output)
+}
+
+func TestSimUnknownConversation(t *testing.T) {
+	s := newSimSession(t, config.Sim{})
+	s.mustTurn(TurnWork, "abcd")
+	for _, conv := range []string{"sim-9", "../sim-1", "0f8c6e1e-claude"} {
+		s.conversation = conv
+		_, err := s.turn(TurnWork, "abcd")
+		requireErrorType(t, ErrAgentFailed, err)
+		_, err = s.compact()
+		requireErrorType(t, ErrAgentFailed, err)
+	}
+}
+
+func TestSimCompact(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		failCompact bool
+		want        CompactReport
+		nextUsed    int64
+	}{
+		{
+			name:     "shrinks to a tenth",
+			want:     CompactReport{OK: true, Conversation: "sim-1", BeforeTokens: 30_001, AfterTokens: 3_000, Usage: Usage{UsedTokens: 3_000, WindowTokens: 100_000, Source: SourceReported}},
+			nextUsed: 13_000,
+		},
+		{
+			name:        "failCompact refuses and changes nothing",
+			failCompact: true,
+			want:        CompactReport{OK: false, Conversation: "sim-1", BeforeTokens: 30_001, AfterTokens: 30_001, Usage: Usage{UsedTokens: 30_001, WindowTokens: 100_000, Source: SourceReported}, Detail: "sim: compaction refused (failCompact)"},
+			nextUsed:    40_001,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 10_000, FailCompact: tc.failCompact})
+			for range 3 {
+				s.mustTurn(TurnWork, "abcd")
+			}
+			rep, err := s.compact()
+			require.NoError(t, err)
+			require.Equal(t, tc.want, rep)
+
+			next := s.mustTurn(TurnWork, "abcd")
+			require.Equal(t, "sim-1", next.Conversation, "compaction keeps the conversation")
+			require.Equal(t, tc.nextUsed, next.Usage.UsedTokens)
+		})
+	}
+}
+
+func TestSimHandoffRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		noHandoff bool
+		output    string
+		summaries int
+	}{
+		{"calls handoff_write", false, "sim turn 3 of conversation sim-1: wrote a handoff with handoff_write", 1},
+		{"noHandoff only answers", true, "sim turn 3 of conversation sim-1: I will not write a handoff (noHandoff)", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := startHandoffRecorder(t, "")
+			s := newSimSession(t, config.Sim{NoHandoff: tc.noHandoff})
+			s.mcpURL = rec.URL
+			s.mustTurn(TurnWork, "Add dark mode to the settings page")
+			s.mustTurn(TurnWork, "Add dark mode to the settings page")
+
+			rep := s.mustTurn(TurnHandoffRequest, "Call handoff_write with a self-contained handoff.")
+			require.Equal(t, tc.output, rep.Output)
+			got := rec.Summaries()
+			require.Len(t, got, tc.summaries)
+			if tc.summaries > 0 {
+				require.Contains(t, got[0], "Handoff from sim conversation sim-1 of web/lead after 3 turns.")
+				require.Contains(t, got[0], `Goal: "Add dark mode to the settings page".`)
+				require.Contains(t, got[0], "Next: ")
+			}
+		})
+	}
+}
+
+func TestSimHandoffRefusedIsAnAgentFailure(t *testing.T) {
+	rec := startHandoffRecorder(t, "summary is empty: write a self-contained handoff")
+	s := newSimSession(t, config.Sim{})
+	s.mcpURL = rec.URL
+	s.mustTurn(TurnWork, "abcd")
+	_, err := s.turn(TurnHandoffRequest, "Call handoff_write.")
+	requireErrorType(t, ErrAgentFailed, err)
+	require.ErrorContains(t, err, "summary is empty: write a self-contained handoff")
+}
+
+func TestSimHandoffWithoutEndpointIsRetryable(t *testing.T) {
+	rec := startHandoffRecorder(t, "")
+	s := newSimSession(t, config.Sim{})
+	s.mcpURL = rec.URL
+	s.mustTurn(TurnWork, "abcd")
+	rec.server.Close()
+
+	_, err := s.turn(TurnHandoffRequest, "Call handoff_write.")
+	require.Error(t, err)
+	_, typed := errors.AsType[*Error](err)
+	require.False(t, typed, "a call that got no answer may succeed on retry: %v", err)
+
+	// The failed turn changed nothing: a retry is turn 2 of the conversation.
+	s.mcpURL = startHandoffRecorder(t, "").URL
+	rep := s.mustTurn(TurnHandoffRequest, "Call handoff_write.")
+	require.Equal(t, "sim turn 2 of conversation sim-1: wrote a handoff with handoff_write", rep.Output)
+}
+
+func TestSimHandoffAfterTurns(t *testing.T) {
+	rec := startHandoffRecorder(t, "")
+	s := newSimSession(t, config.Sim{HandoffAfterTurns: 3})
+	s.mcpURL = rec.URL
+	var calls []int
+	for range 4 {
+		s.mustTurn(TurnWork, "abcd")
+		calls = append(calls, len(rec.Summaries()))
+	}
+	require.Equal(t, []int{0, 0, 1, 1}, calls, "handoff_write on the third turn only")
+	require.True(t, strings.HasPrefix(rec.Summaries()[0], "My context is cluttered after 3 turns"), rec.Summaries()[0])
+
+	// A compaction uncluttered the context: three more turns until the next.
+	_, err := s.compact()
+	require.NoError(t, err)
+	calls = nil
+	for range 3 {
+		s.mustTurn(TurnWork, "abcd")
+		calls = append(calls, len(rec.Summaries()))
+	}
+	require.Equal(t, []int{1, 1, 2}, calls)
+}
+
+func TestSimTurnHonoursCancellation(t *testing.T) {
+	s := newSimSession(t, config.Sim{TurnDelay: config.Duration(1 << 62)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.sim.Turn(ctx, TurnRequest{Session: lead, Spec: AgentSpec{Kind: config.AgentSim, Sim: s.cfg}, Prompt: "abcd", Kind: TurnWork, StateDir: s.stateDir})
+	require.ErrorIs(t, err, context.Canceled)
+	entries, err := os.ReadDir(s.stateDir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "a cancelled fresh turn leaves no conversation behind")
+}
+
+func TestSimStopDoesNothing(t *testing.T) {
+	s := newSimSession(t, config.Sim{TokensPerTurn: 1_000})
+	s.mustTurn(TurnWork, "abcd")
+	require.NoError(t, s.sim.Stop(context.Background(), StopRequest{Session: lead, Conversation: s.conversation, StateDir: s.stateDir}))
+	require.Equal(t, int64(2_001), s.mustTurn(TurnWork, "abcd").Usage.UsedTokens)
+}
+
+func requireErrorType(t *testing.T, want string, err error) {
+	t.Helper()
+	e, ok := errors.AsType[*Error](err)
+	require.True(t, ok, "want a %s error, got %v", want, err)
+	require.Equal(t, want, e.Type, err.Error())
+}

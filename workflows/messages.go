@@ -1,0 +1,336 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+)
+
+// Workflow type names, registered explicitly so renaming a Go function never
+// strands a running history.
+const (
+	SessionWorkflowName  = "nid.Session"
+	RotationWorkflowName = "nid.Rotation"
+	GroupWorkflowName    = "nid.Group"
+)
+
+// TaskQueue is the queue every worker polls for workflow tasks. Activities
+// run on a per-host queue (SessionInput.ActivityQueue) because worktrees and
+// agent processes live on one host.
+const TaskQueue = "nid"
+
+// Signal names.
+const (
+	// SignalRotate carries a RotateRequest from `nid rotate`, the dashboard
+	// or HTTP session.rotate.
+	SignalRotate = "rotate"
+	// SignalHandoffWrite carries a HandoffWrite: the agent called its
+	// handoff_write tool.
+	SignalHandoffWrite = "handoff_write"
+	// SignalMessage carries a Message from the human: the session's next prompt.
+	SignalMessage = "message"
+	// SignalPolicy carries a PolicyChange from the group to its sessions.
+	SignalPolicy = "policy"
+	// SignalInbox carries an InboxItem from a session to its group.
+	SignalInbox = "inbox"
+)
+
+// Query names.
+const (
+	// QuerySession returns a SessionView.
+	QuerySession = "session"
+	// QueryEvents takes a sequence number and returns the session's recent
+	// events after it ([]Event).
+	QueryEvents = "events"
+	// QueryGroup returns a GroupView.
+	QueryGroup = "group"
+)
+
+// Update names.
+const (
+	// UpdateSetPolicy takes a SetPolicy and returns the group's new
+	// config.Rotate after validation.
+	UpdateSetPolicy = "set_policy"
+	// UpdateSync takes a GroupSync: `nid up` tells a running group what the
+	// file now says.
+	UpdateSync = "sync"
+)
+
+// Search attributes nid keeps current on every session workflow (and the
+// group and session names on rotations and groups), so the Temporal Web UI can
+// filter and `nid ls` needs one list call.
+const (
+	SearchGroup          = "NidGroup"
+	SearchSession        = "NidSession"
+	SearchAgent          = "NidAgent"
+	SearchStatus         = "NidStatus"
+	SearchContextPercent = "NidContextPercent"
+	SearchRotations      = "NidRotations"
+)
+
+// SearchAttributes lists nid's custom search attributes and their types, for
+// registering them on a namespace.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	return map[string]enumspb.IndexedValueType{
+		SearchGroup:          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SearchSession:        enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SearchAgent:          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SearchStatus:         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SearchContextPercent: enumspb.INDEXED_VALUE_TYPE_DOUBLE,
+		SearchRotations:      enumspb.INDEXED_VALUE_TYPE_INT,
+	}
+}
+
+// MemoContext is the memo key holding a session's ContextRecord, so a
+// visibility list shows the whole CONTEXT column without a query per session.
+const MemoContext = "context"
+
+// Session statuses.
+const (
+	StatusIdle           = "idle"
+	StatusWorking        = "working"
+	StatusRotating       = "rotating"
+	StatusRateLimited    = "rate-limited"
+	StatusPaused         = "paused"
+	StatusNeedsAttention = "needs-attention"
+	StatusStopped        = "stopped"
+)
+
+// Why a rotation happened.
+const (
+	ReasonContext  = "context"  // context percent reached the policy's threshold
+	ReasonMaxTurns = "maxTurns" // turns since the last rotation reached maxTurns
+	ReasonManual   = "manual"   // nid rotate, the Rotate button, session.rotate
+	ReasonAgent    = "agent"    // the agent called handoff_write by itself
+	ReasonVendor   = "vendor"   // the agent's CLI compacted by itself
+)
+
+// Where a handoff summary came from.
+const (
+	SummaryFromAgent      = "agent"       // handoff_write
+	SummaryFromLastOutput = "last-output" // the agent never wrote one
+)
+
+// Event kinds.
+const (
+	EventStarted        = "started"
+	EventTurn           = "turn"
+	EventRotation       = "rotation"
+	EventRotationFailed = "rotation-failed"
+	EventRotateQueued   = "rotate-queued"
+	EventHandoffWritten = "handoff-written"
+	EventMessage        = "message"
+	EventPolicy         = "policy"
+	EventTurnFailed     = "turn-failed"
+)
+
+// SessionID is the workflow id of a session: nid/<group>/<session>.
+func SessionID(group, name string) string { return "nid/" + group + "/" + name }
+
+// GroupID is the workflow id of a group: nid/<group>.
+func GroupID(group string) string { return "nid/" + group }
+
+// RotationID is the workflow id of a session's n-th rotation.
+func RotationID(group, name string, n int) string {
+	return fmt.Sprintf("%s/rotation-%d", SessionID(group, name), n)
+}
+
+// ValidName reports whether s may name a group or a session (the rule is
+// config.ValidName's: names are parts of workflow ids and URLs).
+func ValidName(s string) bool { return config.ValidName(s) }
+
+// ParseSessionRef splits "group/session".
+func ParseSessionRef(ref string) (group, name string, err error) {
+	group, name, ok := strings.Cut(ref, "/")
+	if !ok || !ValidName(group) || !ValidName(name) {
+		return "", "", fmt.Errorf("%q is not a session: write GROUP/SESSION, e.g. web/lead", ref)
+	}
+	return group, name, nil
+}
+
+// RotateRequest asks a session to rotate. An empty Mode means the group's
+// mode, or auto when the group says off.
+type RotateRequest struct {
+	Mode   string `json:"mode,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// HandoffWrite is the agent's handoff_write(summary) call.
+type HandoffWrite struct {
+	Summary string `json:"summary"`
+}
+
+// MaxSummaryBytes bounds a handoff summary: it travels in workflow history and
+// into the fresh conversation's first message.
+const MaxSummaryBytes = 16 << 10
+
+// Message is a prompt from the human for a session's next turn.
+type Message struct {
+	Text string `json:"text"`
+}
+
+// PolicyChange is the group's new rotate policy pushed to its sessions.
+type PolicyChange struct {
+	Rotate config.Rotate `json:"rotate"`
+}
+
+// SetPolicy is the UpdateSetPolicy payload: a JSON object of the fields to
+// change, as typed after `rotate=` in `nid group set`.
+type SetPolicy struct {
+	RotateJSON string `json:"rotateJSON"`
+}
+
+// GroupSync is what `nid up` found in nid.yaml for a running group.
+type GroupSync struct {
+	Goal     string        `json:"goal"`
+	Rotate   config.Rotate `json:"rotate"`
+	Sessions []string      `json:"sessions"`
+}
+
+// InboxItem is something the human should look at.
+type InboxItem struct {
+	Seq     int64     `json:"seq"`
+	At      time.Time `json:"at"`
+	Group   string    `json:"group"`
+	Session string    `json:"session,omitempty"`
+	Kind    string    `json:"kind"`
+	Text    string    `json:"text"`
+}
+
+// RotationMark is the context record's note of the last rotation.
+type RotationMark struct {
+	Method string    `json:"method"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+	OK     bool      `json:"ok"`
+}
+
+// ContextRecord is Session.context: how full the session's context is, where
+// the numbers came from, and its rotations.
+type ContextRecord struct {
+	UsedTokens   int64 `json:"usedTokens"`
+	WindowTokens int64 `json:"windowTokens"`
+	// Percent is nil when the window or the use is unknown: a meter never
+	// shows a guess as a fact.
+	Percent *float64 `json:"percent,omitempty"`
+	Source  string   `json:"source"`
+	// Turns counts turns since the last rotation.
+	Turns        int           `json:"turns"`
+	TotalTurns   int           `json:"totalTurns"`
+	Rotations    int           `json:"rotations"`
+	LastRotation *RotationMark `json:"lastRotation,omitempty"`
+}
+
+// RotationEvent is the rotation part of an Event.
+type RotationEvent struct {
+	Number          int    `json:"number"`
+	Method          string `json:"method"`
+	Reason          string `json:"reason"`
+	OK              bool   `json:"ok"`
+	FellBack        bool   `json:"fellBack,omitempty"`
+	OldConversation string `json:"oldConversation,omitempty"`
+	NewConversation string `json:"newConversation,omitempty"`
+	Summary         string `json:"summary,omitempty"`
+	SummarySource   string `json:"summarySource,omitempty"`
+	BeforeTokens    int64  `json:"beforeTokens"`
+	AfterTokens     int64  `json:"afterTokens"`
+	Error           string `json:"error,omitempty"`
+}
+
+// Event is one line of a session's feed.
+type Event struct {
+	Seq      int64          `json:"seq"`
+	At       time.Time      `json:"at"`
+	Group    string         `json:"group"`
+	Session  string         `json:"session"`
+	Kind     string         `json:"kind"`
+	Text     string         `json:"text"`
+	Rotation *RotationEvent `json:"rotation,omitempty"`
+	// Context is the context record after a turn event.
+	Context *ContextRecord `json:"context,omitempty"`
+}
+
+// SessionView is the QuerySession answer: the Session object.
+type SessionView struct {
+	Group         string         `json:"group"`
+	Name          string         `json:"name"`
+	Agent         string         `json:"agent"`
+	Status        string         `json:"status"`
+	Conversation  string         `json:"conversation,omitempty"`
+	Context       ContextRecord  `json:"context"`
+	Policy        config.Rotate  `json:"policy"`
+	PendingRotate *RotateRequest `json:"pendingRotate,omitempty"`
+	// HandoffPending is true when the agent wrote a handoff that the next
+	// turn boundary will act on.
+	HandoffPending bool    `json:"handoffPending,omitempty"`
+	QueuedMessages int     `json:"queuedMessages"`
+	LastOutput     string  `json:"lastOutput,omitempty"`
+	Events         []Event `json:"events"`
+}
+
+// GroupView is the QueryGroup answer.
+type GroupView struct {
+	Name     string        `json:"name"`
+	Goal     string        `json:"goal,omitempty"`
+	Policy   config.Rotate `json:"policy"`
+	Sessions []string      `json:"sessions"`
+	Inbox    []InboxItem   `json:"inbox"`
+}
+
+// SessionInput starts (or continues as new) a session workflow.
+type SessionInput struct {
+	Group         string               `json:"group"`
+	Name          string               `json:"name"`
+	Goal          string               `json:"goal,omitempty"`
+	Spec          activities.AgentSpec `json:"spec"`
+	Policy        config.Rotate        `json:"policy"`
+	ActivityQueue string               `json:"activityQueue"`
+	// State is nil on first start and carries everything across
+	// continue-as-new.
+	State *SessionState `json:"state,omitempty"`
+}
+
+// GroupInput starts (or continues as new) a group workflow.
+type GroupInput struct {
+	Name     string        `json:"name"`
+	Goal     string        `json:"goal,omitempty"`
+	Policy   config.Rotate `json:"policy"`
+	Sessions []string      `json:"sessions"`
+	State    *GroupState   `json:"state,omitempty"`
+}
+
+// RotationInput is what a rotation child workflow needs.
+type RotationInput struct {
+	Number        int                   `json:"number"`
+	Session       activities.SessionRef `json:"session"`
+	Spec          activities.AgentSpec  `json:"spec"`
+	ActivityQueue string                `json:"activityQueue"`
+	Conversation  string                `json:"conversation"`
+	Method        string                `json:"method"` // auto | compact | handoff
+	Reason        string                `json:"reason"`
+	// Summary is the handoff the agent already wrote, if any.
+	Summary string `json:"summary,omitempty"`
+	// LastOutput stands in for a summary the agent never writes.
+	LastOutput string `json:"lastOutput,omitempty"`
+	// Board is what board_read shows, for the fresh conversation.
+	Board        string `json:"board,omitempty"`
+	BeforeTokens int64  `json:"beforeTokens"`
+}
+
+// RotationResult is a rotation's outcome.
+type RotationResult struct {
+	RotationEvent
+	// Usage is the context after the rotation, as the agent reported it.
+	Usage activities.Usage `json:"usage"`
+	// Output is the fresh conversation's first answer, if there was one.
+	Output string `json:"output,omitempty"`
+	// CompactError says why a compaction failed before an auto fallback.
+	CompactError string `json:"compactError,omitempty"`
+	// Stuck is true when the session has no working conversation left.
+	Stuck bool `json:"stuck,omitempty"`
+}

@@ -1,0 +1,84 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+var (
+	groupKey     = temporal.NewSearchAttributeKeyKeyword(SearchGroup)
+	sessionKey   = temporal.NewSearchAttributeKeyKeyword(SearchSession)
+	agentKey     = temporal.NewSearchAttributeKeyKeyword(SearchAgent)
+	statusKey    = temporal.NewSearchAttributeKeyKeyword(SearchStatus)
+	percentKey   = temporal.NewSearchAttributeKeyFloat64(SearchContextPercent)
+	rotationsKey = temporal.NewSearchAttributeKeyInt64(SearchRotations)
+)
+
+// SessionSearchAttributes are the attributes a session workflow starts with,
+// so it is listed before its first task runs.
+func SessionSearchAttributes(group, name, agent string) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		groupKey.ValueSet(group), sessionKey.ValueSet(name), agentKey.ValueSet(agent),
+		statusKey.ValueSet(StatusIdle), rotationsKey.ValueSet(0),
+	)
+}
+
+// GroupSearchAttributes are a group workflow's attributes.
+func GroupSearchAttributes(group string) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(groupKey.ValueSet(group))
+}
+
+// publish keeps the search attributes and the memo in step with the state,
+// writing only what changed: each upsert is a history event.
+func (s *session) publish(ctx workflow.Context) {
+	c := s.st.Context
+	p := s.published
+	var updates []temporal.SearchAttributeUpdate
+	if !p.valid {
+		updates = append(updates, groupKey.ValueSet(s.in.Group), sessionKey.ValueSet(s.in.Name), agentKey.ValueSet(s.in.Spec.Kind))
+	}
+	if !p.valid || p.status != s.st.Status {
+		updates = append(updates, statusKey.ValueSet(s.st.Status))
+	}
+	if !p.valid || !samePercent(p.percent, c.Percent) {
+		if c.Percent == nil {
+			updates = append(updates, percentKey.ValueUnset())
+		} else {
+			updates = append(updates, percentKey.ValueSet(*c.Percent))
+		}
+	}
+	if !p.valid || p.rotations != c.Rotations {
+		updates = append(updates, rotationsKey.ValueSet(int64(c.Rotations)))
+	}
+	if len(updates) > 0 {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
+			workflow.GetLogger(ctx).Warn("search attributes not updated", "error", err)
+		}
+	}
+	if !p.valid || !sameContext(p.context, c) {
+		if err := workflow.UpsertMemo(ctx, map[string]interface{}{MemoContext: c}); err != nil {
+			workflow.GetLogger(ctx).Warn("memo not updated", "error", err)
+		}
+	}
+	s.published = published{status: s.st.Status, percent: c.Percent, rotations: c.Rotations, context: c, valid: true}
+}
+
+func samePercent(a, b *float64) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+func sameContext(a, b ContextRecord) bool {
+	if !samePercent(a.Percent, b.Percent) {
+		return false
+	}
+	a.Percent, b.Percent = nil, nil
+	la, lb := a.LastRotation, b.LastRotation
+	a.LastRotation, b.LastRotation = nil, nil
+	if (la == nil) != (lb == nil) || (la != nil && *la != *lb) {
+		return false
+	}
+	return a == b
+}

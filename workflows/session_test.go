@@ -1,0 +1,524 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+)
+
+// fakeAgent plays an agent in the workflow tests: its context grows by
+// perTurn each turn in a conversation, compaction shrinks it to a tenth, and
+// asked for a handoff it calls handoff_write the way the MCP endpoint would,
+// by signalling the session.
+type fakeAgent struct {
+	env *testsuite.TestWorkflowEnvironment
+
+	mu          sync.Mutex
+	window      int64
+	perTurn     int64
+	used        map[string]int64
+	convs       int
+	failCompact bool
+	noHandoff   bool
+	// onTurn runs inside a work turn, e.g. to signal mid-turn.
+	onTurn func(in activities.TurnInput)
+	turns  []activities.TurnInput
+	stops  []string
+}
+
+func newFakeAgent(env *testsuite.TestWorkflowEnvironment) *fakeAgent {
+	return &fakeAgent{env: env, window: 100_000, perTurn: 10_000, used: map[string]int64{}}
+}
+
+func (f *fakeAgent) register() {
+	f.env.RegisterActivityWithOptions(f.RunTurn, activity.RegisterOptions{Name: activities.RunTurnName})
+	f.env.RegisterActivityWithOptions(f.Compact, activity.RegisterOptions{Name: activities.CompactName})
+	f.env.RegisterActivityWithOptions(f.Stop, activity.RegisterOptions{Name: activities.StopAgentName})
+}
+
+func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+	f.mu.Lock()
+	f.turns = append(f.turns, in)
+	conv := in.Conversation
+	if conv == "" {
+		f.convs++
+		conv = fmt.Sprintf("conv-%d", f.convs)
+		f.used[conv] = int64(len(in.Prompt))
+	}
+	f.used[conv] += f.perTurn
+	used := f.used[conv]
+	onTurn := f.onTurn
+	noHandoff := f.noHandoff
+	f.mu.Unlock()
+
+	out := fmt.Sprintf("output of turn in %s", conv)
+	switch in.Kind {
+	case activities.TurnHandoffRequest:
+		if !noHandoff {
+			f.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "handoff from " + conv})
+			out = "handoff written"
+		}
+	case activities.TurnWork:
+		if onTurn != nil {
+			onTurn(in)
+		}
+	}
+	return activities.TurnResult{TurnReport: activities.TurnReport{
+		Conversation: conv,
+		Output:       out,
+		Usage:        activities.Usage{UsedTokens: used, WindowTokens: f.window, Source: activities.SourceReported},
+	}}, nil
+}
+
+func (f *fakeAgent) Compact(_ context.Context, in activities.CompactInput) (activities.CompactReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	before := f.used[in.Conversation]
+	if f.failCompact {
+		return activities.CompactReport{OK: false, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: before, Detail: "refused"}, nil
+	}
+	after := before / 10
+	f.used[in.Conversation] = after
+	return activities.CompactReport{OK: true, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: after,
+		Usage: activities.Usage{UsedTokens: after, WindowTokens: f.window, Source: activities.SourceReported}}, nil
+}
+
+func (f *fakeAgent) Stop(_ context.Context, in activities.StopInput) (activities.StopResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stops = append(f.stops, in.Conversation)
+	return activities.StopResult{}, nil
+}
+
+func (f *fakeAgent) turnsOfKind(kind string) []activities.TurnInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []activities.TurnInput
+	for _, t := range f.turns {
+		if t.Kind == kind {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+type harness struct {
+	t     *testing.T
+	env   *testsuite.TestWorkflowEnvironment
+	agent *fakeAgent
+	inbox []InboxItem
+	mu    sync.Mutex
+}
+
+func newHarness(t *testing.T) *harness {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := suite.NewTestWorkflowEnvironment()
+	h := &harness{t: t, env: env, agent: newFakeAgent(env)}
+	h.agent.register()
+	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowName})
+	env.RegisterWorkflowWithOptions(RotationWorkflow, workflow.RegisterOptions{Name: RotationWorkflowName})
+	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalInbox, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.inbox = append(h.inbox, arg.(InboxItem))
+			return nil
+		})
+	return h
+}
+
+func sessionInput(policy config.Rotate) SessionInput {
+	return SessionInput{
+		Group:         "web",
+		Name:          "lead",
+		Spec:          activities.AgentSpec{Kind: "fake"},
+		Policy:        policy,
+		ActivityQueue: "host-a",
+	}
+}
+
+func policy(mode string, percent, maxTurns int) config.Rotate {
+	return config.Rotate{Mode: mode, ContextPercent: percent, MaxTurns: maxTurns}
+}
+
+// at schedules fn at d after the start of the (simulated) run.
+func (h *harness) at(d time.Duration, fn func()) {
+	h.env.RegisterDelayedCallback(fn, d)
+}
+
+// send queues n human messages at d.
+func (h *harness) send(d time.Duration, n int) {
+	h.at(d, func() {
+		for i := 0; i < n; i++ {
+			h.env.SignalWorkflow(SignalMessage, Message{Text: fmt.Sprintf("message %d", i+1)})
+		}
+	})
+}
+
+func (h *harness) view() SessionView {
+	v, err := h.env.QueryWorkflow(QuerySession)
+	require.NoError(h.t, err)
+	var out SessionView
+	require.NoError(h.t, v.Get(&out))
+	return out
+}
+
+// run executes the session until everything scheduled before end has
+// happened, then returns its final view.
+func (h *harness) run(in SessionInput, end time.Duration) SessionView {
+	var final SessionView
+	h.at(end, func() {
+		final = h.view()
+		h.env.CancelWorkflow()
+	})
+	h.env.ExecuteWorkflow(SessionWorkflowName, in)
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	err := h.env.GetWorkflowError()
+	var canceled *temporal.CanceledError
+	require.True(h.t, errors.As(err, &canceled), "session ended with %v", err)
+	return final
+}
+
+func rotations(v SessionView) []RotationEvent {
+	var out []RotationEvent
+	for _, e := range v.Events {
+		if e.Kind == EventRotation {
+			out = append(out, *e.Rotation)
+		}
+	}
+	return out
+}
+
+func failures(v SessionView) []RotationEvent {
+	var out []RotationEvent
+	for _, e := range v.Events {
+		if e.Kind == EventRotationFailed {
+			out = append(out, *e.Rotation)
+		}
+	}
+	return out
+}
+
+func TestPolicyRotatesByContextPercent(t *testing.T) {
+	h := newHarness(t)
+	// 10k per turn of a 100k window: the 8th turn reaches 80%.
+	h.send(time.Minute, 10)
+	v := h.run(sessionInput(policy(config.ModeCompact, 80, 0)), time.Hour)
+
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, config.ModeCompact, rots[0].Method)
+	require.Equal(t, ReasonContext, rots[0].Reason)
+	require.GreaterOrEqual(t, rots[0].BeforeTokens, int64(80_000))
+	require.Less(t, rots[0].AfterTokens, rots[0].BeforeTokens)
+	require.Equal(t, "conv-1", rots[0].NewConversation, "compaction keeps the vendor conversation")
+	require.Equal(t, 1, v.Context.Rotations)
+	require.Equal(t, 10, v.Context.TotalTurns)
+	require.Equal(t, 2, v.Context.Turns, "the count starts again after a rotation")
+	require.Equal(t, StatusIdle, v.Status)
+	require.Equal(t, activities.SourceReported, v.Context.Source)
+	require.NotNil(t, v.Context.LastRotation)
+	require.True(t, v.Context.LastRotation.OK)
+}
+
+func TestPolicyRotatesByMaxTurnsAndNeverLoops(t *testing.T) {
+	h := newHarness(t)
+	h.agent.perTurn = 100 // the percent never matters here
+	h.send(time.Minute, 9)
+	v := h.run(sessionInput(policy(config.ModeHandoff, 85, 4)), time.Hour)
+
+	rots := rotations(v)
+	require.Len(t, rots, 2, "9 turns with maxTurns 4 rotate after turns 4 and 8")
+	for _, r := range rots {
+		require.Equal(t, ReasonMaxTurns, r.Reason)
+		require.Equal(t, config.ModeHandoff, r.Method)
+	}
+	require.Equal(t, 1, v.Context.Turns)
+	require.Equal(t, "conv-3", v.Conversation)
+}
+
+func TestOffModeNeverRotatesByItself(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 12) // 120% of the window, 12 turns
+	v := h.run(sessionInput(policy(config.ModeOff, 50, 3)), time.Hour)
+	require.Empty(t, rotations(v))
+	require.Equal(t, 12, v.Context.Turns)
+}
+
+func TestManualRotateWhileIdleRunsAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 2)
+	var before SessionView
+	h.at(10*time.Minute, func() {
+		before = h.view()
+		h.env.SignalWorkflow(SignalRotate, RotateRequest{Reason: ReasonManual})
+	})
+	var after SessionView
+	h.at(10*time.Minute+time.Second, func() { after = h.view() })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.Equal(t, StatusIdle, before.Status)
+	require.Equal(t, 1, after.Context.Rotations, "an idle session rotates at once")
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, config.ModeCompact, rots[0].Method, "an off group rotates with auto, which compacts first")
+	require.Equal(t, ReasonManual, rots[0].Reason)
+	require.Len(t, h.agent.turnsOfKind(activities.TurnWork), 2, "a manual rotation sends no work turn")
+}
+
+func TestManualRotateWhileWorkingWaitsForTheTurn(t *testing.T) {
+	h := newHarness(t)
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "message 2" {
+			h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff, Reason: ReasonManual})
+		}
+	}
+	h.send(time.Minute, 3)
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	var queued []string
+	for _, e := range v.Events {
+		if e.Kind == EventRotateQueued {
+			queued = append(queued, e.Text)
+		}
+	}
+	require.Equal(t, []string{"rotate (handoff) requested: runs when the current turn ends"}, queued)
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, config.ModeHandoff, rots[0].Method)
+	// The rotation ran between message 2 and message 3: message 3 went to
+	// the fresh conversation.
+	work := h.agent.turnsOfKind(activities.TurnWork)
+	require.Len(t, work, 3)
+	require.Equal(t, "conv-1", work[1].Conversation)
+	require.Equal(t, "conv-2", work[2].Conversation)
+	require.Equal(t, "conv-1", rots[0].OldConversation)
+	require.Equal(t, "conv-2", rots[0].NewConversation)
+	require.Equal(t, "handoff from conv-1", rots[0].Summary)
+	require.Equal(t, SummaryFromAgent, rots[0].SummarySource)
+	require.Equal(t, []string{"conv-1"}, h.agent.stops, "the old agent is stopped")
+}
+
+func TestAgentInitiatedHandoffRotatesWithoutAsking(t *testing.T) {
+	h := newHarness(t)
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "message 2" {
+			h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "cluttered: done A, next B"})
+		}
+	}
+	h.send(time.Minute, 3)
+	v := h.run(sessionInput(policy(config.ModeCompact, 85, 0)), time.Hour)
+
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, config.ModeHandoff, rots[0].Method, "the agent's handoff overrides the group's compact mode")
+	require.Equal(t, ReasonAgent, rots[0].Reason)
+	require.Equal(t, "cluttered: done A, next B", rots[0].Summary)
+	require.Empty(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), "nid does not ask again")
+	fresh := h.agent.turnsOfKind(activities.TurnFresh)
+	require.Len(t, fresh, 1)
+	require.Contains(t, fresh[0].Prompt, "cluttered: done A, next B")
+	require.Contains(t, fresh[0].Prompt, "The board")
+	require.False(t, v.HandoffPending)
+}
+
+func TestCompactionFailureFallsBackToHandoffInAuto(t *testing.T) {
+	h := newHarness(t)
+	h.agent.failCompact = true
+	h.send(time.Minute, 9)
+	v := h.run(sessionInput(policy(config.ModeAuto, 80, 0)), time.Hour)
+
+	fails := failures(v)
+	require.Len(t, fails, 1, "the failed compaction is recorded")
+	require.Equal(t, config.ModeCompact, fails[0].Method)
+	require.Contains(t, fails[0].Error, "refused")
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, config.ModeHandoff, rots[0].Method)
+	require.True(t, rots[0].FellBack)
+	require.Equal(t, "conv-2", v.Conversation)
+	require.Empty(t, h.inbox, "a fallback that worked is not the human's problem")
+}
+
+func TestCompactionFailureInCompactModeGoesToInbox(t *testing.T) {
+	h := newHarness(t)
+	h.agent.failCompact = true
+	h.send(time.Minute, 9)
+	v := h.run(sessionInput(policy(config.ModeCompact, 80, 0)), time.Hour)
+
+	require.Empty(t, rotations(v))
+	fails := failures(v)
+	// Turn 8 reaches 80%: one failure. Turn 9 is past the held turn, so the
+	// policy tries once more, and fails once more; it never loops.
+	require.Len(t, fails, 2)
+	require.Equal(t, "conv-1", v.Conversation, "the conversation goes on")
+	require.Equal(t, StatusIdle, v.Status)
+	require.Len(t, h.inbox, 2)
+	require.Equal(t, "lead", h.inbox[0].Session)
+	require.Contains(t, h.inbox[0].Text, "compact rotation (context) failed")
+	require.False(t, v.Context.LastRotation.OK)
+	require.Equal(t, 0, v.Context.Rotations)
+}
+
+func TestHandoffWithoutSummaryUsesLastOutput(t *testing.T) {
+	h := newHarness(t)
+	h.agent.noHandoff = true
+	h.send(time.Minute, 2)
+	h.at(10*time.Minute, func() {
+		h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff})
+	})
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, SummaryFromLastOutput, rots[0].SummarySource)
+	require.Equal(t, "output of turn in conv-1", rots[0].Summary)
+	fresh := h.agent.turnsOfKind(activities.TurnFresh)
+	require.Len(t, fresh, 1)
+	require.Contains(t, fresh[0].Prompt, "wrote no handoff")
+	require.Contains(t, fresh[0].Prompt, "output of turn in conv-1")
+}
+
+func TestTwoRequestsBeforeItRunsAreOneRotation(t *testing.T) {
+	h := newHarness(t)
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "message 1" {
+			h.env.SignalWorkflow(SignalRotate, RotateRequest{})
+			h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff})
+		}
+	}
+	h.send(time.Minute, 2)
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, config.ModeHandoff, rots[0].Method, "the later request's mode wins")
+	require.Equal(t, 1, v.Context.Rotations)
+}
+
+func TestUnknownUsageRotatesOnlyOnMaxTurns(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+			return activities.TurnResult{TurnReport: activities.TurnReport{Conversation: "x", Output: "ok",
+				Usage: activities.Usage{Source: activities.SourceUnknown}}}, nil
+		})
+	h.send(time.Minute, 5)
+	v := h.run(sessionInput(policy(config.ModeHandoff, 1, 3)), time.Hour)
+
+	require.Nil(t, v.Context.Percent, "no percent without numbers")
+	require.Equal(t, activities.SourceUnknown, v.Context.Source)
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, ReasonMaxTurns, rots[0].Reason)
+}
+
+func TestPolicySignalChangesBehaviour(t *testing.T) {
+	h := newHarness(t)
+	h.agent.perTurn = 100
+	h.send(time.Minute, 3)
+	h.at(10*time.Minute, func() {
+		h.env.SignalWorkflow(SignalPolicy, PolicyChange{Rotate: policy(config.ModeHandoff, 85, 2)})
+	})
+	h.send(20*time.Minute, 2)
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	rots := rotations(v)
+	// Three turns without a limit, then maxTurns 2: the idle session is
+	// already past it and rotates at once, then once more after two turns.
+	require.Len(t, rots, 2)
+	require.Equal(t, config.ModeHandoff, rots[0].Method)
+	require.Equal(t, ReasonMaxTurns, rots[0].Reason)
+	require.Equal(t, 2, v.Policy.MaxTurns)
+}
+
+func TestContinueAsNewKeepsState(t *testing.T) {
+	h := newHarness(t)
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "message 9" {
+			h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff})
+		}
+	}
+	h.send(time.Minute, 9)
+	h.at(2*time.Minute, func() { h.env.SetContinueAsNewSuggested(true) })
+	in := sessionInput(policy(config.ModeCompact, 80, 0))
+	h.env.ExecuteWorkflow(SessionWorkflowName, in)
+	require.True(t, h.env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "got %v", h.env.GetWorkflowError())
+	require.Equal(t, SessionWorkflowName, can.WorkflowType.Name)
+
+	var next SessionInput
+	require.NoError(t, decodeFirst(can, &next))
+	st := next.State
+	require.NotNil(t, st)
+	// The compaction at 80% (turn 8), then the manual handoff after turn 9.
+	require.Equal(t, 2, st.Context.Rotations)
+	require.Equal(t, 9, st.Context.TotalTurns)
+	require.Equal(t, 2, st.RotationAttempts)
+	require.Equal(t, "conv-2", st.Conversation)
+	require.NotEmpty(t, st.Events)
+	require.Equal(t, "web", next.Group)
+	require.Equal(t, in.Policy, next.Policy)
+
+	// The next run picks up exactly there, including a message that was
+	// waiting when the run ended.
+	st.Messages = []string{"queued before continuing"}
+	h2 := newHarness(t)
+	h2.agent.convs = 2
+	h2.send(time.Minute, 1)
+	h2.at(10*time.Minute, func() { h2.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff}) })
+	v := h2.run(next, time.Hour)
+	require.Equal(t, 3, v.Context.Rotations)
+	require.Equal(t, 11, v.Context.TotalTurns)
+	work := h2.agent.turnsOfKind(activities.TurnWork)
+	require.Len(t, work, 2)
+	require.Equal(t, "queued before continuing", work[0].Prompt)
+	require.Equal(t, "conv-2", work[0].Conversation)
+	rots := rotations(v)
+	require.Equal(t, 3, rots[len(rots)-1].Number, "rotation children keep their own numbering")
+	require.Equal(t, "conv-3", rots[len(rots)-1].NewConversation)
+	last := st.Events[len(st.Events)-1].Seq
+	var kinds []string
+	for _, e := range v.Events {
+		if e.Seq > last {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	require.Equal(t, []string{EventTurn, EventMessage, EventTurn, EventRotateQueued, EventHandoffWritten, EventRotation}, kinds,
+		"the feed goes on after the events carried over")
+}
+
+func decodeFirst(can *workflow.ContinueAsNewError, out interface{}) error {
+	return converter.GetDefaultDataConverter().FromPayloads(can.Input, out)
+}
+
+func TestFreshMessageSaysWhereTheSummaryCameFrom(t *testing.T) {
+	ref := activities.SessionRef{Group: "web", Name: "lead"}
+	board := BoardText(GroupView{Name: "web", Goal: "Add dark mode"})
+	own := FreshMessage(ref, ReasonContext, "done A; next B", SummaryFromAgent, board)
+	require.Contains(t, own, "Handoff from your previous conversation:\ndone A; next B")
+	require.Contains(t, own, "Goal: Add dark mode")
+	last := FreshMessage(ref, ReasonManual, "raw output", SummaryFromLastOutput, board)
+	require.Contains(t, last, "wrote no handoff")
+	require.True(t, strings.Contains(last, "raw output"))
+}

@@ -1,0 +1,35 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+
+	enumspb "go.temporal.io/api/enums/v1"
+)
+
+// EmbeddedOptions configures the in-process Temporal server nid up starts.
+type EmbeddedOptions struct {
+	// StateDir holds the SQLite file (temporal.db).
+	StateDir  string
+	Namespace string
+	// Port is the frontend gRPC port on 127.0.0.1; UIPort the Web UI's.
+	Port   int
+	UIPort int
+	// SearchAttributes are registered on the namespace.
+	SearchAttributes map[string]enumspb.IndexedValueType
+	Logger           *slog.Logger
+}
+
+// EmbeddedServer is a running in-process Temporal server.
+type EmbeddedServer interface {
+	// FrontendAddress is host:port of the gRPC frontend.
+	FrontendAddress() string
+	// UIAddress is the Web UI's URL.
+	UIAddress() string
+	// Stop shuts the server and the UI down.
+	Stop() error
+}
+
+// StartEmbedded starts an embedded server. Only cmd/nid provides one, so that
+// nothing else links the Temporal server.
+type StartEmbedded func(ctx context.Context, opts EmbeddedOptions) (EmbeddedServer, error)

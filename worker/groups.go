@@ -1,0 +1,86 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// StartGroups starts every group of cfg and its sessions, or finds them
+// running and leaves their state alone: a restart resumes each session where
+// it was. The file's goal, sessions and (when the file changed it) policy
+// reach a running group through a validated update.
+func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activityQueue string) error {
+	for _, name := range cfg.GroupNames() {
+		g := cfg.Groups[name]
+		sessions := make([]string, 0, len(g.Sessions))
+		for _, s := range g.Sessions {
+			sessions = append(sessions, s.Name)
+		}
+		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                       workflows.GroupID(name),
+			TaskQueue:                workflows.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			TypedSearchAttributes:    workflows.GroupSearchAttributes(name),
+		}, workflows.GroupWorkflowName, workflows.GroupInput{Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions})
+		if err != nil {
+			return fmt.Errorf("group %s: %w", name, err)
+		}
+		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID:   workflows.GroupID(name),
+			UpdateName:   workflows.UpdateSync,
+			Args:         []interface{}{workflows.GroupSync{Goal: g.Goal, Rotate: g.Rotate, Sessions: sessions}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = handle.Get(ctx, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("group %s: %w", name, err)
+		}
+		for _, s := range g.Sessions {
+			_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+				ID:                       workflows.SessionID(name, s.Name),
+				TaskQueue:                workflows.TaskQueue,
+				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+				TypedSearchAttributes:    workflows.SessionSearchAttributes(name, s.Name, s.Agent),
+			}, workflows.SessionWorkflowName, workflows.SessionInput{
+				Group:         name,
+				Name:          s.Name,
+				Goal:          g.Goal,
+				Spec:          activities.AgentSpec{Kind: s.Agent, Sim: s.Sim},
+				Policy:        g.Rotate,
+				ActivityQueue: activityQueue,
+			})
+			if err != nil {
+				return fmt.Errorf("session %s/%s: %w", name, s.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// temporalSessions routes the MCP endpoint's tool calls to workflows.
+type temporalSessions struct{ c client.Client }
+
+func (t temporalSessions) HandoffWrite(ctx context.Context, sessionWorkflowID, summary string) error {
+	return t.c.SignalWorkflow(ctx, sessionWorkflowID, "", workflows.SignalHandoffWrite, workflows.HandoffWrite{Summary: summary})
+}
+
+func (t temporalSessions) Board(ctx context.Context, group, _ string) (string, error) {
+	v, err := t.c.QueryWorkflow(ctx, workflows.GroupID(group), "", workflows.QueryGroup)
+	if err != nil {
+		return "", fmt.Errorf("group %s: %w", group, err)
+	}
+	var g workflows.GroupView
+	if err := v.Get(&g); err != nil {
+		return "", err
+	}
+	return workflows.BoardText(g), nil
+}

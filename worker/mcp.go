@@ -1,0 +1,233 @@
+package worker
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// SessionSignaler delivers an agent's tool calls to its own session and
+// reads its group's board. The worker implements it with the Temporal
+// client.
+type SessionSignaler interface {
+	// HandoffWrite signals workflows.SignalHandoffWrite to the session
+	// workflow sessionWorkflowID.
+	HandoffWrite(ctx context.Context, sessionWorkflowID string, summary string) error
+	// Board returns what board_read shows the session group/session.
+	Board(ctx context.Context, group, session string) (string, error)
+}
+
+// mcpKeyBytes is the size of the key that signs session tokens.
+const mcpKeyBytes = 32
+
+// MCPEndpoint serves nid's tools to agents over MCP (streamable HTTP). Each
+// session has its own URL, <baseURL>/mcp/<group>/<session>/<token>, whose
+// token is an HMAC of the session id under the worker's key: an agent can act
+// only as the session whose URL it was given, and a request with a missing or
+// wrong token is refused before it reaches any tool.
+//
+// The endpoint is stateless (no MCP session ids): every request is
+// authenticated by its URL alone, so MCP sessions cannot be shared across nid
+// sessions, and an agent keeps working across worker restarts.
+type MCPEndpoint struct {
+	key      []byte
+	sessions SessionSignaler
+	baseURL  string
+	handler  *mcp.StreamableHTTPHandler
+
+	mu      sync.Mutex
+	servers map[string]*mcp.Server // by session workflow id
+}
+
+// NewMCPEndpoint returns the endpoint for agents. key signs session tokens
+// (see LoadOrCreateKey); baseURL is how agents reach the worker's HTTP
+// server, e.g. http://127.0.0.1:7777.
+func NewMCPEndpoint(key []byte, sessions SessionSignaler, baseURL string) *MCPEndpoint {
+	e := &MCPEndpoint{
+		key:      key,
+		sessions: sessions,
+		baseURL:  strings.TrimRight(baseURL, "/"),
+		servers:  make(map[string]*mcp.Server),
+	}
+	e.handler = mcp.NewStreamableHTTPHandler(e.server, &mcp.StreamableHTTPOptions{Stateless: true})
+	return e
+}
+
+// URL is the session's own MCP endpoint, token included. Give it only to
+// that session's agent.
+func (e *MCPEndpoint) URL(ref activities.SessionRef) string {
+	return e.baseURL + "/mcp/" + ref.Group + "/" + ref.Name + "/" + e.token(ref.Group, ref.Name)
+}
+
+// Handler serves the endpoint; mount it at "/mcp/".
+func (e *MCPEndpoint) Handler() http.Handler { return http.HandlerFunc(e.serveHTTP) }
+
+type callerKey struct{}
+
+// caller is the session a request was authenticated as.
+type caller struct{ group, name string }
+
+func (e *MCPEndpoint) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/mcp/")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || !workflows.ValidName(parts[0]) || !workflows.ValidName(parts[1]) {
+		http.Error(w, "not found: nid's MCP endpoints are /mcp/<group>/<session>/<token>", http.StatusNotFound)
+		return
+	}
+	group, name, token := parts[0], parts[1], parts[2]
+	if !hmac.Equal([]byte(token), []byte(e.token(group, name))) {
+		http.Error(w, "forbidden: this is not the token of session "+group+"/"+name, http.StatusForbidden)
+		return
+	}
+	ctx := context.WithValue(r.Context(), callerKey{}, caller{group, name})
+	e.handler.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// token is the first 32 hex digits of HMAC-SHA256(key, session id).
+func (e *MCPEndpoint) token(group, name string) string {
+	m := hmac.New(sha256.New, e.key)
+	m.Write([]byte(workflows.SessionID(group, name)))
+	return hex.EncodeToString(m.Sum(nil))[:32]
+}
+
+// server returns the MCP server whose tools act as the request's session.
+// Only authenticated requests get here, so the cache holds at most one
+// server per session that exists.
+func (e *MCPEndpoint) server(r *http.Request) *mcp.Server {
+	c, ok := r.Context().Value(callerKey{}).(caller)
+	if !ok {
+		return nil
+	}
+	id := workflows.SessionID(c.group, c.name)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.servers[id]; ok {
+		return s
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "nid", Version: "1"}, &mcp.ServerOptions{
+		Instructions: fmt.Sprintf("nid's tools for session %s/%s. Call %s(summary) when your context is "+
+			"cluttered or when nid asks for a handoff; call %s to see the group's goal and tasks.",
+			c.group, c.name, activities.ToolHandoffWrite, activities.ToolBoardRead),
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name: activities.ToolHandoffWrite,
+		Description: "Write your handoff: a self-contained summary a fresh conversation can continue from " +
+			"(tasks held, what is done, next steps, decisions, gotchas). Called outside a rotation it means " +
+			"\"my context is cluttered\": nid starts this session fresh from the summary when the current turn ends.",
+	}, e.handoffWrite(c, id))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        activities.ToolBoardRead,
+		Description: "Read the group's board: its goal, its tasks, who claimed each, and the locks sessions hold.",
+	}, e.boardRead(c))
+	e.servers[id] = s
+	return s
+}
+
+type handoffArgs struct {
+	Summary string `json:"summary" jsonschema:"the self-contained handoff: tasks held, what is done, next steps, decisions, gotchas"`
+}
+
+// Tool failures come back as errors from the typed handlers, which the SDK
+// turns into results with isError set, so the agent sees the reason and can
+// correct itself.
+func (e *MCPEndpoint) handoffWrite(c caller, sessionID string) mcp.ToolHandlerFor[handoffArgs, any] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in handoffArgs) (*mcp.CallToolResult, any, error) {
+		summary := strings.TrimSpace(in.Summary)
+		if summary == "" {
+			return nil, nil, errors.New("summary is empty: write a self-contained handoff (tasks held, what is done, next steps, decisions, gotchas)")
+		}
+		if len(summary) > workflows.MaxSummaryBytes {
+			return nil, nil, fmt.Errorf("summary is %d bytes; the limit is %d bytes: shorten it and call %s again",
+				len(summary), workflows.MaxSummaryBytes, activities.ToolHandoffWrite)
+		}
+		if err := e.sessions.HandoffWrite(ctx, sessionID, summary); err != nil {
+			return nil, nil, fmt.Errorf("handoff not recorded for %s/%s: %v", c.group, c.name, err)
+		}
+		return textResult("handoff recorded: nid rotates this session when the current turn ends"), nil, nil
+	}
+}
+
+func (e *MCPEndpoint) boardRead(c caller) mcp.ToolHandlerFor[any, any] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
+		board, err := e.sessions.Board(ctx, c.group, c.name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("board of %s not readable: %v", c.group, err)
+		}
+		return textResult(board), nil, nil
+	}
+}
+
+func textResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// LoadOrCreateKey returns the key that signs MCP session tokens, kept in
+// <stateDir>/mcp.key (mode 0600) so agents' URLs stay valid across worker
+// restarts. The first call creates it from 32 random bytes.
+func LoadOrCreateKey(stateDir string) ([]byte, error) {
+	path := filepath.Join(stateDir, "mcp.key")
+	key, err := readKey(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return key, err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("mcp key: %w", err)
+	}
+	key = make([]byte, mcpKeyBytes)
+	rand.Read(key)
+	// Written under a temporary name and linked into place, so a reader never
+	// sees a half-written key and two processes starting at once agree on
+	// one key: the second link fails and that process reads the first's.
+	f, err := os.CreateTemp(stateDir, ".mcp.key-*")
+	if err != nil {
+		return nil, fmt.Errorf("mcp key: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(key)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mcp key: %w", err)
+	}
+	if err := os.Link(tmp, path); errors.Is(err, fs.ErrExist) {
+		return readKey(path)
+	} else if err != nil {
+		return nil, fmt.Errorf("mcp key: %w", err)
+	}
+	return key, nil
+}
+
+func readKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("mcp key: %w", err)
+	}
+	if len(key) != mcpKeyBytes {
+		return nil, fmt.Errorf("mcp key %s is %d bytes, want %d: delete it and nid makes a new one (agents then need their new URLs)",
+			path, len(key), mcpKeyBytes)
+	}
+	return key, nil
+}

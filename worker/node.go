@@ -1,0 +1,212 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// Options configures a worker node.
+type Options struct {
+	Config *config.Config
+	// StartEmbedded starts the embedded Temporal server when the config
+	// names no address; nil means this node never embeds one.
+	StartEmbedded StartEmbedded
+	// StartGroups starts or resumes every group in the config (nid up).
+	StartGroups bool
+	Logger      *slog.Logger
+}
+
+// Node is a running worker: optionally the embedded server, the Temporal
+// workers, and the HTTP server.
+type Node struct {
+	Client client.Client
+	// Frontend is the Temporal frontend address; UI the Web UI URL (empty
+	// when not embedded); HTTP the URL of nid's HTTP server.
+	Frontend string
+	UI       string
+	HTTP     string
+
+	server   EmbeddedServer
+	workers  []sdkworker.Worker
+	http     *http.Server
+	logger   *slog.Logger
+	stopped  bool
+	groupErr error
+}
+
+// HostQueue is the task queue for the activities of sessions whose worktrees
+// live on this host.
+func HostQueue() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return "nid@" + host
+}
+
+// Start brings a node up and returns once it is serving: the embedded server
+// (when the config names no address), the workflow and activity workers, the
+// HTTP server with the MCP endpoint, and, with StartGroups, every group in the
+// config started or resumed.
+func Start(ctx context.Context, opts Options) (n *Node, err error) {
+	cfg := opts.Config
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	n = &Node{logger: logger}
+	defer func() {
+		if err != nil {
+			_ = n.Stop()
+		}
+	}()
+	if err := os.MkdirAll(cfg.State, 0o755); err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", cfg.State, err)
+	}
+
+	n.Frontend = cfg.Address()
+	if cfg.Embedded() && opts.StartEmbedded != nil {
+		n.server, err = opts.StartEmbedded(ctx, EmbeddedOptions{
+			StateDir:         cfg.State,
+			Namespace:        cfg.Temporal.Namespace,
+			Port:             cfg.Temporal.Port,
+			UIPort:           cfg.Temporal.UIPort,
+			SearchAttributes: workflows.SearchAttributes(),
+			Logger:           logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("embedded Temporal server: %w", err)
+		}
+		n.Frontend = n.server.FrontendAddress()
+		n.UI = n.server.UIAddress()
+	}
+
+	n.Client, err = dial(ctx, n.Frontend, cfg.Temporal.Namespace, logger)
+	if err != nil {
+		return nil, err
+	}
+	if n.server == nil {
+		if err := EnsureSearchAttributes(ctx, n.Client, cfg.Temporal.Namespace); err != nil {
+			return nil, err
+		}
+	}
+
+	key, err := LoadOrCreateKey(cfg.State)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
+	}
+	n.HTTP = "http://" + ln.Addr().String()
+	mcp := NewMCPEndpoint(key, temporalSessions{c: n.Client}, n.HTTP)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp/", mcp.Handler())
+	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server stopped", "error", err)
+		}
+	}()
+
+	acts := &activities.Activities{
+		Agents:   map[string]activities.Agent{config.AgentSim: activities.NewSim()},
+		StateDir: cfg.State,
+		MCPURL:   mcp.URL,
+	}
+	wfw := sdkworker.New(n.Client, workflows.TaskQueue, sdkworker.Options{})
+	RegisterWorkflows(wfw)
+	actw := sdkworker.New(n.Client, HostQueue(), sdkworker.Options{})
+	RegisterActivities(actw, acts)
+	for _, w := range []sdkworker.Worker{wfw, actw} {
+		if err := w.Start(); err != nil {
+			return nil, fmt.Errorf("temporal worker: %w", err)
+		}
+		n.workers = append(n.workers, w)
+	}
+
+	if opts.StartGroups {
+		if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// Stop shuts the node down: HTTP server, workers, client, embedded server.
+func (n *Node) Stop() error {
+	if n.stopped {
+		return nil
+	}
+	n.stopped = true
+	var errs []error
+	if n.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, n.http.Shutdown(ctx))
+		cancel()
+	}
+	for _, w := range n.workers {
+		w.Stop()
+	}
+	if n.Client != nil {
+		n.Client.Close()
+	}
+	if n.server != nil {
+		errs = append(errs, n.server.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// Dial connects to the Temporal server the config names. When nothing
+// answers it says so and how to start one.
+func Dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	return dial(ctx, cfg.Address(), cfg.Temporal.Namespace, logger)
+}
+
+func dial(ctx context.Context, address, namespace string, logger *slog.Logger) (client.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dctx, client.Options{
+		HostPort:  address,
+		Namespace: namespace,
+		Logger:    sdklog.NewStructuredLogger(logger),
+	})
+	if err == nil {
+		return c, nil
+	}
+	var nf *serviceerror.NamespaceNotFound
+	if errors.As(err, &nf) {
+		return nil, fmt.Errorf("Temporal at %s has no namespace %q (temporal.namespace)", address, namespace)
+	}
+	if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || isUnavailable(err)) {
+		return nil, fmt.Errorf("no Temporal server at %s; start one with `nid up`", address)
+	}
+	return nil, fmt.Errorf("temporal at %s: %w", address, err)
+}
+
+func isUnavailable(err error) bool {
+	var un *serviceerror.Unavailable
+	var de *serviceerror.DeadlineExceeded
+	return errors.As(err, &un) || errors.As(err, &de) ||
+		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "context deadline exceeded")
+}

@@ -1,0 +1,36 @@
+// Package worker runs nid's side of Temporal: it connects (or starts the
+// embedded server through an injected StartEmbedded), registers the workflows
+// and activities under their stable names, serves the HTTP endpoints agents
+// and humans use, and starts or resumes the groups of a config.
+//
+// Start returns a Node; Stop shuts it down. Nothing here links the Temporal
+// server itself: only worker/embedded and cmd/nid do.
+package worker
+
+import (
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// Registry is the part of a Temporal worker that takes registrations.
+type Registry interface {
+	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+	RegisterActivityWithOptions(a interface{}, options activity.RegisterOptions)
+}
+
+// RegisterWorkflows registers every workflow under its stable type name.
+func RegisterWorkflows(r Registry) {
+	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.RotationWorkflow, workflow.RegisterOptions{Name: workflows.RotationWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.GroupWorkflow, workflow.RegisterOptions{Name: workflows.GroupWorkflowName})
+}
+
+// RegisterActivities registers every activity under its stable type name.
+func RegisterActivities(r Registry, a *activities.Activities) {
+	r.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: activities.RunTurnName})
+	r.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: activities.CompactName})
+	r.RegisterActivityWithOptions(a.StopAgent, activity.RegisterOptions{Name: activities.StopAgentName})
+}

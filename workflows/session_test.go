@@ -38,10 +38,12 @@ type fakeAgent struct {
 	convs       int
 	failCompact bool
 	noHandoff   bool
-	// onTurn runs inside a work turn, e.g. to signal mid-turn.
-	onTurn func(in activities.TurnInput)
-	turns  []activities.TurnInput
-	stops  []string
+	// onTurn runs inside a work turn, e.g. to signal mid-turn; onCompact
+	// inside a compaction.
+	onTurn    func(in activities.TurnInput)
+	onCompact func()
+	turns     []activities.TurnInput
+	stops     []string
 }
 
 func newFakeAgent(env *testsuite.TestWorkflowEnvironment) *fakeAgent {
@@ -89,6 +91,9 @@ func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activit
 }
 
 func (f *fakeAgent) Compact(_ context.Context, in activities.CompactInput) (activities.CompactReport, error) {
+	if f.onCompact != nil {
+		f.onCompact()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	before := f.used[in.Conversation]
@@ -413,6 +418,23 @@ func TestTwoRequestsBeforeItRunsAreOneRotation(t *testing.T) {
 	require.Len(t, rots, 1)
 	require.Equal(t, config.ModeHandoff, rots[0].Method, "the later request's mode wins")
 	require.Equal(t, 1, v.Context.Rotations)
+}
+
+func TestManualRequestDuringAPolicyRotationRunsAfterIt(t *testing.T) {
+	h := newHarness(t)
+	h.agent.onCompact = func() {
+		h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff})
+	}
+	h.send(time.Minute, 8)
+	v := h.run(sessionInput(policy(config.ModeCompact, 80, 0)), time.Hour)
+
+	rots := rotations(v)
+	require.Len(t, rots, 2)
+	require.Equal(t, config.ModeCompact, rots[0].Method)
+	require.Equal(t, ReasonContext, rots[0].Reason)
+	require.Equal(t, config.ModeHandoff, rots[1].Method, "the human's handoff is not swallowed by the compaction")
+	require.Equal(t, ReasonManual, rots[1].Reason)
+	require.Nil(t, v.PendingRotate)
 }
 
 func TestUnknownUsageRotatesOnlyOnMaxTurns(t *testing.T) {

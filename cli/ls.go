@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/workflows"
+)
+
+type lsOptions struct {
+	Group string
+	JSON  bool
+	Color bool
+}
+
+func newLsCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:      "ls",
+		Usage:     "List running sessions and how full their context is",
+		ArgsUsage: "[GROUP]",
+		Description: "Lists every running session, or those of GROUP, with its agent, status, turns\n" +
+			"and context: \"62% of 200k\" is how full the context window is, \"↻2\" counts\n" +
+			"rotations, \"—\" means the agent reports no usage. From 75% the percent is\n" +
+			"yellow on a terminal (never with NO_COLOR). One visibility query answers it.",
+		Flags: []cli.Flag{jsonFlag()},
+		Action: action(func(cCtx *cli.Context) error {
+			args, err := commandArgs(cCtx)
+			if err != nil {
+				return err
+			}
+			opts, err := newLsOptions(args, cCtx.Bool("json"), a.color(a.Stdout))
+			if err != nil {
+				return err
+			}
+			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				return runLs(ctx, c, opts, a.Stdout, a.Stderr)
+			})
+		}),
+	}
+}
+
+func newLsOptions(args []string, asJSON, color bool) (lsOptions, error) {
+	opts := lsOptions{JSON: asJSON, Color: color && !asJSON}
+	switch len(args) {
+	case 0:
+	case 1:
+		if err := validGroup(args[0]); err != nil {
+			return opts, err
+		}
+		opts.Group = args[0]
+	default:
+		return opts, fmt.Errorf("too many arguments: nid ls takes at most one GROUP")
+	}
+	return opts, nil
+}
+
+// lsItem is one session in nid ls --json.
+type lsItem struct {
+	Session string                  `json:"session"`
+	Group   string                  `json:"group"`
+	Name    string                  `json:"name"`
+	Agent   string                  `json:"agent"`
+	Status  string                  `json:"status"`
+	Turns   int                     `json:"turns"`
+	Context workflows.ContextRecord `json:"context"`
+}
+
+func runLs(ctx context.Context, c client.Client, opts lsOptions, stdout, stderr io.Writer) error {
+	sessions, err := listSessions(ctx, c, opts.Group)
+	if err != nil {
+		return err
+	}
+	if len(sessions) == 0 && opts.Group != "" {
+		groups, err := listGroups(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(groups, opts.Group) {
+			return groupMissing(opts.Group, groups)
+		}
+	}
+	if opts.JSON {
+		items := make([]lsItem, 0, len(sessions))
+		for _, s := range sessions {
+			items = append(items, lsItem{
+				Session: s.Ref(), Group: s.Group, Name: s.Name, Agent: s.Agent,
+				Status: s.Status, Turns: s.Context.TotalTurns, Context: s.Context,
+			})
+		}
+		return writeJSON(stdout, items)
+	}
+	rows := [][]string{{"SESSION", "AGENT", "STATUS", "TURNS", "CONTEXT"}}
+	for _, s := range sessions {
+		rows = append(rows, []string{
+			s.Ref(), s.Agent, s.Status, strconv.Itoa(s.Context.TotalTurns), contextText(s.Context, opts.Color),
+		})
+	}
+	if err := writeTable(stdout, rows); err != nil {
+		return err
+	}
+	if len(sessions) == 0 {
+		if opts.Group != "" {
+			fmt.Fprintf(stderr, "no sessions running in %s\n", opts.Group)
+		} else {
+			fmt.Fprintln(stderr, "no sessions (start some with nid up)")
+		}
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

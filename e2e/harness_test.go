@@ -1,0 +1,240 @@
+// Package e2e runs the real nid binary, embedded Temporal server included, in
+// temporary directories and drives it the way a user does: nid up, the CLI,
+// and kill -9.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/workflows"
+)
+
+// nidBin is the binary built once for every test.
+var nidBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "nid-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	nidBin = filepath.Join(dir, "nid")
+	build := exec.Command("go", "build", "-o", nidBin, "./cmd/nid")
+	build.Dir = ".."
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building nid:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// syncBuffer collects a process's output while tests read it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// site is one nid installation: a directory with nid.yaml and its state.
+type site struct {
+	t        testing.TB
+	dir      string
+	frontend int
+	ui       int
+	http     int
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newSite writes nid.yaml with the given groups section (YAML, indented as
+// under "groups:").
+func newSite(t testing.TB, groups string) *site {
+	s := &site{t: t, dir: t.TempDir(), frontend: freePort(t), ui: freePort(t), http: freePort(t)}
+	cfg := fmt.Sprintf("state: %s\ntemporal:\n  port: %d\n  uiPort: %d\nhttp:\n  listen: 127.0.0.1:%d\ngroups:\n%s",
+		filepath.Join(s.dir, ".nid"), s.frontend, s.ui, s.http, groups)
+	require.NoError(t, os.WriteFile(filepath.Join(s.dir, "nid.yaml"), []byte(cfg), 0o644))
+	return s
+}
+
+func (s *site) address() string { return fmt.Sprintf("127.0.0.1:%d", s.frontend) }
+
+// upProcess is a running nid up.
+type upProcess struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+// up starts nid up and waits until it prints that it is serving.
+func (s *site) up() *upProcess {
+	s.t.Helper()
+	p := &upProcess{out: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(nidBin, "up")
+	p.cmd.Dir = s.dir
+	p.cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	require.NoError(s.t, p.cmd.Start())
+	go func() { p.done <- p.cmd.Wait() }()
+	s.t.Cleanup(func() { p.kill() })
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(p.out.String(), s.address()) {
+		select {
+		case err := <-p.done:
+			s.t.Fatalf("nid up exited (%v):\n%s", err, p.out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("nid up did not come up:\n%s", p.out.String())
+		}
+	}
+	return p
+}
+
+func (p *upProcess) kill() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+		p.done <- nil
+	}
+}
+
+// interrupt stops nid up the way Ctrl-C does and waits for it to exit.
+func (p *upProcess) interrupt(t testing.TB) error {
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("nid up did not stop on interrupt:\n%s", p.out.String())
+		return nil
+	}
+}
+
+// nid runs one CLI command in the site and returns stdout, stderr and the
+// exit code.
+func (s *site) nid(args ...string) (string, string, int) {
+	s.t.Helper()
+	cmd := exec.Command(nidBin, args...)
+	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else {
+		require.NoError(s.t, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// mustNid runs a command that must succeed.
+func (s *site) mustNid(args ...string) string {
+	s.t.Helper()
+	out, errOut, code := s.nid(args...)
+	require.Equal(s.t, 0, code, "nid %s failed:\n%s%s", strings.Join(args, " "), out, errOut)
+	return out
+}
+
+// lsRow is one object of nid ls --json.
+type lsRow struct {
+	Session string                  `json:"session"`
+	Group   string                  `json:"group"`
+	Name    string                  `json:"name"`
+	Agent   string                  `json:"agent"`
+	Status  string                  `json:"status"`
+	Turns   int                     `json:"turns"`
+	Context workflows.ContextRecord `json:"context"`
+}
+
+func (s *site) ls() map[string]lsRow {
+	s.t.Helper()
+	var rows []lsRow
+	require.NoError(s.t, json.Unmarshal([]byte(s.mustNid("ls", "--json")), &rows))
+	out := map[string]lsRow{}
+	for _, r := range rows {
+		out[r.Session] = r
+	}
+	return out
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func (s *site) eventually(what string, timeout time.Duration, cond func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (s *site) client() client.Client {
+	s.t.Helper()
+	c, err := client.Dial(client.Options{HostPort: s.address()})
+	require.NoError(s.t, err)
+	s.t.Cleanup(c.Close)
+	return c
+}
+
+func (s *site) session(c client.Client, group, name string) workflows.SessionView {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := c.QueryWorkflow(ctx, workflows.SessionID(group, name), "", workflows.QuerySession)
+	require.NoError(s.t, err)
+	var view workflows.SessionView
+	require.NoError(s.t, v.Get(&view))
+	return view
+}
+
+func rotationEvents(v workflows.SessionView) []workflows.RotationEvent {
+	var out []workflows.RotationEvent
+	for _, e := range v.Events {
+		if e.Kind == workflows.EventRotation && e.Rotation != nil {
+			out = append(out, *e.Rotation)
+		}
+	}
+	return out
+}

@@ -46,18 +46,8 @@ func newInboxCommand(a *app) *cli.Command {
 }
 
 func newInboxOptions(args []string, asJSON bool, now time.Time) (inboxOptions, error) {
-	opts := inboxOptions{JSON: asJSON, Now: now}
-	switch len(args) {
-	case 0:
-	case 1:
-		if err := validGroup(args[0]); err != nil {
-			return opts, err
-		}
-		opts.Group = args[0]
-	default:
-		return opts, fmt.Errorf("too many arguments: nid inbox takes at most one GROUP")
-	}
-	return opts, nil
+	group, err := optionalGroup("inbox", args)
+	return inboxOptions{JSON: asJSON, Now: now, Group: group}, err
 }
 
 func runInbox(ctx context.Context, c client.Client, opts inboxOptions, stdout io.Writer) error {

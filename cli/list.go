@@ -277,3 +277,18 @@ func validGroup(g string) error {
 	}
 	return nil
 }
+
+// optionalGroup reads the [GROUP] argument of a command.
+func optionalGroup(command string, args []string) (string, error) {
+	switch len(args) {
+	case 0:
+		return "", nil
+	case 1:
+		if err := validGroup(args[0]); err != nil {
+			return "", err
+		}
+		return args[0], nil
+	default:
+		return "", fmt.Errorf("too many arguments: nid %s takes at most one GROUP", command)
+	}
+}

@@ -47,18 +47,8 @@ func newLsCommand(a *app) *cli.Command {
 }
 
 func newLsOptions(args []string, asJSON, color bool) (lsOptions, error) {
-	opts := lsOptions{JSON: asJSON, Color: color && !asJSON}
-	switch len(args) {
-	case 0:
-	case 1:
-		if err := validGroup(args[0]); err != nil {
-			return opts, err
-		}
-		opts.Group = args[0]
-	default:
-		return opts, fmt.Errorf("too many arguments: nid ls takes at most one GROUP")
-	}
-	return opts, nil
+	group, err := optionalGroup("ls", args)
+	return lsOptions{JSON: asJSON, Color: color && !asJSON, Group: group}, err
 }
 
 // lsItem is one session in nid ls --json.

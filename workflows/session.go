@@ -156,27 +156,20 @@ func (s *session) listen(ctx workflow.Context) {
 
 func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalRotate), func(c workflow.ReceiveChannel, _ bool) {
-		var req RotateRequest
-		c.Receive(ctx, &req)
-		s.onRotate(ctx, req)
-	})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalHandoffWrite), func(c workflow.ReceiveChannel, _ bool) {
-		var hw HandoffWrite
-		c.Receive(ctx, &hw)
-		s.onHandoffWrite(ctx, hw)
-	})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalMessage), func(c workflow.ReceiveChannel, _ bool) {
-		var m Message
-		c.Receive(ctx, &m)
-		s.onMessage(ctx, m)
-	})
-	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalPolicy), func(c workflow.ReceiveChannel, _ bool) {
-		var p PolicyChange
-		c.Receive(ctx, &p)
-		s.onPolicy(ctx, p)
-	})
+	onSignal(ctx, sel, SignalRotate, s.onRotate)
+	onSignal(ctx, sel, SignalHandoffWrite, s.onHandoffWrite)
+	onSignal(ctx, sel, SignalMessage, s.onMessage)
+	onSignal(ctx, sel, SignalPolicy, s.onPolicy)
 	return sel
+}
+
+// onSignal makes sel decode the named signal's payload and hand it to fn.
+func onSignal[T any](ctx workflow.Context, sel workflow.Selector, name string, fn func(workflow.Context, T)) {
+	sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
+		var v T
+		c.Receive(ctx, &v)
+		fn(ctx, v)
+	})
 }
 
 func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {

@@ -134,6 +134,9 @@ type feed struct {
 	last map[string]int64
 	// failing is the error last reported, so a lasting failure is said once.
 	failing string
+	// width is the widest session name seen, so columns do not shift as
+	// sessions appear.
+	width int
 }
 
 type target struct{ group, name string }
@@ -179,9 +182,8 @@ func (f *feed) poll(ctx context.Context, first bool) (warning, err error) {
 	}
 	results := f.fetch(ctx, targets)
 	var events []workflows.Event
-	width := 0
 	for i, t := range targets {
-		width = max(width, visibleWidth(t.ref()))
+		f.width = max(f.width, visibleWidth(t.ref()))
 		r := results[i]
 		if r.err != nil {
 			switch {
@@ -212,7 +214,7 @@ func (f *feed) poll(ctx context.Context, first bool) (warning, err error) {
 		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Group+"/"+a.Session, b.Group+"/"+b.Session), cmp.Compare(a.Seq, b.Seq))
 	})
 	for _, e := range events {
-		if err := f.print(e, width); err != nil {
+		if err := f.print(e, f.width); err != nil {
 			return nil, err
 		}
 	}

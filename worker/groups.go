@@ -45,19 +45,23 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 			return fmt.Errorf("group %s: %w", name, err)
 		}
 		for _, s := range g.Sessions {
-			_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID:                       workflows.SessionID(name, s.Name),
-				TaskQueue:                workflows.TaskQueue,
-				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-				TypedSearchAttributes:    workflows.SessionSearchAttributes(name, s.Name, s.Agent),
-			}, workflows.SessionWorkflowName, workflows.SessionInput{
-				Group:         name,
-				Name:          s.Name,
-				Goal:          g.Goal,
-				Spec:          activities.AgentSpec{Kind: s.Agent, Sim: s.Sim},
-				Policy:        g.Rotate,
-				ActivityQueue: activityQueue,
-			})
+			spec := activities.AgentSpec{Kind: s.Agent, Sim: s.Sim}
+			// Start it, or tell the running session what the file says now;
+			// its state stays as it was.
+			_, err := c.SignalWithStartWorkflow(ctx, workflows.SessionID(name, s.Name),
+				workflows.SignalConfig, workflows.SessionConfig{Goal: g.Goal, Spec: spec},
+				client.StartWorkflowOptions{
+					TaskQueue:                workflows.TaskQueue,
+					WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+					TypedSearchAttributes:    workflows.SessionSearchAttributes(name, s.Name, s.Agent),
+				}, workflows.SessionWorkflowName, workflows.SessionInput{
+					Group:         name,
+					Name:          s.Name,
+					Goal:          g.Goal,
+					Spec:          spec,
+					Policy:        g.Rotate,
+					ActivityQueue: activityQueue,
+				})
 			if err != nil {
 				return fmt.Errorf("session %s/%s: %w", name, s.Name, err)
 			}

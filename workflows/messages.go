@@ -38,6 +38,9 @@ const (
 	SignalPolicy = "policy"
 	// SignalInbox carries an InboxItem from a session to its group.
 	SignalInbox = "inbox"
+	// SignalConfig carries a SessionConfig: what nid.yaml says of a session
+	// when nid up starts or finds it.
+	SignalConfig = "config"
 )
 
 // Query names.
@@ -127,6 +130,8 @@ const (
 	EventMessage        = "message"
 	EventPolicy         = "policy"
 	EventTurnFailed     = "turn-failed"
+	EventConfig         = "config"
+	EventResumed        = "resumed"
 )
 
 // SessionID is the workflow id of a session: nid/<group>/<session>.
@@ -172,6 +177,13 @@ const MaxSummaryBytes = 16 << 10
 // Message is a prompt from the human for a session's next turn.
 type Message struct {
 	Text string `json:"text"`
+}
+
+// SessionConfig is a session's goal and agent settings as the file says
+// them; a running session takes them from its next turn on.
+type SessionConfig struct {
+	Goal string               `json:"goal,omitempty"`
+	Spec activities.AgentSpec `json:"spec"`
 }
 
 // PolicyChange is the group's new rotate policy pushed to its sessions.

@@ -160,6 +160,7 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalHandoffWrite, s.onHandoffWrite)
 	onSignal(ctx, sel, SignalMessage, s.onMessage)
 	onSignal(ctx, sel, SignalPolicy, s.onPolicy)
+	onSignal(ctx, sel, SignalConfig, s.onConfig)
 	return sel
 }
 
@@ -212,6 +213,21 @@ func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
 func (s *session) onMessage(ctx workflow.Context, m Message) {
 	s.st.Messages = append(s.st.Messages, m.Text)
 	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip(m.Text, 80)})
+	if s.st.Status == StatusNeedsAttention {
+		// The human has looked: their message is the next turn.
+		s.st.Status = StatusIdle
+		s.st.TurnFailures = 0
+		s.record(ctx, Event{Kind: EventResumed, Text: "resumed by a message from the human"})
+	}
+}
+
+func (s *session) onConfig(ctx workflow.Context, c SessionConfig) {
+	if c.Goal == s.in.Goal && c.Spec == s.in.Spec {
+		return
+	}
+	s.in.Goal, s.in.Spec = c.Goal, c.Spec
+	s.published.valid = false // the agent kind is a search attribute too
+	s.record(ctx, Event{Kind: EventConfig, Text: "configuration changed: applies from the next turn"})
 }
 
 func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {

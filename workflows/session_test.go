@@ -437,6 +437,59 @@ func TestManualRequestDuringAPolicyRotationRunsAfterIt(t *testing.T) {
 	require.Nil(t, v.PendingRotate)
 }
 
+func TestFailingTurnsNeedAttentionUntilTheHumanWrites(t *testing.T) {
+	h := newHarness(t)
+	calls := 0
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+			calls++
+			if in.Prompt != "are you there?" {
+				return activities.TurnResult{}, temporal.NewNonRetryableApplicationError("agent crashed", activities.ErrAgentFailed, nil)
+			}
+			return activities.TurnResult{TurnReport: activities.TurnReport{Conversation: "c", Output: "yes",
+				Usage: activities.Usage{UsedTokens: 10, WindowTokens: 100, Source: activities.SourceReported}}}, nil
+		})
+	in := sessionInput(policy(config.ModeAuto, 85, 0))
+	var stuck SessionView
+	h.at(30*time.Minute, func() { stuck = h.view() })
+	h.at(40*time.Minute, func() { h.env.SignalWorkflow(SignalMessage, Message{Text: "are you there?"}) })
+	h.send(time.Minute, 3)
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, StatusNeedsAttention, stuck.Status, "three failures in a row stop automatic turns")
+	require.Len(t, h.inbox, 1)
+	require.Contains(t, h.inbox[0].Text, "3 turns failed in a row; last: agent crashed")
+	require.Equal(t, StatusIdle, v.Status)
+	require.Equal(t, 1, v.Context.TotalTurns)
+	require.Equal(t, 4, calls, "no turn is tried while the session waits for the human")
+}
+
+func TestConfigSignalChangesTheGoalFromTheNextTurn(t *testing.T) {
+	h := newHarness(t)
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if strings.Contains(in.Prompt, "Ship dark mode") {
+			// Without a goal the session stops after this turn.
+			h.env.SignalWorkflow(SignalConfig, SessionConfig{Goal: "", Spec: activities.AgentSpec{Kind: "fake"}})
+		}
+	}
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() {
+		h.env.SignalWorkflow(SignalConfig, SessionConfig{Goal: "Ship dark mode", Spec: activities.AgentSpec{Kind: "fake"}})
+	})
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	work := h.agent.turnsOfKind(activities.TurnWork)
+	require.Len(t, work, 2)
+	require.Contains(t, work[1].Prompt, "Goal: Ship dark mode", "the new goal briefs the session")
+	var kinds []string
+	for _, e := range v.Events {
+		if e.Kind == EventConfig {
+			kinds = append(kinds, e.Text)
+		}
+	}
+	require.Len(t, kinds, 2)
+}
+
 func TestUnknownUsageRotatesOnlyOnMaxTurns(t *testing.T) {
 	h := newHarness(t)
 	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(

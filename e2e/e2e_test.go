@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
@@ -212,4 +216,69 @@ func TestNoServerAndBadConfigAreClearErrors(t *testing.T) {
 	require.Regexp(t, regexp.MustCompile(`groups\.web\.rotate\.mode: "fast" is not one of auto, compact, handoff, off`), errOut)
 	require.Contains(t, errOut, "groups.web.rotate.contextPercent")
 	require.Contains(t, errOut, "groups.web.sessions[0].agent")
+}
+
+func TestKillNineMidRotationRotatesExactlyOnce(t *testing.T) {
+	s := newSite(t, `  web:
+    goal: Rotate under fire
+    rotate: {mode: handoff, maxTurns: 2}
+    sessions:
+      - agent: sim
+        name: lead
+        sim: {window: 200000, tokensPerTurn: 2000, turnDelay: 1500ms}
+`)
+	up := s.up()
+	s.eventually("a rotation in progress", 2*time.Minute, func() bool { return s.ls()["web/lead"].Status == workflows.StatusRotating })
+	up.kill()
+
+	s.up()
+	c := s.client()
+	s.eventually("the rotation to finish after the restart", 2*time.Minute, func() bool {
+		return s.session(c, "web", "lead").Context.Rotations >= 1
+	})
+	v := s.session(c, "web", "lead")
+	rots := rotationEvents(v)
+	require.NotEmpty(t, rots)
+	require.Equal(t, 1, rots[0].Number)
+	for i, r := range rots {
+		require.Equal(t, i+1, r.Number, "each rotation is recorded once, in order")
+		require.True(t, r.OK)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: "WorkflowId = '" + workflows.RotationID("web", "lead", 1) + "'",
+	})
+	require.NoError(t, err)
+	require.Len(t, resp.Executions, 1, "the interrupted rotation resumed rather than ran twice")
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, resp.Executions[0].GetStatus())
+}
+
+func TestUpUsesAnExistingCluster(t *testing.T) {
+	host := newSite(t, `  web:
+    sessions:
+      - agent: sim
+        name: lead
+`)
+	host.up()
+	guest := newSite(t, `  api:
+    goal: Share the cluster
+    sessions:
+      - agent: sim
+        name: solo
+        sim: {turnDelay: 20ms}
+`)
+	cfg := filepath.Join(guest.dir, "nid.yaml")
+	b, err := os.ReadFile(cfg)
+	require.NoError(t, err)
+	b = []byte(strings.Replace(string(b), "temporal:\n", "temporal:\n  address: "+host.address()+"\n", 1))
+	require.NoError(t, os.WriteFile(cfg, b, 0o644))
+	guest.frontend = host.frontend
+
+	p := guest.up()
+	require.Contains(t, p.out.String(), "not started here", "no second server, no second Web UI")
+	guest.eventually("api/solo working on the host's cluster", time.Minute, func() bool { return guest.ls()["api/solo"].Turns > 0 })
+	require.Contains(t, host.ls(), "api/solo", "one cluster lists both")
+	_, err = os.Stat(filepath.Join(guest.dir, ".nid", "temporal.db"))
+	require.True(t, os.IsNotExist(err), "the guest started no server")
 }

@@ -268,6 +268,12 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// nid ls, nid watch and the dashboard all list through visibility;
 		// the default of 10 per second would throttle them.
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// Every turn of every session goes through the shard's transfer
+		// queue; its reader's default of 20 polls a second adds up to 50 ms
+		// before each workflow and activity task is dispatched. One host's
+		// SQLite file has no cluster to protect from that load.
+		dynamicconfig.TransferProcessorMaxPollRPS.Key():   1000,
+		dynamicconfig.VisibilityProcessorMaxPollRPS.Key(): 1000,
 	}
 }
 

@@ -57,7 +57,18 @@ type simState struct {
 	Compactions  int `json:"compactions"`
 	// Task is the start of the last work prompt, for handoff summaries.
 	Task string `json:"task,omitempty"`
+	// FirstMessage is how the conversation began (a fresh conversation's
+	// handoff and board), kept as an agent's transcript would.
+	FirstMessage string `json:"firstMessage,omitempty"`
+	// TaskID is the board task the sim works on, TaskTurns the turns it
+	// has spent on it in this conversation.
+	TaskID    string `json:"taskID,omitempty"`
+	TaskTurns int    `json:"taskTurns,omitempty"`
 }
+
+// simTaskRE finds the task a prompt is about: nid's default prompts say
+// "task t3".
+var simTaskRE = regexp.MustCompile(`\btask (t[0-9]+)\b`)
 
 // simConfig is a session's sim settings with defaults for what is unset.
 func simConfig(c config.Sim) config.Sim {
@@ -66,6 +77,9 @@ func simConfig(c config.Sim) config.Sim {
 	}
 	if c.TokensPerTurn <= 0 {
 		c.TokensPerTurn = config.DefaultSimTokensPerTurn
+	}
+	if c.TaskTurns <= 0 {
+		c.TaskTurns = config.DefaultSimTaskTurns
 	}
 	return c
 }
@@ -86,6 +100,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 			return TurnReport{}, err
 		}
 		st.UsedTokens = promptTokens(req.Prompt)
+		st.FirstMessage = clip(req.Prompt, 64<<10)
 	} else if st, err = loadSim(dir, req.Conversation); err != nil {
 		return TurnReport{}, err
 	}
@@ -105,16 +120,27 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	case req.Kind == TurnHandoffRequest && cfg.NoHandoff:
 		out = fmt.Sprintf("sim turn %d of conversation %s: I will not write a handoff (noHandoff)", st.Turns, st.Conversation)
 	case req.Kind == TurnHandoffRequest:
-		if err := s.handoffWrite(ctx, req.MCPURL, st.summary(req.Session, "")); err != nil {
+		summary := st.summary(req.Session, "")
+		if err := s.handoffWrite(ctx, req.MCPURL, summary); err != nil {
 			return TurnReport{}, err
 		}
+		req.toolCalled(ToolHandoffWrite + "(" + clip(summary, 60) + ")")
 		out = fmt.Sprintf("sim turn %d of conversation %s: wrote a handoff with handoff_write", st.Turns, st.Conversation)
 	case req.Kind == TurnWork && cfg.HandoffAfterTurns > 0 && st.SinceCompact == cfg.HandoffAfterTurns:
 		why := fmt.Sprintf("My context is cluttered after %d turns: start me fresh from this summary. ", st.SinceCompact)
-		if err := s.handoffWrite(ctx, req.MCPURL, st.summary(req.Session, why)); err != nil {
+		summary := st.summary(req.Session, why)
+		if err := s.handoffWrite(ctx, req.MCPURL, summary); err != nil {
 			return TurnReport{}, err
 		}
+		req.toolCalled(ToolHandoffWrite + "(" + clip(summary, 60) + ")")
 		out += "; my context is cluttered, so I wrote a handoff with handoff_write"
+	}
+	if req.Kind == TurnWork {
+		done, err := s.workOnTask(ctx, req, cfg, &st)
+		if err != nil {
+			return TurnReport{}, err
+		}
+		out += done
 	}
 
 	// Saved last, so a turn that failed or was cancelled leaves the
@@ -123,6 +149,29 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 		return TurnReport{}, err
 	}
 	return TurnReport{Conversation: st.Conversation, Output: out, Usage: simUsage(cfg, st.UsedTokens)}, nil
+}
+
+// workOnTask counts the turns spent on the task the prompt names and,
+// after TaskTurns of them, marks it done with task_done over MCP.
+func (s *Sim) workOnTask(ctx context.Context, req TurnRequest, cfg config.Sim, st *simState) (string, error) {
+	m := simTaskRE.FindStringSubmatch(req.Prompt)
+	if m == nil {
+		return "", nil
+	}
+	if m[1] != st.TaskID {
+		st.TaskID, st.TaskTurns = m[1], 0
+	}
+	st.TaskTurns++
+	if st.TaskTurns < cfg.TaskTurns {
+		return "", nil
+	}
+	if err := s.callTool(ctx, req.MCPURL, ToolTaskDone, map[string]any{"task_id": st.TaskID}); err != nil {
+		return "", err
+	}
+	req.toolCalled(ToolTaskDone + "(" + st.TaskID + ")")
+	done := fmt.Sprintf("; task %s is done (task_done)", st.TaskID)
+	st.TaskID, st.TaskTurns = "", 0
+	return done, nil
 }
 
 // Compact shrinks the conversation's context to a tenth, unless the session
@@ -188,8 +237,14 @@ func (st simState) summary(ref SessionRef, why string) string {
 // A tool error is the agent's failure; a call that never got an answer may
 // succeed on retry.
 func (s *Sim) handoffWrite(ctx context.Context, url, summary string) error {
+	return s.callTool(ctx, url, ToolHandoffWrite, map[string]any{"summary": summary})
+}
+
+// callTool calls one of nid's tools on the session's MCP endpoint, as a
+// real agent would.
+func (s *Sim) callTool(ctx context.Context, url, tool string, args map[string]any) error {
 	if url == "" {
-		return AgentFailed("sim: no MCP endpoint to call handoff_write on")
+		return AgentFailed("sim: no MCP endpoint to call %s on", tool)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "nid-sim", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
@@ -202,15 +257,12 @@ func (s *Sim) handoffWrite(ctx context.Context, url, summary string) error {
 		return fmt.Errorf("sim: connect to nid's MCP endpoint: %w", err)
 	}
 	defer cs.Close()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
-		Name:      ToolHandoffWrite,
-		Arguments: map[string]any{"summary": summary},
-	})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
-		return fmt.Errorf("sim: call handoff_write: %w", err)
+		return fmt.Errorf("sim: call %s: %w", tool, err)
 	}
 	if res.IsError {
-		return AgentFailed("sim: handoff_write failed: %s", toolText(res))
+		return AgentFailed("sim: %s failed: %s", tool, toolText(res))
 	}
 	return nil
 }

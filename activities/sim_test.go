@@ -25,6 +25,7 @@ type handoffRecorder struct {
 
 	mu        sync.Mutex
 	summaries []string
+	done      []string
 }
 
 func startHandoffRecorder(t *testing.T, refuse string) *handoffRecorder {
@@ -42,6 +43,15 @@ func startHandoffRecorder(t *testing.T, refuse string) *handoffRecorder {
 		defer r.mu.Unlock()
 		r.summaries = append(r.summaries, in.Summary)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "handoff recorded"}}}, nil, nil
+	})
+	type taskArgs struct {
+		TaskID string `json:"task_id"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "task_done"}, func(_ context.Context, _ *mcp.CallToolRequest, in taskArgs) (*mcp.CallToolResult, any, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.done = append(r.done, in.TaskID)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
@@ -351,4 +361,30 @@ func requireErrorType(t *testing.T, want string, err error) {
 	e, ok := errors.AsType[*Error](err)
 	require.True(t, ok, "want a %s error, got %v", want, err)
 	require.Equal(t, want, e.Type, err.Error())
+}
+
+func TestSimMarksItsTaskDoneAfterTaskTurns(t *testing.T) {
+	rec := startHandoffRecorder(t, "")
+	s := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 10, TaskTurns: 3})
+	s.mcpURL = rec.URL
+	s.mustTurn(TurnWork, "Your task: task t1: Dark mode toggle")
+	s.mustTurn(TurnWork, "Continue with task t1: Dark mode toggle.")
+	require.Empty(t, rec.done)
+	rep := s.mustTurn(TurnWork, "Continue with task t1: Dark mode toggle.")
+	require.Equal(t, []string{"t1"}, rec.done, "task_done over MCP on the third turn")
+	require.Contains(t, rep.Output, "task t1 is done (task_done)")
+	// A new task starts the count again.
+	s.mustTurn(TurnWork, "Your task: task t2: Settings page")
+	s.mustTurn(TurnWork, "Continue with task t2: Settings page.")
+	require.Equal(t, []string{"t1"}, rec.done)
+	s.mustTurn(TurnWork, "a message from the human")
+	require.Equal(t, []string{"t1"}, rec.done, "a prompt naming no task is not task work")
+}
+
+func TestSimKeepsItsFirstMessage(t *testing.T) {
+	s := newSimSession(t, config.Sim{})
+	s.mustTurn(TurnFresh, "Handoff from your previous conversation: done A")
+	st, err := loadSim(filepath.Join(s.stateDir, "sim", "web", "lead"), s.conversation)
+	require.NoError(t, err)
+	require.Equal(t, "Handoff from your previous conversation: done A", st.FirstMessage)
 }

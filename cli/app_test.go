@@ -33,8 +33,10 @@ func TestArgumentErrors(t *testing.T) {
 		{"rotate a malformed session", []string{"rotate", "web/Lead!"}, `"web/Lead!" is not a session`},
 
 		{"group set without a setting", []string{"group", "set", "web"}, "nothing to set on web: add KEY=VALUE"},
-		{"group set without =", []string{"group", "set", "web", "rotate"}, `"rotate" is not KEY=VALUE (keys: rotate)`},
-		{"group set unknown key", []string{"group", "set", "web", "budget=10"}, `unknown key "budget": allowed keys: rotate`},
+		{"group set without =", []string{"group", "set", "web", "rotate"}, `"rotate" is not KEY=VALUE (keys: rotate, budget)`},
+		{"group set unknown key", []string{"group", "set", "web", "color=blue"}, `unknown key "color": allowed keys: rotate, budget`},
+		{"board add without title", []string{"board", "add", "web"}, "nid board add takes GROUP TITLE"},
+		{"stop without session", []string{"stop", "web"}, "is not a session"},
 		{"group set empty value", []string{"group", "set", "web", "rotate="}, "rotate needs a value"},
 		{"group set twice", []string{"group", "set", "web", `rotate={"mode":"auto"}`, `rotate={"mode":"off"}`}, "rotate is given twice"},
 		{"group set bad group", []string{"group", "set", "Web", `rotate={}`}, `"Web" is not a group name`},

@@ -17,20 +17,21 @@ import (
 func newGroupCommand(a *app) *cli.Command {
 	return &cli.Command{
 		Name:            "group",
-		Usage:           "Change a running group",
+		Usage:           "Show or change a running group",
 		ArgsUsage:       "COMMAND",
-		Subcommands:     []*cli.Command{newGroupSetCommand(a)},
+		Subcommands:     []*cli.Command{newGroupShowCommand(a), newGroupSetCommand(a)},
 		HideHelpCommand: true,
 		Action:          unknownCommand,
 	}
 }
 
 // groupSetKeys are the settings nid group set can change on a running group.
-var groupSetKeys = []string{"rotate"}
+var groupSetKeys = []string{"rotate", "budget"}
 
 type groupSetOptions struct {
 	Group      string
 	RotateJSON string
+	BudgetJSON string
 }
 
 func newGroupSetCommand(a *app) *cli.Command {
@@ -38,11 +39,14 @@ func newGroupSetCommand(a *app) *cli.Command {
 		Name:      "set",
 		Usage:     "Change a running group's settings",
 		ArgsUsage: "GROUP KEY=VALUE...",
-		Description: "Sets KEY to VALUE on the running group GROUP. The only key today is rotate, a\n" +
-			"JSON object of the rotate policy fields to change (mode, contextPercent,\n" +
-			"maxTurns), validated like nid.yaml. Sessions follow it from their next\n" +
-			"decision on. Prints the resulting policy.\n\n" +
-			"   nid group set web rotate='{\"mode\":\"handoff\",\"maxTurns\":40}'",
+		Description: "Sets KEY to VALUE on the running group GROUP, validated like nid.yaml:\n" +
+			"  rotate  a JSON object of the rotate policy fields to change (mode,\n" +
+			"          contextPercent, maxTurns); sessions follow it from their next decision\n" +
+			"  budget  a JSON object of the budget limits to change (turns, tokens, usd;\n" +
+			"          0 is no limit); raising a spent budget resumes the sessions\n" +
+			"Prints the result.\n\n" +
+			"   nid group set web rotate='{\"mode\":\"handoff\",\"maxTurns\":40}'\n" +
+			"   nid group set web budget='{\"turns\":500,\"usd\":20}'",
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
 			if err != nil {
@@ -84,9 +88,13 @@ func newGroupSetOptions(args []string) (groupSetOptions, error) {
 		}
 		seen[key] = true
 		if strings.TrimSpace(value) == "" {
-			return opts, fmt.Errorf(`%s needs a value, e.g. %s='{"mode":"handoff"}'`, key, key)
+			return opts, fmt.Errorf(`%s needs a value, e.g. rotate='{"mode":"handoff"}' or budget='{"turns":500}'`, key)
 		}
-		opts.RotateJSON = value
+		if key == "rotate" {
+			opts.RotateJSON = value
+		} else {
+			opts.BudgetJSON = value
+		}
 	}
 	return opts, nil
 }
@@ -100,26 +108,136 @@ func runGroupSet(ctx context.Context, c client.Client, opts groupSetOptions, std
 		return notAnswering("group "+opts.Group, err)
 	}
 	// The group validates too; checking here first gives the same clear
-	// error without a round trip through its history.
-	if _, err := config.ApplyRotateJSON(view.Policy, opts.RotateJSON); err != nil {
-		return err
+	// error without a round trip through its history, and sets nothing
+	// when either value is wrong.
+	if opts.RotateJSON != "" {
+		if _, err := config.ApplyRotateJSON(view.Policy, opts.RotateJSON); err != nil {
+			return err
+		}
 	}
+	if opts.BudgetJSON != "" {
+		if _, err := config.ApplyBudgetJSON(view.Board.Budget, opts.BudgetJSON); err != nil {
+			return err
+		}
+	}
+	if opts.RotateJSON != "" {
+		var policy config.Rotate
+		if err := updateGroup(ctx, c, opts.Group, workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: opts.RotateJSON}, &policy); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(stdout, "%s rotate: %s\n", opts.Group, workflows.PolicyText(policy)); err != nil {
+			return err
+		}
+	}
+	if opts.BudgetJSON != "" {
+		var budget config.Budget
+		if err := updateGroup(ctx, c, opts.Group, workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: opts.BudgetJSON}, &budget); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(stdout, "%s budget: %s\n", opts.Group, workflows.BudgetText(budget, view.Board.Spent)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// updateGroup runs an update on a group and decodes its answer into out.
+func updateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
 	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.GroupID(opts.Group),
-		UpdateName:   workflows.UpdateSetPolicy,
-		Args:         []any{workflows.SetPolicy{RotateJSON: opts.RotateJSON}},
+		WorkflowID:   workflows.GroupID(group),
+		UpdateName:   update,
+		Args:         []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
+	if err == nil {
+		err = handle.Get(ctx, out)
+	}
+	switch {
+	case isNotFound(err):
+		return unknownGroup(ctx, c, group)
+	case err != nil:
+		return fmt.Errorf("%s on %s: %s", update, group, workflows.ErrorText(err))
+	}
+	return nil
+}
+
+type groupShowOptions struct {
+	Group string
+	JSON  bool
+}
+
+func newGroupShowCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:        "show",
+		Usage:       "Show a group's policy, budget spent and left, and sessions",
+		ArgsUsage:   "GROUP",
+		Flags:       []cli.Flag{jsonFlag()},
+		Description: "Prints the group's goal, rotate policy, budget (spent and left) and sessions.",
+		Action: action(func(cCtx *cli.Context) error {
+			args, err := commandArgs(cCtx)
+			if err != nil {
+				return err
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("nid group show takes one GROUP")
+			}
+			if err := validGroup(args[0]); err != nil {
+				return err
+			}
+			opts := groupShowOptions{Group: args[0], JSON: cCtx.Bool("json")}
+			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				return runGroupShow(ctx, c, opts, a.Stdout)
+			})
+		}),
+	}
+}
+
+func runGroupShow(ctx context.Context, c client.Client, opts groupShowOptions, stdout io.Writer) error {
+	view, err := queryGroup(ctx, c, opts.Group)
+	if isNotFound(err) {
+		return unknownGroup(ctx, c, opts.Group)
+	}
 	if err != nil {
-		if isNotFound(err) {
-			return unknownGroup(ctx, c, opts.Group)
+		return notAnswering("group "+opts.Group, err)
+	}
+	if opts.JSON {
+		return writeJSON(stdout, view)
+	}
+	b := view.Board
+	sessions := make([]string, 0, len(view.Sessions))
+	for _, s := range view.Sessions {
+		if slices.Contains(view.Stopped, s) {
+			s += " (stopped)"
 		}
-		return fmt.Errorf("setting rotate on %s: %w", opts.Group, err)
+		sessions = append(sessions, s)
 	}
-	var policy config.Rotate
-	if err := handle.Get(ctx, &policy); err != nil {
-		return fmt.Errorf("setting rotate on %s: %w", opts.Group, err)
+	budget := workflows.BudgetText(b.Budget, b.Spent)
+	if b.Exhausted != "" {
+		budget += " — exhausted (" + b.Exhausted + "): sessions paused"
 	}
-	_, err = fmt.Fprintf(stdout, "%s rotate: %s\n", opts.Group, workflows.PolicyText(policy))
-	return err
+	rows := [][]string{
+		{"group", view.Name},
+		{"goal", cmpOr(view.Goal, "—")},
+		{"rotate", workflows.PolicyText(view.Policy)},
+		{"budget", budget},
+		{"sessions", strings.Join(sessions, ", ")},
+		{"tasks", taskCounts(b.Tasks)},
+		{"inbox", fmt.Sprintf("%d items", len(view.Inbox))},
+	}
+	return writeTable(stdout, rows)
+}
+
+func cmpOr(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
+}
+
+func taskCounts(tasks []workflows.Task) string {
+	n := map[string]int{}
+	for _, t := range tasks {
+		n[t.Status]++
+	}
+	return fmt.Sprintf("%d todo, %d claimed, %d done", n[workflows.TaskTodo], n[workflows.TaskClaimed], n[workflows.TaskDone])
 }

@@ -90,6 +90,13 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 			return
 		}
 		v.SetInt(n)
+	case reflect.Float64:
+		f, ok := asFloat(raw)
+		if !ok {
+			d.add(path, "%s is not a number", describe(raw))
+			return
+		}
+		v.SetFloat(f)
 	case reflect.Bool:
 		b, ok := asBool(raw)
 		if !ok {
@@ -197,7 +204,7 @@ func fresh(t reflect.Type, raw any) reflect.Value {
 	v := reflect.New(t).Elem()
 	switch t {
 	case groupType:
-		v.Set(reflect.ValueOf(Group{Rotate: DefaultRotate()}))
+		v.Set(reflect.ValueOf(Group{Rotate: DefaultRotate(), Prompts: DefaultPrompts()}))
 	case sessionType:
 		// "agent" is Session.Agent's koanf key.
 		if m, ok := raw.(map[string]any); ok && m["agent"] == AgentSim {
@@ -261,6 +268,26 @@ func asInt(raw any) (int64, string) {
 		return 0, "is too large"
 	}
 	return int64(f), ""
+}
+
+func asFloat(raw any) (float64, bool) {
+	switch x := raw.(type) {
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		return f, err == nil
+	}
+	return 0, false
 }
 
 func parseInt(s string) (int64, string) {

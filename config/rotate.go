@@ -1,14 +1,5 @@
 package config
 
-import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"reflect"
-	"strings"
-)
-
 // rotateExample is what a rotate policy looks like on the command line.
 const rotateExample = `{"mode":"handoff","maxTurns":40}`
 
@@ -18,22 +9,8 @@ const rotateExample = `{"mode":"handoff","maxTurns":40}`
 // allowed ones; so is anything but an object. On error it returns base
 // unchanged and every problem at once.
 func ApplyRotateJSON(base Rotate, js string) (Rotate, error) {
-	dec := json.NewDecoder(strings.NewReader(js))
-	dec.UseNumber()
-	var raw any
-	if err := dec.Decode(&raw); err != nil {
-		return base, fmt.Errorf("rotate: %q is not JSON (%v); write an object such as %s", js, err, rotateExample)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return base, fmt.Errorf("rotate: %q has more after its JSON object; write one object such as %s", js, rotateExample)
-	}
-	if _, ok := raw.(map[string]any); !ok {
-		return base, fmt.Errorf("rotate: %s is not a JSON object; write one such as %s", describe(raw), rotateExample)
-	}
 	r := base
-	var d decoder
-	d.decode("", raw, reflect.ValueOf(&r).Elem())
-	if err := joinLines(merge(d.problems, r.problems(""))); err != nil {
+	if err := applyJSON("rotate", rotateExample, js, &r, func() []problem { return r.problems("") }); err != nil {
 		return base, err
 	}
 	return r, nil

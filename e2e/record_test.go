@@ -22,17 +22,22 @@ import (
 // TestRecordReplayHistories records the histories that workflows.TestReplay
 // replays after every change. It runs only when asked:
 //
-//	RECORD_HISTORIES=1 go test ./e2e -run TestRecordReplayHistories
+//	RECORD_HISTORIES=v3 go test ./e2e -run TestRecordReplayHistories
 //
-// Record once per workflow version, never over an existing file: the old
-// histories are what running sessions look like.
+// where v3 names the workflow version being recorded (see
+// workflows/versions.go). Record once per version, never over an existing
+// file: the old histories are what running sessions look like.
 func TestRecordReplayHistories(t *testing.T) {
-	if os.Getenv("RECORD_HISTORIES") == "" {
-		t.Skip("set RECORD_HISTORIES=1 to record workflows/testdata histories")
+	version := os.Getenv("RECORD_HISTORIES")
+	if version == "" {
+		t.Skip("set RECORD_HISTORIES=vN to record workflows/testdata histories of version N")
 	}
+	require.Regexp(t, `^v[0-9]+$`, version)
 	s := newSite(t, `  rec:
     goal: Record every path
     rotate: {mode: auto, contextPercent: 50}
+    budget: {turns: 4000}
+    tasks:`+recordTasks(24)+`
     sessions:
       - agent: sim
         name: compact
@@ -58,6 +63,9 @@ func TestRecordReplayHistories(t *testing.T) {
 		return true
 	})
 	s.mustNid("group", "set", "rec", `rotate={"maxTurns":5}`)
+	s.mustNid("group", "set", "rec", `budget={"turns":5000}`)
+	s.mustNid("board", "add", "rec", "Added by hand")
+	s.mcpCall("rec", "compact", "lock_acquire", map[string]any{"name": "src/app.go"})
 	s.mustNid("send", "rec/compact", "A message from the human")
 	s.mustNid("rotate", "rec/compact", "--mode", "handoff")
 	s.eventually("the manual handoff", time.Minute, func() bool {
@@ -68,6 +76,7 @@ func TestRecordReplayHistories(t *testing.T) {
 		}
 		return false
 	})
+	s.mustNid("stop", "rec/silent")
 
 	c := s.client()
 	dir := filepath.Join("..", "workflows", "testdata")
@@ -80,7 +89,7 @@ func TestRecordReplayHistories(t *testing.T) {
 		h := firstRunHistory(t, c, id)
 		b, err := temporalproto.CustomJSONMarshalOptions{}.Marshal(h)
 		require.NoError(t, err)
-		name := "v1-" + strings.ReplaceAll(strings.TrimPrefix(id, "nid/"), "/", "-") + ".json"
+		name := version + "-" + strings.ReplaceAll(strings.TrimPrefix(id, "nid/"), "/", "-") + ".json"
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
 	}
 }
@@ -121,4 +130,13 @@ func firstRunHistory(t *testing.T, c client.Client, id string) *historypb.Histor
 	}
 	require.Greater(t, len(h.Events), 3, id)
 	return h
+}
+
+// recordTasks is n tasks in nid.yaml's shape, enough work for every session.
+func recordTasks(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "\n      - title: Task number %d", i)
+	}
+	return b.String()
 }

@@ -2,12 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -28,14 +29,20 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 			TaskQueue:                workflows.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			TypedSearchAttributes:    workflows.GroupSearchAttributes(name),
-		}, workflows.GroupWorkflowName, workflows.GroupInput{Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions})
+		}, workflows.GroupWorkflowName, workflows.GroupInput{
+			Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions,
+			Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
+		})
 		if err != nil {
 			return fmt.Errorf("group %s: %w", name, err)
 		}
 		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID:   workflows.GroupID(name),
-			UpdateName:   workflows.UpdateSync,
-			Args:         []interface{}{workflows.GroupSync{Goal: g.Goal, Rotate: g.Rotate, Sessions: sessions}},
+			WorkflowID: workflows.GroupID(name),
+			UpdateName: workflows.UpdateSync,
+			Args: []interface{}{workflows.GroupSync{
+				Goal: g.Goal, Rotate: g.Rotate, Sessions: sessions,
+				Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
+			}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
 		if err == nil {
@@ -45,7 +52,7 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 			return fmt.Errorf("group %s: %w", name, err)
 		}
 		for _, s := range g.Sessions {
-			spec := activities.AgentSpec{Kind: s.Agent, Sim: s.Sim}
+			spec := AgentSpec(cfg, name, s)
 			// Start it, or tell the running session what the file says now;
 			// its state stays as it was.
 			_, err := c.SignalWithStartWorkflow(ctx, workflows.SessionID(name, s.Name),
@@ -61,6 +68,8 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 					Spec:          spec,
 					Policy:        g.Rotate,
 					ActivityQueue: activityQueue,
+					Repo:          absPath(g.Repo),
+					WorkDir:       absPath(g.WorkDir),
 				})
 			if err != nil {
 				return fmt.Errorf("session %s/%s: %w", name, s.Name, err)
@@ -77,7 +86,7 @@ func (t temporalSessions) HandoffWrite(ctx context.Context, sessionWorkflowID, s
 	return t.c.SignalWorkflow(ctx, sessionWorkflowID, "", workflows.SignalHandoffWrite, workflows.HandoffWrite{Summary: summary})
 }
 
-func (t temporalSessions) Board(ctx context.Context, group, _ string) (string, error) {
+func (t temporalSessions) Board(ctx context.Context, group, session string) (string, error) {
 	v, err := t.c.QueryWorkflow(ctx, workflows.GroupID(group), "", workflows.QueryGroup)
 	if err != nil {
 		return "", fmt.Errorf("group %s: %w", group, err)
@@ -86,5 +95,46 @@ func (t temporalSessions) Board(ctx context.Context, group, _ string) (string, e
 	if err := v.Get(&g); err != nil {
 		return "", err
 	}
-	return workflows.BoardText(g), nil
+	return workflows.BoardText(g.Board, session), nil
+}
+
+func (t temporalSessions) BoardUpdate(ctx context.Context, group, update string, req workflows.BoardRequest) (workflows.BoardResult, error) {
+	return UpdateBoard(ctx, t.c, group, update, req)
+}
+
+// UpdateBoard runs a board update on a group and waits for its answer. A
+// refusal (someone else holds the task) comes back as an error saying so.
+func UpdateBoard(ctx context.Context, c client.Client, group, update string, req workflows.BoardRequest) (workflows.BoardResult, error) {
+	var res workflows.BoardResult
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.GroupID(group),
+		UpdateName:   update,
+		Args:         []interface{}{req},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	return res, updateError(err)
+}
+
+// updateError strips the transport's wrapping from a refused update, so the
+// caller sees the validator's own sentence.
+func updateError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.New(workflows.ErrorText(err))
+}
+
+// absPath makes a path from nid.yaml absolute, so activities find it
+// whatever their working directory.
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }

@@ -30,6 +30,9 @@ type SessionSignaler interface {
 	HandoffWrite(ctx context.Context, sessionWorkflowID string, summary string) error
 	// Board returns what board_read shows the session group/session.
 	Board(ctx context.Context, group, session string) (string, error)
+	// BoardUpdate runs a board update (workflows.UpdateTaskClaim, ...) on
+	// the group as req.Session; a refusal comes back as the error.
+	BoardUpdate(ctx context.Context, group, update string, req workflows.BoardRequest) (workflows.BoardResult, error)
 }
 
 // mcpKeyBytes is the size of the key that signs session tokens.
@@ -134,8 +137,59 @@ func (e *MCPEndpoint) server(r *http.Request) *mcp.Server {
 		Name:        activities.ToolBoardRead,
 		Description: "Read the group's board: its goal, its tasks, who claimed each, and the locks sessions hold.",
 	}, e.boardRead(c))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        activities.ToolTaskClaim,
+		Description: "Claim a task on the board by its id (e.g. t3). Refused, with the holder named, when another session holds it.",
+	}, e.boardTool(c, workflows.UpdateTaskClaim, func(r *workflows.BoardResult) string {
+		return fmt.Sprintf("task %s is yours: %s", r.Task.ID, r.Task.Title)
+	}))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        activities.ToolTaskDone,
+		Description: "Mark a task you hold as done, by its id. nid then gives you the next open task.",
+	}, e.boardTool(c, workflows.UpdateTaskDone, func(r *workflows.BoardResult) string {
+		return fmt.Sprintf("task %s is done", r.Task.ID)
+	}))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        activities.ToolLockAcquire,
+		Description: "Take a named lock (typically a path) before changing what other sessions might change. Refused, with the holder named, when another session holds it.",
+	}, e.lockTool(c, workflows.UpdateLockAcquire, "lock %q is yours"))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        activities.ToolLockRelease,
+		Description: "Release a named lock you hold.",
+	}, e.lockTool(c, workflows.UpdateLockRelease, "lock %q released"))
 	e.servers[id] = s
 	return s
+}
+
+type taskArgs struct {
+	TaskID string `json:"task_id" jsonschema:"the task's id as the board shows it, e.g. t3"`
+}
+
+type lockArgs struct {
+	Name string `json:"name" jsonschema:"the lock's name, typically a path such as src/app.go"`
+}
+
+func (e *MCPEndpoint) boardTool(c caller, update string, answer func(*workflows.BoardResult) string) mcp.ToolHandlerFor[taskArgs, any] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in taskArgs) (*mcp.CallToolResult, any, error) {
+		id := strings.TrimSpace(in.TaskID)
+		if id == "" {
+			return nil, nil, errors.New("task_id is empty: give the task's id as the board shows it, e.g. t3")
+		}
+		res, err := e.sessions.BoardUpdate(ctx, c.group, update, workflows.BoardRequest{Session: c.name, TaskID: id})
+		if err != nil {
+			return nil, nil, err
+		}
+		return textResult(answer(&res)), nil, nil
+	}
+}
+
+func (e *MCPEndpoint) lockTool(c caller, update, answer string) mcp.ToolHandlerFor[lockArgs, any] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in lockArgs) (*mcp.CallToolResult, any, error) {
+		if _, err := e.sessions.BoardUpdate(ctx, c.group, update, workflows.BoardRequest{Session: c.name, Lock: in.Name}); err != nil {
+			return nil, nil, err
+		}
+		return textResult(fmt.Sprintf(answer, in.Name)), nil, nil
+	}
 }
 
 type handoffArgs struct {

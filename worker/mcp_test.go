@@ -27,6 +27,14 @@ type recordingSignaler struct {
 	mu       sync.Mutex
 	handoffs []handoffCall
 	boards   []string
+	updates  []boardCall
+	// refuse, when set, is the refusal every board update gets.
+	refuse error
+}
+
+type boardCall struct {
+	group, update string
+	req           workflows.BoardRequest
 }
 
 type handoffCall struct{ sessionID, summary string }
@@ -46,6 +54,19 @@ func (s *recordingSignaler) Board(_ context.Context, group, session string) (str
 	defer s.mu.Unlock()
 	s.boards = append(s.boards, group+"/"+session)
 	return s.board, nil
+}
+
+func (s *recordingSignaler) BoardUpdate(_ context.Context, group, update string, req workflows.BoardRequest) (workflows.BoardResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.updates = append(s.updates, boardCall{group, update, req})
+	if s.refuse != nil {
+		return workflows.BoardResult{}, s.refuse
+	}
+	return workflows.BoardResult{
+		Task: &workflows.Task{ID: req.TaskID, Title: "Dark mode toggle"},
+		Lock: &workflows.Lock{Name: req.Lock, Holder: req.Session},
+	}, nil
 }
 
 func (s *recordingSignaler) Handoffs() []handoffCall {
@@ -253,4 +274,33 @@ func TestMCPSimAgentWritesItsHandoff(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "nid/web/lead", got[0].sessionID)
 	require.Contains(t, got[0].summary, "Handoff from sim conversation sim-1 of web/lead after 2 turns.")
+}
+
+func TestMCPBoardToolsActAsTheCallingSession(t *testing.T) {
+	sig := &recordingSignaler{}
+	e := startMCP(t, sig)
+	url := e.URL(webWorker)
+
+	res, err := callTool(t, url, activities.ToolTaskClaim, map[string]any{"task_id": "t1"})
+	require.NoError(t, err)
+	require.False(t, res.IsError, resultText(res))
+	require.Equal(t, "task t1 is yours: Dark mode toggle", resultText(res))
+	res, err = callTool(t, url, activities.ToolLockAcquire, map[string]any{"name": "src/app.go"})
+	require.NoError(t, err)
+	require.Equal(t, `lock "src/app.go" is yours`, resultText(res))
+	res, err = callTool(t, url, activities.ToolTaskDone, map[string]any{"task_id": " "})
+	require.NoError(t, err)
+	require.True(t, res.IsError, "an empty task id is the agent's mistake, told as such")
+	require.Contains(t, resultText(res), "task_id is empty")
+
+	require.Equal(t, []boardCall{
+		{"web", workflows.UpdateTaskClaim, workflows.BoardRequest{Session: "worker", TaskID: "t1"}},
+		{"web", workflows.UpdateLockAcquire, workflows.BoardRequest{Session: "worker", Lock: "src/app.go"}},
+	}, sig.updates, "the group hears the token's session, whatever the agent claims to be")
+
+	sig.refuse = errors.New("task t1 is claimed by lead")
+	res, err = callTool(t, url, activities.ToolTaskClaim, map[string]any{"task_id": "t1"})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Equal(t, "task t1 is claimed by lead", resultText(res), "a refusal names the holder")
 }

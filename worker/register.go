@@ -33,4 +33,5 @@ func RegisterActivities(r Registry, a *activities.Activities) {
 	r.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: activities.RunTurnName})
 	r.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: activities.CompactName})
 	r.RegisterActivityWithOptions(a.StopAgent, activity.RegisterOptions{Name: activities.StopAgentName})
+	r.RegisterActivityWithOptions(a.PrepareWorkspace, activity.RegisterOptions{Name: activities.PrepareWorkspaceName})
 }

@@ -19,11 +19,14 @@ type GroupState struct {
 	Policy config.Rotate `json:"policy"`
 	// FilePolicy is the policy nid.yaml last said. `nid up` applies the
 	// file's policy only when the file changed it, so a `nid group set`
-	// survives restarts until the file is edited.
+	// survives restarts until the file is edited. FileBudget likewise.
 	FilePolicy config.Rotate `json:"filePolicy"`
+	FileBudget config.Budget `json:"fileBudget"`
 	Sessions   []string      `json:"sessions"`
+	Stopped    []string      `json:"stopped,omitempty"`
 	Inbox      []InboxItem   `json:"inbox,omitempty"`
 	NextSeq    int64         `json:"nextSeq"`
+	Board      BoardState    `json:"board"`
 	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
 	HistoryLimit int `json:"historyLimit,omitempty"`
 }
@@ -31,14 +34,24 @@ type GroupState struct {
 type group struct {
 	name string
 	st   *GroupState
+	// team is false when replaying a history from before the board
+	// existed (VersionTeam): such a run pushes no boards.
+	team bool
 }
 
-// GroupWorkflow owns a group's policy and inbox. It changes the policy
-// through validated updates and pushes it to the group's sessions.
+// GroupWorkflow owns a group's policy, board, budget and inbox. It changes
+// them through validated updates and pushes them to the group's sessions.
 func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
 	g := &group{name: in.Name, st: in.State}
 	if g.st == nil {
-		g.st = &GroupState{Goal: in.Goal, Policy: in.Policy, FilePolicy: in.Policy, Sessions: slices.Clone(in.Sessions)}
+		g.st = &GroupState{
+			Goal: in.Goal, Policy: in.Policy, FilePolicy: in.Policy, FileBudget: in.Budget,
+			Sessions: slices.Clone(in.Sessions),
+			Board:    BoardState{Budget: in.Budget, Prompts: in.Prompts},
+		}
+		for _, t := range in.Tasks {
+			g.st.Board.add(t.Title, t.Detail)
+		}
 	}
 	if err := g.setup(ctx); err != nil {
 		return err
@@ -47,25 +60,42 @@ func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
 }
 
 func (g *group) setup(ctx workflow.Context) error {
+	g.team = workflow.GetVersion(ctx, VersionTeam, workflow.DefaultVersion, 1) == 1
 	if err := workflow.SetQueryHandler(ctx, QueryGroup, g.view); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetPolicy, g.setPolicy,
-		workflow.UpdateHandlerOptions{Validator: g.validateSetPolicy}); err != nil {
-		return err
+	updates := []struct {
+		name      string
+		handler   interface{}
+		validator interface{}
+	}{
+		{UpdateSetPolicy, g.setPolicy, g.validateSetPolicy},
+		{UpdateSync, g.sync, g.validateSync},
+		{UpdateSetBudget, g.setBudget, g.validateSetBudget},
+		{UpdateTaskAdd, g.taskAdd, g.validateTaskAdd},
+		{UpdateTaskClaim, g.taskClaim, g.validateTaskClaim},
+		{UpdateTaskDone, g.taskDone, g.validateTaskDone},
+		{UpdateLockAcquire, g.lockAcquire, g.validateLockAcquire},
+		{UpdateLockRelease, g.lockRelease, g.validateLockRelease},
+		{UpdateStopSession, g.stopSession, g.validateStopSession},
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSync, g.sync,
-		workflow.UpdateHandlerOptions{Validator: g.validateSync}); err != nil {
-		return err
+	for _, u := range updates {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler,
+			workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {
+			return err
+		}
 	}
-	inbox := workflow.GetSignalChannel(ctx, SignalInbox)
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		sel := g.signalSelector(ctx)
 		for {
-			var item InboxItem
-			inbox.Receive(ctx, &item)
-			g.addInbox(item)
+			sel.Select(ctx)
 		}
 	})
+	if g.team {
+		// Sessions wait for their first board; a restart of nid finds them
+		// waiting.
+		g.push(ctx, "")
+	}
 	return nil
 }
 
@@ -76,11 +106,21 @@ func (g *group) run(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
-	var item InboxItem
-	for workflow.GetSignalChannel(ctx, SignalInbox).ReceiveAsync(&item) {
-		g.addInbox(item)
+	// Signals that arrived but were not yet read travel with the state.
+	sel := g.signalSelector(ctx)
+	for sel.HasPending() {
+		sel.Select(ctx)
 	}
 	return workflow.NewContinueAsNewError(ctx, GroupWorkflowName, GroupInput{Name: g.name, State: g.st})
+}
+
+func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
+	sel := workflow.NewSelector(ctx)
+	onSignal(ctx, sel, SignalInbox, func(_ workflow.Context, item InboxItem) { g.addInbox(item) })
+	onSignal(ctx, sel, SignalCharge, g.onCharge)
+	onSignal(ctx, sel, SignalClaimNext, g.onClaimNext)
+	onSignal(ctx, sel, SignalReserve, g.onReserve)
+	return sel
 }
 
 func (g *group) addInbox(item InboxItem) {
@@ -92,8 +132,14 @@ func (g *group) addInbox(item InboxItem) {
 	}
 }
 
+func (g *group) board() BoardView { return g.st.Board.view(g.name, g.st.Goal) }
+
 func (g *group) view() (GroupView, error) {
-	v := GroupView{Name: g.name, Goal: g.st.Goal, Policy: g.st.Policy, Sessions: slices.Clone(g.st.Sessions), Inbox: slices.Clone(g.st.Inbox)}
+	v := GroupView{
+		Name: g.name, Goal: g.st.Goal, Policy: g.st.Policy,
+		Sessions: slices.Clone(g.st.Sessions), Stopped: slices.Clone(g.st.Stopped),
+		Inbox: slices.Clone(g.st.Inbox), Board: g.board(),
+	}
 	if v.Inbox == nil {
 		v.Inbox = []InboxItem{}
 	}
@@ -111,8 +157,30 @@ func (g *group) setPolicy(ctx workflow.Context, req SetPolicy) (config.Rotate, e
 		return g.st.Policy, err
 	}
 	g.st.Policy = p
-	g.push(ctx)
+	g.pushPolicy(ctx)
 	return p, nil
+}
+
+func (g *group) validateSetBudget(_ workflow.Context, req SetBudget) error {
+	_, err := config.ApplyBudgetJSON(g.st.Board.Budget, req.BudgetJSON) //workflowcheck:ignore decoding JSON is deterministic
+	return err
+}
+
+func (g *group) setBudget(ctx workflow.Context, req SetBudget) (config.Budget, error) {
+	b, err := config.ApplyBudgetJSON(g.st.Board.Budget, req.BudgetJSON) //workflowcheck:ignore decoding JSON is deterministic
+	if err != nil {
+		return g.st.Board.Budget, err
+	}
+	g.applyBudget(ctx, b)
+	return b, nil
+}
+
+func (g *group) applyBudget(ctx workflow.Context, b config.Budget) {
+	g.st.Board.Budget = b
+	if g.st.Board.exhausted() == "" {
+		g.st.Board.Noted = ""
+	}
+	g.push(ctx, "")
 }
 
 func (g *group) validateSync(_ workflow.Context, req GroupSync) error {
@@ -120,9 +188,17 @@ func (g *group) validateSync(_ workflow.Context, req GroupSync) error {
 	if err := req.Rotate.Validate(); err != nil {
 		problems = append(problems, err.Error())
 	}
+	if err := req.Budget.Validate(); err != nil {
+		problems = append(problems, err.Error())
+	}
 	for _, s := range req.Sessions {
 		if !ValidName(s) {
 			problems = append(problems, fmt.Sprintf("session name %q is not valid", s))
+		}
+	}
+	for _, t := range req.Tasks {
+		if err := checkTaskText(t.Title, t.Detail); err != nil {
+			problems = append(problems, err.Error())
 		}
 	}
 	if len(problems) > 0 {
@@ -142,13 +218,185 @@ func (g *group) sync(ctx workflow.Context, req GroupSync) (GroupView, error) {
 	if req.Rotate != g.st.FilePolicy {
 		g.st.FilePolicy = req.Rotate
 		g.st.Policy = req.Rotate
-		g.push(ctx)
+		g.pushPolicy(ctx)
+	}
+	if g.team {
+		// Tasks from the file are added once, known by their title, so a
+		// restart does not put them on the board again.
+		for _, t := range req.Tasks {
+			if !slices.ContainsFunc(g.st.Board.Tasks, func(have Task) bool { return have.Title == t.Title }) {
+				g.st.Board.add(t.Title, t.Detail)
+			}
+		}
+		g.st.Board.Prompts = req.Prompts
+		if req.Budget != g.st.FileBudget {
+			g.st.FileBudget = req.Budget
+			g.st.Board.Budget = req.Budget
+			if g.st.Board.exhausted() == "" {
+				g.st.Board.Noted = ""
+			}
+		}
+		g.push(ctx, "")
 	}
 	return g.view()
 }
 
-// push sends the policy to every session, in name order.
-func (g *group) push(ctx workflow.Context) {
+func (g *group) validateTaskAdd(_ workflow.Context, req BoardRequest) error {
+	return checkTaskText(req.Title, req.Detail)
+}
+
+func (g *group) taskAdd(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
+	t := g.st.Board.add(req.Title, req.Detail)
+	g.push(ctx, "")
+	return BoardResult{Task: &t, Board: g.board()}, nil
+}
+
+func (g *group) member(session string) error {
+	switch {
+	case !slices.Contains(g.st.Sessions, session):
+		return fmt.Errorf("no session %q in group %s (sessions: %s)", session, g.name, strings.Join(g.st.Sessions, ", "))
+	case slices.Contains(g.st.Stopped, session):
+		return fmt.Errorf("session %s/%s is stopped", g.name, session)
+	}
+	return nil
+}
+
+func (g *group) validateTaskClaim(_ workflow.Context, req BoardRequest) error {
+	if err := g.member(req.Session); err != nil {
+		return err
+	}
+	return g.st.Board.checkClaim(req.Session, req.TaskID)
+}
+
+func (g *group) taskClaim(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
+	t := g.st.Board.claim(req.Session, req.TaskID, workflow.Now(ctx))
+	g.push(ctx, "")
+	return BoardResult{Task: &t, Board: g.board()}, nil
+}
+
+func (g *group) validateTaskDone(_ workflow.Context, req BoardRequest) error {
+	if err := g.member(req.Session); err != nil {
+		return err
+	}
+	return g.st.Board.checkDone(req.Session, req.TaskID)
+}
+
+func (g *group) taskDone(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
+	t := g.st.Board.done(req.TaskID, workflow.Now(ctx))
+	g.push(ctx, "")
+	return BoardResult{Task: &t, Board: g.board()}, nil
+}
+
+func (g *group) validateLockAcquire(_ workflow.Context, req BoardRequest) error {
+	if err := g.member(req.Session); err != nil {
+		return err
+	}
+	return g.st.Board.checkAcquire(req.Session, req.Lock)
+}
+
+func (g *group) lockAcquire(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
+	l := g.st.Board.acquire(req.Session, req.Lock, workflow.Now(ctx))
+	g.push(ctx, "")
+	return BoardResult{Lock: &l, Board: g.board()}, nil
+}
+
+func (g *group) validateLockRelease(_ workflow.Context, req BoardRequest) error {
+	if err := g.member(req.Session); err != nil {
+		return err
+	}
+	return g.st.Board.checkRelease(req.Session, req.Lock)
+}
+
+func (g *group) lockRelease(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
+	g.st.Board.release(req.Lock)
+	g.push(ctx, "")
+	return BoardResult{Board: g.board()}, nil
+}
+
+func (g *group) validateStopSession(_ workflow.Context, req BoardRequest) error {
+	return g.member(req.Session)
+}
+
+func (g *group) stopSession(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
+	released := g.st.Board.releaseAll(req.Session)
+	g.st.Stopped = append(g.st.Stopped, req.Session)
+	slices.Sort(g.st.Stopped)
+	if err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, req.Session), "", SignalStop, struct{}{}).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("stop not delivered", "session", req.Session, "error", err)
+	}
+	g.push(ctx, "")
+	return BoardResult{Released: released, Board: g.board()}, nil
+}
+
+func (g *group) onCharge(ctx workflow.Context, c Charge) {
+	before := g.st.Board.exhausted()
+	g.st.Board.charge(c)
+	limit := g.st.Board.exhausted()
+	if limit == "" || limit == before {
+		return
+	}
+	if g.st.Board.Noted != limit {
+		g.st.Board.Noted = limit
+		g.addInbox(InboxItem{At: workflow.Now(ctx), Group: g.name, Kind: "budget-exhausted",
+			Text: fmt.Sprintf("budget exhausted (%s): %s; sessions are paused until it is raised (nid group set %s budget=...)",
+				limit, BudgetText(g.st.Board.Budget, g.st.Board.Spent), g.name)})
+	}
+	g.push(ctx, "")
+}
+
+// onReserve grants a session one turn while the budget lasts, counting it
+// as spent at once, so two sessions cannot both take the last turn.
+func (g *group) onReserve(ctx workflow.Context, r Reserve) {
+	if g.member(r.Session) != nil {
+		return
+	}
+	if g.st.Board.exhausted() != "" {
+		g.push(ctx, r.Session)
+		return
+	}
+	if g.st.Board.Grants == nil {
+		g.st.Board.Grants = map[string]int64{}
+	}
+	g.st.Board.Grants[r.Session] = r.Seq
+	g.onCharge(ctx, Charge{Session: r.Session, Turns: 1})
+	if g.st.Board.exhausted() == "" {
+		g.push(ctx, r.Session)
+	}
+}
+
+// onClaimNext gives a session without a task the next open one.
+func (g *group) onClaimNext(ctx workflow.Context, c ClaimNext) {
+	if g.member(c.Session) != nil {
+		return
+	}
+	if g.st.Board.held(c.Session) == nil && g.st.Board.exhausted() == "" {
+		if t := g.st.Board.nextOpen(); t != nil {
+			g.st.Board.claim(c.Session, t.ID, workflow.Now(ctx))
+			g.push(ctx, "")
+			return
+		}
+	}
+	g.push(ctx, c.Session)
+}
+
+// push sends the board to every running session (or only to one), in name
+// order. Paths a pre-VersionTeam history can reach check g.team first;
+// the others answer signals and updates such histories never had.
+func (g *group) push(ctx workflow.Context, only string) {
+	b := g.board()
+	for _, s := range g.st.Sessions {
+		if (only != "" && s != only) || slices.Contains(g.st.Stopped, s) {
+			continue
+		}
+		err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalBoard, b).Get(ctx, nil)
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("board not delivered", "session", s, "error", err)
+		}
+	}
+}
+
+// pushPolicy sends the policy to every session, in name order.
+func (g *group) pushPolicy(ctx workflow.Context) {
 	for _, s := range g.st.Sessions {
 		err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalPolicy, PolicyChange{Rotate: g.st.Policy}).Get(ctx, nil)
 		if err != nil {
@@ -165,18 +413,4 @@ func historyFull(ctx workflow.Context, limit int) bool {
 		limit = defaultHistoryLimit
 	}
 	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit
-}
-
-// BoardText is what board_read shows and what a fresh conversation's first
-// message carries: the group's goal and its board.
-func BoardText(g GroupView) string {
-	var b strings.Builder
-	b.WriteString(fmt.Sprintf("Group: %s\n", g.Name))
-	if g.Goal != "" {
-		b.WriteString(fmt.Sprintf("Goal: %s\n", g.Goal))
-	} else {
-		b.WriteString("Goal: (none set)\n")
-	}
-	b.WriteString("Tasks: none on the board yet.\nLocks: none held.\n")
-	return b.String()
 }

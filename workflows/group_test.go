@@ -23,6 +23,8 @@ type groupHarness struct {
 	env    *testsuite.TestWorkflowEnvironment
 	mu     sync.Mutex
 	pushed map[string][]config.Rotate
+	boards map[string][]BoardView
+	stops  []string
 }
 
 func newGroupHarness(t *testing.T) *groupHarness {
@@ -37,7 +39,31 @@ func newGroupHarness(t *testing.T) *groupHarness {
 			h.pushed[id] = append(h.pushed[id], arg.(PolicyChange).Rotate)
 			return nil
 		})
+	h.boards = map[string][]BoardView{}
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalBoard, mock.Anything).Return(
+		func(_, id, _, _ string, arg interface{}) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.boards[id] = append(h.boards[id], arg.(BoardView))
+			return nil
+		})
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalStop, mock.Anything).Return(
+		func(_, id, _, _ string, _ interface{}) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.stops = append(h.stops, id)
+			return nil
+		})
 	return h
+}
+
+// lastBoard is the last board pushed to a session.
+func (h *groupHarness) lastBoard(session string) BoardView {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := h.boards[SessionID("web", session)]
+	require.NotEmpty(h.t, b, "no board pushed to %s", session)
+	return b[len(b)-1]
 }
 
 // update runs an update at d and records its outcome.
@@ -162,9 +188,156 @@ func TestGroupContinuesAsNewWithItsState(t *testing.T) {
 	require.Equal(t, []string{"lead", "worker"}, next.State.Sessions)
 }
 
-func TestBoardTextNamesGoalAndBoard(t *testing.T) {
-	text := BoardText(GroupView{Name: "web", Goal: "Add dark mode"})
-	require.Contains(t, text, "Group: web")
-	require.Contains(t, text, "Goal: Add dark mode")
-	require.Contains(t, text, "Tasks:")
+func TestBoardTextNamesGoalTasksLocksAndWhatIsYours(t *testing.T) {
+	var b BoardState
+	b.add("Dark mode toggle", "")
+	b.add("Settings page", "")
+	b.claim("lead", "t1", time.Time{})
+	b.acquire("worker", "src/settings.tsx", time.Time{})
+	text := BoardText(b.view("web", "Add dark mode"), "lead")
+	require.Equal(t, "Board of group web\n"+
+		"Goal: Add dark mode\n"+
+		"Tasks:\n"+
+		"  t1 [claimed] Dark mode toggle (claimed by lead) <- yours\n"+
+		"  t2 [todo] Settings page\n"+
+		"Locks:\n"+
+		"  src/settings.tsx (held by worker)\n", text)
+}
+
+func boardInput() GroupInput {
+	in := groupInput()
+	in.Tasks = []config.Task{{Title: "Dark mode toggle"}, {Title: "Settings page", Detail: "the form"}}
+	return in
+}
+
+func TestGroupClaimConflictsNameTheHolder(t *testing.T) {
+	h := newGroupHarness(t)
+	claim := h.update(time.Minute, UpdateTaskClaim, BoardRequest{Session: "lead", TaskID: "t1"}, &BoardResult{})
+	again := h.update(2*time.Minute, UpdateTaskClaim, BoardRequest{Session: "lead", TaskID: "t1"}, &BoardResult{})
+	stolen := h.update(3*time.Minute, UpdateTaskClaim, BoardRequest{Session: "worker", TaskID: "t1"}, nil)
+	notYours := h.update(4*time.Minute, UpdateTaskDone, BoardRequest{Session: "worker", TaskID: "t1"}, nil)
+	unknown := h.update(5*time.Minute, UpdateTaskClaim, BoardRequest{Session: "worker", TaskID: "t9"}, nil)
+	stranger := h.update(6*time.Minute, UpdateTaskClaim, BoardRequest{Session: "ghost", TaskID: "t2"}, nil)
+	done := h.update(7*time.Minute, UpdateTaskDone, BoardRequest{Session: "lead", TaskID: "t1"}, &BoardResult{})
+	reclaim := h.update(8*time.Minute, UpdateTaskClaim, BoardRequest{Session: "worker", TaskID: "t1"}, nil)
+	v := h.run(boardInput(), time.Hour)
+
+	require.NoError(t, claim.rejected)
+	require.NoError(t, again.rejected, "claiming your own task again is granted")
+	require.EqualError(t, stolen.rejected, "task t1 is claimed by lead")
+	require.EqualError(t, notYours.rejected, "task t1 is claimed by lead, not worker")
+	require.EqualError(t, unknown.rejected, `no task "t9" (tasks: t1, t2)`)
+	require.EqualError(t, stranger.rejected, `no session "ghost" in group web (sessions: lead, worker)`)
+	require.NoError(t, done.rejected)
+	require.EqualError(t, reclaim.rejected, "task t1 is done")
+	require.Equal(t, TaskDone, v.Board.Tasks[0].Status)
+	require.Equal(t, TaskTodo, v.Board.Tasks[1].Status)
+	require.Equal(t, TaskDone, h.lastBoard("worker").Tasks[0].Status, "every change reaches every session")
+}
+
+func TestGroupLockConflictsNameTheHolder(t *testing.T) {
+	h := newGroupHarness(t)
+	h.update(time.Minute, UpdateLockAcquire, BoardRequest{Session: "lead", Lock: "src/app.go"}, nil)
+	taken := h.update(2*time.Minute, UpdateLockAcquire, BoardRequest{Session: "worker", Lock: "src/app.go"}, nil)
+	notYours := h.update(3*time.Minute, UpdateLockRelease, BoardRequest{Session: "worker", Lock: "src/app.go"}, nil)
+	notHeld := h.update(4*time.Minute, UpdateLockRelease, BoardRequest{Session: "worker", Lock: "src/other.go"}, nil)
+	empty := h.update(5*time.Minute, UpdateLockAcquire, BoardRequest{Session: "worker", Lock: " "}, nil)
+	released := h.update(6*time.Minute, UpdateLockRelease, BoardRequest{Session: "lead", Lock: "src/app.go"}, nil)
+	after := h.update(7*time.Minute, UpdateLockAcquire, BoardRequest{Session: "worker", Lock: "src/app.go"}, nil)
+	v := h.run(boardInput(), time.Hour)
+
+	require.EqualError(t, taken.rejected, `lock "src/app.go" is held by lead`)
+	require.EqualError(t, notYours.rejected, `lock "src/app.go" is held by lead, not worker`)
+	require.EqualError(t, notHeld.rejected, `lock "src/other.go" is not held`)
+	require.Error(t, empty.rejected)
+	require.NoError(t, released.rejected)
+	require.NoError(t, after.rejected)
+	require.Equal(t, []Lock{{Name: "src/app.go", Holder: "worker", At: v.Board.Locks[0].At}}, v.Board.Locks)
+}
+
+func TestGroupStopReleasesClaimsAndLocks(t *testing.T) {
+	h := newGroupHarness(t)
+	h.update(time.Minute, UpdateTaskClaim, BoardRequest{Session: "lead", TaskID: "t2"}, nil)
+	h.update(2*time.Minute, UpdateLockAcquire, BoardRequest{Session: "lead", Lock: "src/app.go"}, nil)
+	stop := h.update(3*time.Minute, UpdateStopSession, BoardRequest{Session: "lead"}, &BoardResult{})
+	twice := h.update(4*time.Minute, UpdateStopSession, BoardRequest{Session: "lead"}, nil)
+	late := h.update(5*time.Minute, UpdateTaskClaim, BoardRequest{Session: "lead", TaskID: "t1"}, nil)
+	v := h.run(boardInput(), time.Hour)
+
+	require.NoError(t, stop.rejected)
+	require.Equal(t, []string{"task t2", "lock src/app.go"}, stop.value.(BoardResult).Released)
+	require.Equal(t, TaskTodo, v.Board.Tasks[1].Status, "the task goes back to the board")
+	require.Empty(t, v.Board.Tasks[1].Holder)
+	require.Empty(t, v.Board.Locks)
+	require.Equal(t, []string{"lead"}, v.Stopped)
+	require.Equal(t, []string{SessionID("web", "lead")}, h.stops)
+	require.EqualError(t, twice.rejected, "session web/lead is stopped")
+	require.EqualError(t, late.rejected, "session web/lead is stopped")
+}
+
+func TestGroupClaimNextHandsOutOpenTasksInOrder(t *testing.T) {
+	h := newGroupHarness(t)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalClaimNext, ClaimNext{Session: "lead"})
+		h.env.SignalWorkflow(SignalClaimNext, ClaimNext{Session: "worker"})
+		h.env.SignalWorkflow(SignalClaimNext, ClaimNext{Session: "lead"}) // already holds one
+	}, time.Minute)
+	v := h.run(boardInput(), time.Hour)
+	require.Equal(t, "lead", v.Board.Tasks[0].Holder)
+	require.Equal(t, "worker", v.Board.Tasks[1].Holder)
+	require.Equal(t, "lead", h.lastBoard("lead").HeldBy("lead").Holder)
+}
+
+func TestGroupBudgetExhaustsOnceAndRaisingResumes(t *testing.T) {
+	h := newGroupHarness(t)
+	in := boardInput()
+	in.Budget = config.Budget{Turns: 3}
+	h.env.RegisterDelayedCallback(func() {
+		for i := 0; i < 5; i++ {
+			h.env.SignalWorkflow(SignalCharge, Charge{Session: "lead", Turns: 1, Tokens: 100})
+		}
+	}, time.Minute)
+	var spent GroupView
+	h.env.RegisterDelayedCallback(func() {
+		q, err := h.env.QueryWorkflow(QueryGroup)
+		require.NoError(t, err)
+		require.NoError(t, q.Get(&spent))
+	}, 2*time.Minute)
+	bad := h.update(3*time.Minute, UpdateSetBudget, SetBudget{BudgetJSON: `{"turns":-1}`}, nil)
+	raised := h.update(4*time.Minute, UpdateSetBudget, SetBudget{BudgetJSON: `{"turns":10}`}, &config.Budget{})
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, "turns", spent.Board.Exhausted)
+	require.EqualValues(t, 5, spent.Board.Spent.Turns, "turns already running are still counted")
+	require.Len(t, spent.Inbox, 1, "one exhaustion is one inbox item")
+	require.Contains(t, spent.Inbox[0].Text, "budget exhausted (turns): turns 3 of 3 (0 left)")
+	require.Equal(t, "turns", h.lastBoardAt(SessionID("web", "worker"), 1).Exhausted, "sessions hear of it")
+	require.Error(t, bad.rejected)
+	require.NoError(t, raised.rejected)
+	require.Empty(t, v.Board.Exhausted)
+	require.Empty(t, h.lastBoard("lead").Exhausted, "raising the budget resumes the sessions")
+}
+
+// lastBoardAt is the board pushed to a session n pushes before the last.
+func (h *groupHarness) lastBoardAt(id string, n int) BoardView {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := h.boards[id]
+	require.Greater(h.t, len(b), n)
+	return b[len(b)-1-n]
+}
+
+func TestGroupReservationsNeverGrantMoreTurnsThanTheBudget(t *testing.T) {
+	h := newGroupHarness(t)
+	in := boardInput()
+	in.Budget = config.Budget{Turns: 1}
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalReserve, Reserve{Session: "lead", Seq: 1})
+		h.env.SignalWorkflow(SignalReserve, Reserve{Session: "worker", Seq: 1})
+	}, time.Minute)
+	v := h.run(in, time.Hour)
+	require.Equal(t, map[string]int64{"lead": 1}, v.Board.Grants, "the last turn goes to one session")
+	require.EqualValues(t, 1, v.Board.Spent.Turns)
+	require.Equal(t, "turns", v.Board.Exhausted)
+	require.Equal(t, "turns", h.lastBoard("worker").Exhausted, "the other session hears it is refused")
 }

@@ -41,6 +41,9 @@ const (
 	// SignalConfig carries a SessionConfig: what nid.yaml says of a session
 	// when nid up starts or finds it.
 	SignalConfig = "config"
+	// SignalRateLimit carries a RateLimit from a running turn: the vendor
+	// answers 429 or 529 and the agent's CLI is retrying, or got through.
+	SignalRateLimit = "rate_limit"
 )
 
 // Query names.
@@ -111,6 +114,9 @@ const (
 	ReasonManual   = "manual"   // nid rotate, the Rotate button, session.rotate
 	ReasonAgent    = "agent"    // the agent called handoff_write by itself
 	ReasonVendor   = "vendor"   // the agent's CLI compacted by itself
+	// ReasonContextFull: the vendor refused a turn because the conversation
+	// no longer fits its window; only a handoff helps.
+	ReasonContextFull = "context-full"
 )
 
 // Where a handoff summary came from.
@@ -132,6 +138,10 @@ const (
 	EventTurnFailed     = "turn-failed"
 	EventConfig         = "config"
 	EventResumed        = "resumed"
+	EventTask           = "task"
+	EventBudget         = "budget"
+	EventStopped        = "stopped"
+	EventRateLimited    = "rate-limited"
 )
 
 // SessionID is the workflow id of a session: nid/<group>/<session>.
@@ -186,6 +196,12 @@ type SessionConfig struct {
 	Spec activities.AgentSpec `json:"spec"`
 }
 
+// RateLimit says whether a session's running turn is held up by the
+// vendor's rate limiting or overload.
+type RateLimit struct {
+	Limited bool `json:"limited"`
+}
+
 // PolicyChange is the group's new rotate policy pushed to its sessions.
 type PolicyChange struct {
 	Rotate config.Rotate `json:"rotate"`
@@ -202,6 +218,11 @@ type GroupSync struct {
 	Goal     string        `json:"goal"`
 	Rotate   config.Rotate `json:"rotate"`
 	Sessions []string      `json:"sessions"`
+	// Tasks, Budget and Prompts are the file's; tasks are added once (by
+	// title), the budget and prompts apply when the file changed them.
+	Tasks   []config.Task  `json:"tasks,omitempty"`
+	Budget  config.Budget  `json:"budget"`
+	Prompts config.Prompts `json:"prompts"`
 }
 
 // InboxItem is something the human should look at.
@@ -283,6 +304,14 @@ type SessionView struct {
 	QueuedMessages int     `json:"queuedMessages"`
 	LastOutput     string  `json:"lastOutput,omitempty"`
 	Events         []Event `json:"events"`
+	// Worktree and Branch are the session's own (empty without a repo);
+	// WorkDir is where its agent runs.
+	Worktree string `json:"worktree,omitempty"`
+	Branch   string `json:"branch,omitempty"`
+	WorkDir  string `json:"workdir,omitempty"`
+	// Task is the task it holds; Locks the locks it holds.
+	Task  *Task    `json:"task,omitempty"`
+	Locks []string `json:"locks,omitempty"`
 }
 
 // GroupView is the QueryGroup answer.
@@ -291,7 +320,10 @@ type GroupView struct {
 	Goal     string        `json:"goal,omitempty"`
 	Policy   config.Rotate `json:"policy"`
 	Sessions []string      `json:"sessions"`
-	Inbox    []InboxItem   `json:"inbox"`
+	// Stopped lists the sessions stopped with nid stop.
+	Stopped []string    `json:"stopped,omitempty"`
+	Inbox   []InboxItem `json:"inbox"`
+	Board   BoardView   `json:"board"`
 }
 
 // SessionInput starts (or continues as new) a session workflow.
@@ -302,6 +334,10 @@ type SessionInput struct {
 	Spec          activities.AgentSpec `json:"spec"`
 	Policy        config.Rotate        `json:"policy"`
 	ActivityQueue string               `json:"activityQueue"`
+	// Repo is the group's git repository (each session gets a worktree);
+	// WorkDir the shared working directory without one.
+	Repo    string `json:"repo,omitempty"`
+	WorkDir string `json:"workdir,omitempty"`
 	// State is nil on first start and carries everything across
 	// continue-as-new.
 	State *SessionState `json:"state,omitempty"`
@@ -309,11 +345,14 @@ type SessionInput struct {
 
 // GroupInput starts (or continues as new) a group workflow.
 type GroupInput struct {
-	Name     string        `json:"name"`
-	Goal     string        `json:"goal,omitempty"`
-	Policy   config.Rotate `json:"policy"`
-	Sessions []string      `json:"sessions"`
-	State    *GroupState   `json:"state,omitempty"`
+	Name     string         `json:"name"`
+	Goal     string         `json:"goal,omitempty"`
+	Policy   config.Rotate  `json:"policy"`
+	Sessions []string       `json:"sessions"`
+	Tasks    []config.Task  `json:"tasks,omitempty"`
+	Budget   config.Budget  `json:"budget"`
+	Prompts  config.Prompts `json:"prompts"`
+	State    *GroupState    `json:"state,omitempty"`
 }
 
 // RotationInput is what a rotation child workflow needs.
@@ -332,6 +371,8 @@ type RotationInput struct {
 	// Board is what board_read shows, for the fresh conversation.
 	Board        string `json:"board,omitempty"`
 	BeforeTokens int64  `json:"beforeTokens"`
+	// WorkDir is where the agent runs.
+	WorkDir string `json:"workdir,omitempty"`
 }
 
 // RotationResult is a rotation's outcome.
@@ -345,4 +386,141 @@ type RotationResult struct {
 	CompactError string `json:"compactError,omitempty"`
 	// Stuck is true when the session has no working conversation left.
 	Stuck bool `json:"stuck,omitempty"`
+	// Cost is what the rotation's turns cost, charged to the group.
+	Cost Charge `json:"cost"`
 }
+
+// Board update names (on the group workflow). Claims and locks need an
+// answer, granted or refused with the holder named, so they are updates
+// whose validators refuse before anything is written.
+const (
+	UpdateTaskAdd     = "task_add"
+	UpdateTaskClaim   = "task_claim"
+	UpdateTaskDone    = "task_done"
+	UpdateLockAcquire = "lock_acquire"
+	UpdateLockRelease = "lock_release"
+	// UpdateStopSession releases a session's claims and locks and stops it.
+	UpdateStopSession = "stop_session"
+	// UpdateSetBudget takes a SetBudget and returns the new config.Budget.
+	UpdateSetBudget = "set_budget"
+)
+
+// Team signals.
+const (
+	// SignalBoard carries a BoardView from the group to its sessions after
+	// every change.
+	SignalBoard = "board"
+	// SignalCharge carries a Charge from a session to its group.
+	SignalCharge = "charge"
+	// SignalClaimNext carries a ClaimNext: a session without a task asks
+	// the group for the next open one.
+	SignalClaimNext = "claim_next"
+	// SignalStop tells a session to stop its agent and take no more turns.
+	SignalStop = "stop"
+	// SignalReserve carries a Reserve: a session of a group with a budget
+	// asks for one turn before it starts it.
+	SignalReserve = "reserve"
+)
+
+// Task statuses.
+const (
+	TaskTodo    = "todo"
+	TaskClaimed = "claimed"
+	TaskDone    = "done"
+)
+
+// Task is one task on a group's board.
+type Task struct {
+	ID        string     `json:"id"`
+	Title     string     `json:"title"`
+	Detail    string     `json:"detail,omitempty"`
+	Status    string     `json:"status"`
+	Holder    string     `json:"holder,omitempty"`
+	ClaimedAt *time.Time `json:"claimedAt,omitempty"`
+	DoneAt    *time.Time `json:"doneAt,omitempty"`
+}
+
+// Lock is a named lock (typically a path) held by one session.
+type Lock struct {
+	Name   string    `json:"name"`
+	Holder string    `json:"holder"`
+	At     time.Time `json:"at"`
+}
+
+// Spend is what a group has used of its budget.
+type Spend struct {
+	Turns  int64   `json:"turns"`
+	Tokens int64   `json:"tokens"`
+	USD    float64 `json:"usd"`
+}
+
+// BoardView is a group's board and budget, as sessions and board_read see it.
+type BoardView struct {
+	Group  string        `json:"group"`
+	Goal   string        `json:"goal,omitempty"`
+	Tasks  []Task        `json:"tasks"`
+	Locks  []Lock        `json:"locks"`
+	Budget config.Budget `json:"budget"`
+	Spent  Spend         `json:"spent"`
+	// Exhausted names the budget limit reached ("turns", "tokens", "usd"),
+	// empty while there is budget left.
+	Exhausted string `json:"exhausted,omitempty"`
+	// Prompts are the group's templates, with defaults filled in.
+	Prompts config.Prompts `json:"prompts"`
+	// Grants is, by session, the last turn reservation the group granted.
+	Grants map[string]int64 `json:"grants,omitempty"`
+}
+
+// BoardRequest is the payload of every board update. Session names the
+// session acting; the other fields are the ones the update needs.
+type BoardRequest struct {
+	Session string `json:"session,omitempty"`
+	TaskID  string `json:"taskID,omitempty"`
+	Title   string `json:"title,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+	Lock    string `json:"lock,omitempty"`
+}
+
+// BoardResult answers a board update.
+type BoardResult struct {
+	Task *Task `json:"task,omitempty"`
+	Lock *Lock `json:"lock,omitempty"`
+	// Released lists what a stopped session let go of ("task t3", "lock
+	// src/app.go").
+	Released []string  `json:"released,omitempty"`
+	Board    BoardView `json:"board"`
+}
+
+// SetBudget is the UpdateSetBudget payload: a JSON object of the fields to
+// change, as typed after `budget=` in `nid group set`.
+type SetBudget struct {
+	BudgetJSON string `json:"budgetJSON"`
+}
+
+// Charge is what one turn (or a rotation's turns) cost.
+type Charge struct {
+	Session string  `json:"session"`
+	Turns   int64   `json:"turns"`
+	Tokens  int64   `json:"tokens"`
+	USD     float64 `json:"usd"`
+}
+
+// Reserve asks the group for one turn of its budget; Seq numbers the
+// session's requests.
+type Reserve struct {
+	Session string `json:"session"`
+	Seq     int64  `json:"seq"`
+}
+
+// ClaimNext asks the group for a session's next task.
+type ClaimNext struct {
+	Session string `json:"session"`
+}
+
+// MaxLockName bounds a lock's name; MaxTaskTitle and MaxTaskDetail a task's
+// text. They travel in every board push.
+const (
+	MaxLockName   = 512
+	MaxTaskTitle  = 200
+	MaxTaskDetail = 4 << 10
+)

@@ -73,11 +73,15 @@ func (r *rotation) compact(ctx workflow.Context) bool {
 	}
 	var rep activities.CompactReport
 	err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.CompactName, activities.CompactInput{
-		Session: r.in.Session, Spec: r.in.Spec, Conversation: r.in.Conversation,
+		Session: r.in.Session, Spec: r.in.Spec, Conversation: r.in.Conversation, WorkDir: r.in.WorkDir,
 	}).Get(ctx, &rep)
+	if err == nil {
+		// Compaction is a model call over the whole context: it costs a turn.
+		r.addCost(Charge{Turns: 1, Tokens: rep.BeforeTokens})
+	}
 	switch {
 	case err != nil:
-		r.res.Error = errorText(err)
+		r.res.Error = ErrorText(err)
 		return false
 	case !rep.OK:
 		r.res.Error = "the agent did not compact"
@@ -124,11 +128,15 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 		Spec:    r.in.Spec,
 		Prompt:  FreshMessage(r.in.Session, r.in.Reason, summary, source, r.in.Board),
 		Kind:    activities.TurnFresh,
+		WorkDir: r.in.WorkDir,
 	}).Get(ctx, &fresh)
+	if err == nil {
+		r.addCost(turnCharge(fresh.TurnReport))
+	}
 	if err != nil {
 		r.res.OK = false
 		r.res.Stuck = true
-		r.res.Error = "fresh conversation did not start: " + errorText(err)
+		r.res.Error = "fresh conversation did not start: " + ErrorText(err)
 		return r.res, nil
 	}
 	r.res.OK = true
@@ -144,7 +152,8 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 // last output, and the fresh conversation is told so.
 func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 	last := r.in.LastOutput
-	if r.in.Conversation != "" {
+	// A conversation past its window cannot take the request either.
+	if r.in.Conversation != "" && r.in.Reason != ReasonContextFull {
 		var tr activities.TurnResult
 		err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.RunTurnName, activities.TurnInput{
 			Session:      r.in.Session,
@@ -152,8 +161,10 @@ func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 			Conversation: r.in.Conversation,
 			Prompt:       HandoffRequestPrompt,
 			Kind:         activities.TurnHandoffRequest,
+			WorkDir:      r.in.WorkDir,
 		}).Get(ctx, &tr)
 		if err == nil {
+			r.addCost(turnCharge(tr.TurnReport))
 			if tr.Output != "" {
 				last = tr.Output
 			}
@@ -168,6 +179,12 @@ func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 		return s, SummaryFromAgent
 	}
 	return last, SummaryFromLastOutput
+}
+
+func (r *rotation) addCost(c Charge) {
+	r.res.Cost.Turns += c.Turns
+	r.res.Cost.Tokens += c.Tokens
+	r.res.Cost.USD += c.USD
 }
 
 func (r *rotation) receiveHandoff(ctx workflow.Context, wait time.Duration) string {

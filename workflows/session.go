@@ -53,6 +53,25 @@ type SessionState struct {
 	NextSeq      int64   `json:"nextSeq"`
 	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
 	HistoryLimit int `json:"historyLimit,omitempty"`
+	// ContextFull is set when the vendor refused a turn because the
+	// conversation no longer fits its window; a handoff clears it.
+	ContextFull bool `json:"contextFull,omitempty"`
+
+	// Board is the group's board as last pushed; ClaimAsked is true while
+	// a request for a task is on its way. BriefedTask is the task the
+	// session was last briefed on.
+	Board       *BoardView `json:"board,omitempty"`
+	ClaimAsked  bool       `json:"claimAsked,omitempty"`
+	BriefedTask string     `json:"briefedTask,omitempty"`
+	Worktree    string     `json:"worktree,omitempty"`
+	Branch      string     `json:"branch,omitempty"`
+	// Stopped is set by nid stop; StopDone once the agent was stopped.
+	Stopped  bool `json:"stopped,omitempty"`
+	StopDone bool `json:"stopDone,omitempty"`
+	// ReserveSeq numbers turn reservations asked of the group; UsedSeq is
+	// the last one used (or given up).
+	ReserveSeq int64 `json:"reserveSeq,omitempty"`
+	UsedSeq    int64 `json:"usedSeq,omitempty"`
 }
 
 type session struct {
@@ -64,6 +83,8 @@ type session struct {
 	// published is what the search attributes and memo last said, so an
 	// unchanged record is not written to history again.
 	published published
+	// team is false when replaying a history from before VersionTeam.
+	team bool
 }
 
 type published struct {
@@ -105,11 +126,15 @@ func (s *session) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryEvents, s.eventsAfter); err != nil {
 		return err
 	}
+	s.team = workflow.GetVersion(ctx, VersionTeam, workflow.DefaultVersion, 1) == 1
 	workflow.Go(ctx, s.listen)
 	if s.st.NextSeq == 0 {
 		s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("session started (%s)", s.in.Spec.Kind)})
 	}
 	s.publish(ctx)
+	if s.team {
+		s.teamStart(ctx)
+	}
 	return nil
 }
 
@@ -120,9 +145,14 @@ func (s *session) ref() activities.SessionRef {
 func (s *session) run(ctx workflow.Context) error {
 	for {
 		if err := s.awaitWork(ctx, func() bool {
-			return s.rotationDue() != nil || s.nextPrompt() != "" || s.historyFull(ctx)
+			return s.rotationDue() != nil || s.turnReady() || s.historyFull(ctx) ||
+				s.needClaim() || (s.st.Stopped && !s.st.StopDone)
 		}); err != nil {
 			return err
+		}
+		if s.st.Stopped {
+			s.stopAgent(ctx)
+			continue
 		}
 		if req := s.rotationDue(); req != nil {
 			s.rotate(ctx, *req)
@@ -130,6 +160,18 @@ func (s *session) run(ctx workflow.Context) error {
 		}
 		if s.historyFull(ctx) {
 			return s.continueAsNew(ctx)
+		}
+		if s.needClaim() {
+			s.askClaim(ctx)
+			continue
+		}
+		s.prepareWorkspace(ctx)
+		if s.st.Status == StatusNeedsAttention {
+			continue
+		}
+		if s.budgeted() && !s.granted() {
+			s.askReserve(ctx)
+			continue
 		}
 		s.turn(ctx, s.takePrompt())
 	}
@@ -139,6 +181,12 @@ func (s *session) run(ctx workflow.Context) error {
 // is about to sit still.
 func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
 	if !ready() {
+		switch {
+		case s.st.Status == StatusIdle && s.exhausted():
+			s.st.Status = StatusPaused
+		case s.st.Status == StatusPaused && !s.exhausted():
+			s.st.Status = StatusIdle
+		}
 		s.publish(ctx)
 	}
 	return workflow.Await(ctx, ready)
@@ -161,6 +209,9 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalMessage, s.onMessage)
 	onSignal(ctx, sel, SignalPolicy, s.onPolicy)
 	onSignal(ctx, sel, SignalConfig, s.onConfig)
+	onSignal(ctx, sel, SignalRateLimit, s.onRateLimit)
+	onSignal(ctx, sel, SignalBoard, s.onBoard)
+	onSignal(ctx, sel, SignalStop, s.onStop)
 	return sel
 }
 
@@ -177,6 +228,10 @@ func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {
 	// Whoever sent it, a rotate signal is a manual request: the policy and
 	// the agent's own handoff have their own paths.
 	req.Reason = ReasonManual
+	if s.st.Stopped {
+		s.record(ctx, Event{Kind: EventRotateQueued, Text: "rotate request ignored: the session is stopped"})
+		return
+	}
 	switch {
 	case s.running != nil && s.running.Reason == ReasonManual && (req.Mode == "" || req.Mode == s.running.Mode):
 		s.record(ctx, Event{Kind: EventRotateQueued, Text: "rotate request joins the manual rotation already running"})
@@ -230,6 +285,23 @@ func (s *session) onConfig(ctx workflow.Context, c SessionConfig) {
 	s.record(ctx, Event{Kind: EventConfig, Text: "configuration changed: applies from the next turn"})
 }
 
+// onRateLimit shows a turn held up by the vendor's rate limiting as the
+// rate-limited status until it gets through or ends. A late signal for a
+// turn that already ended changes nothing.
+func (s *session) onRateLimit(ctx workflow.Context, r RateLimit) {
+	switch {
+	case r.Limited && s.st.Status == StatusWorking:
+		s.st.Status = StatusRateLimited
+		s.record(ctx, Event{Kind: EventRateLimited, Text: "rate limited: the vendor is overloaded or limiting; the agent retries"})
+	case !r.Limited && s.st.Status == StatusRateLimited:
+		s.st.Status = StatusWorking
+		s.record(ctx, Event{Kind: EventRateLimited, Text: "rate limit over: the turn goes on"})
+	default:
+		return
+	}
+	s.publish(ctx)
+}
+
 func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {
 	s.st.Policy = p.Rotate
 	s.record(ctx, Event{Kind: EventPolicy, Text: "policy: " + PolicyText(p.Rotate)})
@@ -259,16 +331,20 @@ func (s *session) manualMode(req RotateRequest) string {
 // rotationDue says which rotation, if any, the session should run now, in
 // the order DESIGN.md gives: the agent's handoff, a manual request, the policy.
 func (s *session) rotationDue() *RotateRequest {
-	if s.st.Status == StatusWorking || s.st.Status == StatusRotating {
+	if s.st.Status == StatusWorking || s.st.Status == StatusRateLimited || s.st.Status == StatusRotating || s.st.Stopped {
 		return nil
 	}
 	if s.st.HandoffPending {
 		return &RotateRequest{Mode: config.ModeHandoff, Reason: ReasonAgent}
 	}
+	if s.st.ContextFull {
+		return &RotateRequest{Mode: config.ModeHandoff, Reason: ReasonContextFull}
+	}
 	if s.st.PendingRotate != nil {
 		return &RotateRequest{Mode: s.manualMode(*s.st.PendingRotate), Reason: s.st.PendingRotate.Reason}
 	}
-	if s.st.Status == StatusNeedsAttention || s.st.Context.TotalTurns <= s.st.PolicyHeldAtTurn {
+	// A policy rotation costs a turn: it waits while the budget is spent.
+	if s.st.Status == StatusNeedsAttention || s.st.Context.TotalTurns <= s.st.PolicyHeldAtTurn || s.exhausted() {
 		return nil
 	}
 	p := s.st.Policy
@@ -292,6 +368,9 @@ func (s *session) nextPrompt() string {
 	if s.st.Status == StatusNeedsAttention {
 		return ""
 	}
+	if s.team {
+		return s.teamPrompt()
+	}
 	if len(s.st.Messages) > 0 {
 		return s.st.Messages[0]
 	}
@@ -306,9 +385,12 @@ func (s *session) nextPrompt() string {
 
 func (s *session) takePrompt() string {
 	p := s.nextPrompt()
-	if len(s.st.Messages) > 0 {
+	switch {
+	case len(s.st.Messages) > 0:
 		s.st.Messages = s.st.Messages[1:]
-	} else {
+	case s.team:
+		s.tookTeamPrompt()
+	default:
 		s.st.Briefed = true
 	}
 	return p
@@ -341,13 +423,18 @@ func activityOptions(queue string, timeout time.Duration) workflow.ActivityOptio
 	}
 }
 
-// turnTimeout bounds one turn. The sim's own delay is known; real agents get
-// half an hour until their own setting arrives.
+// turnTimeout bounds one turn. The sim's own delay is known; a process
+// agent has its turnTimeout (config.DefaultTurnTimeout when unset), which
+// its adapter enforces by killing the process group. The activity gets a
+// minute more, so that the adapter's clear error is what the session sees.
 func turnTimeout(spec activities.AgentSpec) time.Duration {
 	if spec.Kind == config.AgentSim {
 		return spec.Sim.TurnDelay.D() + 2*time.Minute
 	}
-	return 30 * time.Minute
+	if spec.TurnTimeout > 0 {
+		return spec.TurnTimeout.D() + time.Minute
+	}
+	return config.DefaultTurnTimeout + time.Minute
 }
 
 func (s *session) turn(ctx workflow.Context, prompt string) {
@@ -360,11 +447,23 @@ func (s *session) turn(ctx workflow.Context, prompt string) {
 		Conversation: s.st.Conversation,
 		Prompt:       prompt,
 		Kind:         activities.TurnWork,
+		WorkDir:      s.workDir(),
 	}).Get(ctx, &res)
+	reserved := s.granted()
+	s.st.UsedSeq = s.st.ReserveSeq
+	if err != nil && isContextFull(err) {
+		s.contextFull(ctx, err)
+		return
+	}
 	if err != nil {
 		s.turnFailed(ctx, err)
 		return
 	}
+	c := turnCharge(res.TurnReport)
+	if reserved {
+		c.Turns = 0 // counted when the group granted it
+	}
+	s.charge(ctx, c)
 	s.st.TurnFailures = 0
 	s.st.Conversation = res.Conversation
 	s.st.LastOutput = res.Output
@@ -381,10 +480,10 @@ func (s *session) turn(ctx workflow.Context, prompt string) {
 
 func (s *session) turnFailed(ctx workflow.Context, err error) {
 	s.st.TurnFailures++
-	text := "turn failed: " + errorText(err)
+	text := "turn failed: " + ErrorText(err)
 	s.record(ctx, Event{Kind: EventTurnFailed, Text: text})
 	if s.st.TurnFailures >= turnFailuresBeforeAttention {
-		s.toInbox(ctx, EventTurnFailed, fmt.Sprintf("%d turns failed in a row; last: %s", s.st.TurnFailures, errorText(err)))
+		s.toInbox(ctx, EventTurnFailed, fmt.Sprintf("%d turns failed in a row; last: %s", s.st.TurnFailures, ErrorText(err)))
 		s.setStatus(ctx, StatusNeedsAttention)
 		return
 	}
@@ -395,6 +494,21 @@ func (s *session) turnFailed(ctx workflow.Context, err error) {
 	_, _ = workflow.AwaitWithTimeout(ctx, time.Duration(s.st.TurnFailures)*10*time.Second, func() bool {
 		return s.rotationDue() != nil || len(s.st.Messages) > 0
 	})
+}
+
+// contextFull handles a turn the vendor refused because the conversation no
+// longer fits its window: no retry can help, so the next boundary rotates
+// by handoff (see rotationDue) without asking this conversation for
+// anything more.
+func (s *session) contextFull(ctx workflow.Context, err error) {
+	s.st.ContextFull = true
+	s.record(ctx, Event{Kind: EventTurnFailed, Text: "turn failed: " + ErrorText(err) + "; rotating by handoff"})
+	s.setStatus(ctx, StatusIdle)
+}
+
+func isContextFull(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == activities.ErrContextFull
 }
 
 // vendorCompacted records a compaction the agent's CLI did by itself: nid
@@ -436,6 +550,8 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest) {
 		s.st.HandoffPending, s.st.Handoff = false, ""
 	case ReasonManual:
 		s.st.PendingRotate = nil
+	case ReasonContextFull:
+		s.st.ContextFull = false
 	}
 	s.setStatus(ctx, StatusRotating)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -454,18 +570,29 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest) {
 		Reason:        req.Reason,
 		Summary:       summary,
 		LastOutput:    s.st.LastOutput,
-		Board:         BoardText(GroupView{Name: s.in.Group, Goal: s.in.Goal}),
+		Board:         s.boardText(),
 		BeforeTokens:  s.st.Context.UsedTokens,
+		WorkDir:       s.workDir(),
 	})
 	var res RotationResult
 	err := s.child.Get(ctx, &res)
 	s.child, s.running = nil, nil
 
 	if err != nil {
-		res = RotationResult{RotationEvent: RotationEvent{Method: req.Mode, Reason: req.Reason, Error: errorText(err), OldConversation: s.st.Conversation}}
+		res = RotationResult{RotationEvent: RotationEvent{Method: req.Mode, Reason: req.Reason, Error: ErrorText(err), OldConversation: s.st.Conversation}}
 	}
 	res.Number = n
+	s.charge(ctx, res.Cost)
 	s.applyRotation(ctx, res)
+}
+
+// boardText is the board as the session last saw it, for a fresh
+// conversation's first message.
+func (s *session) boardText() string {
+	if s.st.Board != nil {
+		return BoardText(*s.st.Board, s.in.Name)
+	}
+	return BoardText(BoardView{Group: s.in.Group, Goal: s.in.Goal}, s.in.Name)
 }
 
 func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
@@ -546,6 +673,17 @@ func (s *session) view() (SessionView, error) {
 		QueuedMessages: len(s.st.Messages),
 		LastOutput:     s.st.LastOutput,
 		Events:         s.st.Events,
+		Worktree:       s.st.Worktree,
+		Branch:         s.st.Branch,
+		WorkDir:        s.workDir(),
+	}
+	if b := s.st.Board; b != nil {
+		v.Task = b.HeldBy(s.in.Name)
+		for _, l := range b.Locks {
+			if l.Holder == s.in.Name {
+				v.Locks = append(v.Locks, l.Name)
+			}
+		}
 	}
 	if v.Events == nil {
 		v.Events = []Event{}
@@ -583,7 +721,9 @@ func (s *session) continueAsNew(ctx workflow.Context) error {
 	return workflow.NewContinueAsNewError(ctx, SessionWorkflowName, in)
 }
 
-func errorText(err error) string {
+// ErrorText is an error's own message, without the wrapping an activity,
+// child workflow or refused update adds on its way: what a human should read.
+func ErrorText(err error) string {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		return app.Message()

@@ -129,6 +129,7 @@ type harness struct {
 	t     *testing.T
 	env   *testsuite.TestWorkflowEnvironment
 	agent *fakeAgent
+	group *fakeGroup
 	inbox []InboxItem
 	mu    sync.Mutex
 }
@@ -148,7 +149,83 @@ func newHarness(t *testing.T) *harness {
 			h.inbox = append(h.inbox, arg.(InboxItem))
 			return nil
 		})
+	h.group = &fakeGroup{h: h, board: BoardState{Prompts: config.DefaultPrompts()}}
+	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalClaimNext, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.group.claimNext(arg.(ClaimNext).Session)
+			return nil
+		})
+	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalReserve, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.group.reserve(arg.(Reserve))
+			return nil
+		})
+	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalCharge, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.group.charge(arg.(Charge))
+			return nil
+		})
 	return h
+}
+
+// fakeGroup plays the session's group with the real board logic: it hands
+// out tasks on claim_next, counts charges, and pushes the board back.
+type fakeGroup struct {
+	h       *harness
+	mu      sync.Mutex
+	board   BoardState
+	goal    string
+	charges []Charge
+	pushes  int
+}
+
+func (g *fakeGroup) push() {
+	g.pushes++
+	g.h.env.SignalWorkflow(SignalBoard, g.board.view("web", g.goal))
+}
+
+func (g *fakeGroup) claimNext(session string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.board.held(session) == nil && g.board.exhausted() == "" {
+		if t := g.board.nextOpen(); t != nil {
+			g.board.claim(session, t.ID, time.Time{})
+		}
+	}
+	g.push()
+}
+
+func (g *fakeGroup) charge(c Charge) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	before := g.board.exhausted()
+	g.board.charge(c)
+	g.charges = append(g.charges, c)
+	if g.board.exhausted() != before {
+		g.push()
+	}
+}
+
+func (g *fakeGroup) reserve(r Reserve) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.board.exhausted() == "" {
+		if g.board.Grants == nil {
+			g.board.Grants = map[string]int64{}
+		}
+		g.board.Grants[r.Session] = r.Seq
+		g.board.charge(Charge{Turns: 1})
+		g.charges = append(g.charges, Charge{Session: r.Session, Turns: 1})
+	}
+	g.push()
+}
+
+// update changes the board from a test callback and pushes it.
+func (g *fakeGroup) update(fn func(b *BoardState)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fn(&g.board)
+	g.push()
 }
 
 func sessionInput(policy config.Rotate) SessionInput {
@@ -589,11 +666,74 @@ func decodeFirst(can *workflow.ContinueAsNewError, out interface{}) error {
 
 func TestFreshMessageSaysWhereTheSummaryCameFrom(t *testing.T) {
 	ref := activities.SessionRef{Group: "web", Name: "lead"}
-	board := BoardText(GroupView{Name: "web", Goal: "Add dark mode"})
+	board := BoardText(BoardView{Group: "web", Goal: "Add dark mode"}, "lead")
 	own := FreshMessage(ref, ReasonContext, "done A; next B", SummaryFromAgent, board)
 	require.Contains(t, own, "Handoff from your previous conversation:\ndone A; next B")
 	require.Contains(t, own, "Goal: Add dark mode")
 	last := FreshMessage(ref, ReasonManual, "raw output", SummaryFromLastOutput, board)
 	require.Contains(t, last, "wrote no handoff")
 	require.True(t, strings.Contains(last, "raw output"))
+}
+
+func TestSessionWorksThroughTheBoard(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.add("Dark mode toggle", "a switch in settings")
+	h.group.board.add("Settings page", "")
+	h.group.goal = "Add dark mode"
+	// The agent finishes each task on its second turn, as task_done over
+	// MCP would: the group marks it done and pushes the board.
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if strings.HasPrefix(in.Prompt, "Continue with task ") {
+			id := strings.TrimSuffix(strings.Fields(in.Prompt)[3], ":")
+			h.group.update(func(b *BoardState) { b.done(id, time.Time{}) })
+		}
+	}
+	in := sessionInput(policy(config.ModeAuto, 85, 0))
+	in.Goal = "Add dark mode"
+	v := h.run(in, time.Hour)
+
+	work := h.agent.turnsOfKind(activities.TurnWork)
+	require.Len(t, work, 4, "brief and continue each of the two tasks, then idle")
+	require.Contains(t, work[0].Prompt, "Your task: task t1: Dark mode toggle\na switch in settings")
+	require.Contains(t, work[0].Prompt, "t1 [claimed] Dark mode toggle (claimed by lead) <- yours", "the board comes with the task")
+	require.Contains(t, work[1].Prompt, "Continue with task t1")
+	require.Contains(t, work[2].Prompt, "Your task: task t2: Settings page")
+	require.Equal(t, StatusIdle, v.Status, "nothing left: idle until a task or a message arrives")
+	require.Nil(t, v.Task)
+	require.EqualValues(t, 4, chargedTurns(h.group.charges), "every turn is charged to the group")
+}
+
+func chargedTurns(cs []Charge) int64 {
+	var n int64
+	for _, c := range cs {
+		n += c.Turns
+	}
+	return n
+}
+
+func TestBudgetPausesTurnsAndPolicyRotationsButNotManualOnes(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.Budget = config.Budget{Turns: 3}
+	h.agent.perTurn = 30_000 // 90% after three turns: the policy would rotate
+	in := sessionInput(policy(config.ModeCompact, 80, 0))
+	in.Goal = "Spend it all"
+	var paused SessionView
+	h.at(10*time.Minute, func() { paused = h.view() })
+	h.at(20*time.Minute, func() { h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeCompact}) })
+	var rotated SessionView
+	h.at(30*time.Minute, func() { rotated = h.view() })
+	h.at(40*time.Minute, func() {
+		h.group.update(func(b *BoardState) { b.Budget.Turns = 5 })
+	})
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, StatusPaused, paused.Status)
+	require.Equal(t, 3, paused.Context.TotalTurns, "no new turn once the budget is spent")
+	require.Equal(t, 0, paused.Context.Rotations, "the policy rotation waits: it costs a turn")
+	require.Equal(t, 1, rotated.Context.Rotations, "nid rotate still runs")
+	require.Equal(t, StatusPaused, rotated.Status)
+	// Three turns and the compaction spent four of five: one more turn.
+	require.Equal(t, 4, v.Context.TotalTurns, "raising the budget resumes the session")
+	require.EqualValues(t, 5, chargedTurns(h.group.charges))
+	require.Equal(t, StatusPaused, v.Status, "and it pauses again at the new limit")
 }

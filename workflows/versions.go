@@ -6,5 +6,18 @@ package workflows
 // rung, and TestReplay replays them all, so sessions that have been running
 // for weeks survive an upgrade.
 //
-// The ladder (none yet: v1 is the first release; histories recorded from it
-// live in testdata/ and must keep replaying).
+// The ladder. v1 is the first release; its histories (testdata/v1-*.json)
+// must keep replaying.
+
+// VersionTeam (1): the board, claims, locks and budget. Groups push their
+// board to sessions; sessions prepare a worktree, ask for tasks, charge
+// every turn to the group and pause while the budget is exhausted.
+// Histories: testdata/v2-*.json.
+const VersionTeam = "team"
+
+// Real agents (claude, codex, exec) needed no version: every change they
+// brought runs only on input a v1 history never holds. The rate_limit
+// signal (the rate-limited status), the ContextFull error type (a forced
+// handoff with reason context-full, which skips the handoff request) and
+// AgentSpec.TurnTimeout (the activity's start-to-close timeout, which replay
+// does not compare) leave the commands of every recorded path as they were.

@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/workflows"
+)
+
+type boardOptions struct {
+	Group string
+	JSON  bool
+}
+
+func newBoardCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:      "board",
+		Usage:     "Show a group's tasks, who holds each, and the locks",
+		ArgsUsage: "[GROUP]",
+		Flags:     []cli.Flag{jsonFlag()},
+		Description: "Prints the board of GROUP, or of every group: each task with its status and\n" +
+			"holder, then the locks and who holds them.",
+		Subcommands:     []*cli.Command{newBoardAddCommand(a)},
+		HideHelpCommand: true,
+		Action: action(func(cCtx *cli.Context) error {
+			args, err := commandArgs(cCtx)
+			if err != nil {
+				return err
+			}
+			group, err := optionalGroup("board", args)
+			if err != nil {
+				return err
+			}
+			opts := boardOptions{Group: group, JSON: cCtx.Bool("json")}
+			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				return runBoard(ctx, c, opts, a.Stdout)
+			})
+		}),
+	}
+}
+
+func runBoard(ctx context.Context, c client.Client, opts boardOptions, stdout io.Writer) error {
+	groups := []string{opts.Group}
+	if opts.Group == "" {
+		var err error
+		if groups, err = listGroups(ctx, c); err != nil {
+			return err
+		}
+	}
+	var boards []workflows.BoardView
+	for _, g := range groups {
+		view, err := queryGroup(ctx, c, g)
+		if isNotFound(err) {
+			return unknownGroup(ctx, c, g)
+		}
+		if err != nil {
+			return notAnswering("group "+g, err)
+		}
+		boards = append(boards, view.Board)
+	}
+	if opts.JSON {
+		if boards == nil {
+			boards = []workflows.BoardView{}
+		}
+		return writeJSON(stdout, boards)
+	}
+	for i, b := range boards {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		if err := writeBoard(stdout, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeBoard(w io.Writer, b workflows.BoardView) error {
+	fmt.Fprintf(w, "%s: %s\n", b.Group, cmpOr(b.Goal, "(no goal)"))
+	rows := [][]string{{"TASK", "STATUS", "HOLDER", "TITLE"}}
+	for _, t := range b.Tasks {
+		holder := "—"
+		if t.Holder != "" {
+			holder = b.Group + "/" + t.Holder
+		}
+		rows = append(rows, []string{t.ID, t.Status, holder, t.Title})
+	}
+	if len(b.Tasks) == 0 {
+		fmt.Fprintln(w, "no tasks (add one with nid board add "+b.Group+" TITLE)")
+	} else if err := writeTable(w, rows); err != nil {
+		return err
+	}
+	if len(b.Locks) > 0 {
+		locks := [][]string{{"LOCK", "HOLDER"}}
+		for _, l := range b.Locks {
+			locks = append(locks, []string{l.Name, b.Group + "/" + l.Holder})
+		}
+		if err := writeTable(w, locks); err != nil {
+			return err
+		}
+	}
+	if b.Exhausted != "" {
+		fmt.Fprintf(w, "budget exhausted (%s): %s\n", b.Exhausted, workflows.BudgetText(b.Budget, b.Spent))
+	}
+	return nil
+}
+
+type boardAddOptions struct {
+	Group, Title, Detail string
+	JSON                 bool
+}
+
+func newBoardAddCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:      "add",
+		Usage:     "Add a task to a group's board",
+		ArgsUsage: "GROUP TITLE",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "detail", Usage: "What the task involves, for the session that takes it"},
+			jsonFlag(),
+		},
+		Description: "Adds a task; an idle session without a task takes it at once.",
+		Action: action(func(cCtx *cli.Context) error {
+			args, err := commandArgs(cCtx)
+			if err != nil {
+				return err
+			}
+			opts, err := newBoardAddOptions(args, cCtx.String("detail"), cCtx.Bool("json"))
+			if err != nil {
+				return err
+			}
+			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				return runBoardAdd(ctx, c, opts, a.Stdout)
+			})
+		}),
+	}
+}
+
+func newBoardAddOptions(args []string, detail string, asJSON bool) (boardAddOptions, error) {
+	if len(args) < 2 {
+		return boardAddOptions{}, fmt.Errorf(`nid board add takes GROUP TITLE, e.g. nid board add web "Dark mode toggle"`)
+	}
+	if err := validGroup(args[0]); err != nil {
+		return boardAddOptions{}, err
+	}
+	title := strings.TrimSpace(strings.Join(args[1:], " "))
+	if title == "" {
+		return boardAddOptions{}, fmt.Errorf("the task's TITLE is empty")
+	}
+	return boardAddOptions{Group: args[0], Title: title, Detail: detail, JSON: asJSON}, nil
+}
+
+func runBoardAdd(ctx context.Context, c client.Client, opts boardAddOptions, stdout io.Writer) error {
+	var res workflows.BoardResult
+	if err := updateGroup(ctx, c, opts.Group, workflows.UpdateTaskAdd,
+		workflows.BoardRequest{Title: opts.Title, Detail: opts.Detail}, &res); err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(stdout, res.Task)
+	}
+	_, err := fmt.Fprintf(stdout, "added task %s to %s: %s\n", res.Task.ID, opts.Group, res.Task.Title)
+	return err
+}
+
+type stopOptions struct {
+	Group, Name string
+}
+
+func newStopCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:      "stop",
+		Usage:     "Stop a session and release its claims and locks",
+		ArgsUsage: "GROUP/SESSION",
+		Description: "Stops the session's agent; the session takes no more turns or rotations.\n" +
+			"Its claimed tasks go back to the board and its locks are released; nid says\n" +
+			"which. The session stays listed as stopped, with its history.",
+		Action: action(func(cCtx *cli.Context) error {
+			args, err := commandArgs(cCtx)
+			if err != nil {
+				return err
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("nid stop takes one GROUP/SESSION")
+			}
+			group, name, err := workflows.ParseSessionRef(args[0])
+			if err != nil {
+				return err
+			}
+			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				return runStop(ctx, c, stopOptions{Group: group, Name: name}, a.Stdout)
+			})
+		}),
+	}
+}
+
+func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.Writer) error {
+	if _, err := querySession(ctx, c, opts.Group, opts.Name); err != nil {
+		if isNotFound(err) {
+			return unknownSession(ctx, c, opts.Group, opts.Name)
+		}
+		return err
+	}
+	var res workflows.BoardResult
+	if err := updateGroup(ctx, c, opts.Group, workflows.UpdateStopSession, workflows.BoardRequest{Session: opts.Name}, &res); err != nil {
+		return err
+	}
+	ref := opts.Group + "/" + opts.Name
+	if len(res.Released) == 0 {
+		_, err := fmt.Fprintf(stdout, "stopped %s; it held no tasks or locks\n", ref)
+		return err
+	}
+	_, err := fmt.Fprintf(stdout, "stopped %s; released %s\n", ref, strings.Join(res.Released, ", "))
+	return err
+}

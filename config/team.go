@@ -1,0 +1,208 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+)
+
+// Task is a task on a group's board, as nid.yaml seeds it.
+type Task struct {
+	Title  string `koanf:"title" json:"title"`
+	Detail string `koanf:"detail" json:"detail,omitempty"`
+}
+
+// Budget limits what a group may spend; a zero limit is no limit. Every
+// turn, a rotation's turns included, is charged to the group.
+type Budget struct {
+	Turns  int64   `koanf:"turns" json:"turns,omitempty"`
+	Tokens int64   `koanf:"tokens" json:"tokens,omitempty"`
+	USD    float64 `koanf:"usd" json:"usd,omitempty"`
+}
+
+// Prompts are the templates of what a session is told. Placeholders:
+// {{group}}, {{session}}, {{goal}}, {{task.id}}, {{task.title}},
+// {{task.detail}}, {{board}}.
+type Prompts struct {
+	// Task starts work on a task the session just claimed.
+	Task string `koanf:"task" json:"task,omitempty"`
+	// Continue is each later turn while the task is open.
+	Continue string `koanf:"continue" json:"continue,omitempty"`
+	// Goal briefs a session of a group whose board has no tasks.
+	Goal string `koanf:"goal" json:"goal,omitempty"`
+	// GoalContinue is each later turn on such a group.
+	GoalContinue string `koanf:"goalContinue" json:"goalContinue,omitempty"`
+}
+
+// WithDefaults fills each empty template with its default.
+func (p Prompts) WithDefaults() Prompts {
+	d := DefaultPrompts()
+	for _, f := range []struct {
+		v   *string
+		def string
+	}{
+		{&p.Task, d.Task}, {&p.Continue, d.Continue}, {&p.Goal, d.Goal}, {&p.GoalContinue, d.GoalContinue},
+	} {
+		if strings.TrimSpace(*f.v) == "" {
+			*f.v = f.def
+		}
+	}
+	return p
+}
+
+// PromptPlaceholders lists what a prompt template may contain.
+func PromptPlaceholders() []string {
+	return []string{"{{group}}", "{{session}}", "{{goal}}", "{{task.id}}", "{{task.title}}", "{{task.detail}}", "{{board}}"}
+}
+
+// DefaultPrompts are the templates of a group that sets none. The sim
+// agent finds its task id in "task <id>".
+func DefaultPrompts() Prompts {
+	return Prompts{
+		Task: "You are session {{group}}/{{session}} of the nid group {{group}}.\nGoal: {{goal}}\n\n" +
+			"Your task: task {{task.id}}: {{task.title}}\n{{task.detail}}\n\n{{board}}\n" +
+			"Work on your task. When it is done, call task_done with id {{task.id}}. " +
+			"Take a lock (lock_acquire) before changing what others might change. " +
+			"When your context feels cluttered, call handoff_write with a self-contained handoff.",
+		Continue: "Continue with task {{task.id}}: {{task.title}}. When it is done, call task_done with id {{task.id}}.",
+		Goal: "You are session {{group}}/{{session}} of the nid group {{group}}.\nGoal: {{goal}}\n" +
+			"Work toward the goal. When your context feels cluttered, call the handoff_write tool with a self-contained handoff.",
+		GoalContinue: "Continue working toward the goal: {{goal}}",
+	}
+}
+
+// RenderPrompt fills a template's placeholders from key, value pairs (keys
+// without the braces, e.g. "task.id", "t3"). It is deterministic, so
+// workflows may call it.
+func RenderPrompt(template string, pairs ...string) string {
+	replace := make([]string, 0, len(pairs))
+	for i := 0; i+1 < len(pairs); i += 2 {
+		replace = append(replace, "{{"+pairs[i]+"}}", pairs[i+1])
+	}
+	return strings.TrimSpace(strings.NewReplacer(replace...).Replace(template))
+}
+
+func (p Prompts) problems(path string) []problem {
+	var ps []problem
+	for _, f := range []struct{ key, text string }{
+		{"task", p.Task}, {"continue", p.Continue}, {"goal", p.Goal}, {"goalContinue", p.GoalContinue},
+	} {
+		if strings.TrimSpace(f.text) == "" {
+			continue // the default
+		}
+		rest := f.text
+		for _, ph := range PromptPlaceholders() {
+			rest = strings.ReplaceAll(rest, ph, "")
+		}
+		if i := strings.Index(rest, "{{"); i >= 0 {
+			end := strings.Index(rest[i:], "}}")
+			bad := rest[i:]
+			if end >= 0 {
+				bad = rest[i : i+end+2]
+			}
+			ps = append(ps, problem{path + "." + f.key, fmt.Sprintf("%s is not a placeholder (allowed: %s)", bad, strings.Join(PromptPlaceholders(), ", "))})
+		}
+	}
+	return ps
+}
+
+func (b Budget) problems(path string) []problem {
+	var ps []problem
+	if b.Turns < 0 {
+		ps = append(ps, problem{join(path, "turns"), fmt.Sprintf("%d must be 0 (no limit) or more", b.Turns)})
+	}
+	if b.Tokens < 0 {
+		ps = append(ps, problem{join(path, "tokens"), fmt.Sprintf("%d must be 0 (no limit) or more", b.Tokens)})
+	}
+	if b.USD < 0 {
+		ps = append(ps, problem{join(path, "usd"), fmt.Sprintf("%g must be 0 (no limit) or more", b.USD)})
+	}
+	return ps
+}
+
+// Validate reports what is wrong with b.
+func (b Budget) Validate() error { return joinLines(b.problems("")) }
+
+// teamProblems checks what a group says about its repository, working
+// directory and board.
+func (g Group) teamProblems(path string) []problem {
+	var ps []problem
+	if g.Repo != "" {
+		if g.WorkDir != "" {
+			ps = append(ps, problem{path + ".workdir", "not allowed with repo: each session works in its own worktree of the repo"})
+		}
+		if msg := gitRepoProblem(g.Repo); msg != "" {
+			ps = append(ps, problem{path + ".repo", msg})
+		}
+	}
+	for i, t := range g.Tasks {
+		if strings.TrimSpace(t.Title) == "" {
+			ps = append(ps, problem{fmt.Sprintf("%s.tasks[%d].title", path, i), "must not be empty"})
+		}
+	}
+	ps = append(ps, g.Budget.problems(path+".budget")...)
+	ps = append(ps, g.Prompts.problems(path+".prompts")...)
+	return ps
+}
+
+func gitRepoProblem(repo string) string {
+	if !filepath.IsAbs(repo) {
+		abs, err := filepath.Abs(repo)
+		if err == nil {
+			repo = abs
+		}
+	}
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "--is-inside-work-tree").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "true" {
+		detail := strings.TrimSpace(string(out))
+		if detail == "" && err != nil {
+			detail = err.Error()
+		}
+		return fmt.Sprintf("%q is not a git repository (git says: %s)", repo, firstLine(detail))
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// budgetExample is what a budget looks like on the command line.
+const budgetExample = `{"turns":500,"usd":20}`
+
+// ApplyBudgetJSON lays the JSON object js over base and validates the result,
+// as ApplyRotateJSON does for a rotate policy.
+func ApplyBudgetJSON(base Budget, js string) (Budget, error) {
+	b := base
+	if err := applyJSON("budget", budgetExample, js, &b, func() []problem { return b.problems("") }); err != nil {
+		return base, err
+	}
+	return b, nil
+}
+
+// applyJSON decodes the JSON object js onto *v (only the fields it names),
+// then checks the result; every problem comes back at once, named under
+// what.
+func applyJSON(what, example, js string, v any, check func() []problem) error {
+	dec := json.NewDecoder(strings.NewReader(js))
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return fmt.Errorf("%s: %q is not JSON (%v); write an object such as %s", what, js, err, example)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %q has more after its JSON object; write one object such as %s", what, js, example)
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return fmt.Errorf("%s: %s is not a JSON object; write one such as %s", what, describe(raw), example)
+	}
+	var d decoder
+	d.decode("", raw, reflect.ValueOf(v).Elem())
+	return joinLines(merge(d.problems, check()))
+}

@@ -1,0 +1,307 @@
+package workflows
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// BoardState is a group's board and budget as the group workflow keeps it.
+// Its check methods say why a change is refused (naming the holder) and
+// change nothing; the matching methods apply a change that passed its check.
+type BoardState struct {
+	Tasks    []Task         `json:"tasks,omitempty"`
+	Locks    []Lock         `json:"locks,omitempty"`
+	NextTask int            `json:"nextTask"`
+	Budget   config.Budget  `json:"budget"`
+	Spent    Spend          `json:"spent"`
+	Prompts  config.Prompts `json:"prompts"`
+	// Noted is the limit already reported to the inbox, so one exhaustion
+	// is one item.
+	Noted string `json:"noted,omitempty"`
+	// Grants is, by session, the last turn reservation granted.
+	Grants map[string]int64 `json:"grants,omitempty"`
+}
+
+// budgetLimited says the budget has a limit, so turns are reserved before
+// they start and a turn limit holds exactly, however many sessions there are.
+func budgetLimited(b config.Budget) bool { return b.Turns > 0 || b.Tokens > 0 || b.USD > 0 }
+
+func (b *BoardState) task(id string) *Task {
+	for i := range b.Tasks {
+		if b.Tasks[i].ID == id {
+			return &b.Tasks[i]
+		}
+	}
+	return nil
+}
+
+func (b *BoardState) unknownTask(id string) error {
+	ids := make([]string, 0, len(b.Tasks))
+	for _, t := range b.Tasks {
+		ids = append(ids, t.ID)
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("no task %q: the board has no tasks", id)
+	}
+	return fmt.Errorf("no task %q (tasks: %s)", id, strings.Join(ids, ", "))
+}
+
+func checkTaskText(title, detail string) error {
+	switch {
+	case strings.TrimSpace(title) == "":
+		return fmt.Errorf("a task needs a title")
+	case len(title) > MaxTaskTitle:
+		return fmt.Errorf("task title is %d bytes; the limit is %d", len(title), MaxTaskTitle)
+	case len(detail) > MaxTaskDetail:
+		return fmt.Errorf("task detail is %d bytes; the limit is %d", len(detail), MaxTaskDetail)
+	}
+	return nil
+}
+
+func (b *BoardState) add(title, detail string) Task {
+	b.NextTask++
+	t := Task{ID: fmt.Sprintf("t%d", b.NextTask), Title: strings.TrimSpace(title), Detail: strings.TrimSpace(detail), Status: TaskTodo}
+	b.Tasks = append(b.Tasks, t)
+	return t
+}
+
+func (b *BoardState) checkClaim(session, id string) error {
+	t := b.task(id)
+	switch {
+	case t == nil:
+		return b.unknownTask(id)
+	case t.Status == TaskDone:
+		return fmt.Errorf("task %s is done", id)
+	case t.Status == TaskClaimed && t.Holder != session:
+		return fmt.Errorf("task %s is claimed by %s", id, t.Holder)
+	}
+	return nil
+}
+
+func (b *BoardState) claim(session, id string, now time.Time) Task {
+	t := b.task(id)
+	if t.Holder != session {
+		t.Status, t.Holder, t.ClaimedAt = TaskClaimed, session, &now
+	}
+	return *t
+}
+
+func (b *BoardState) checkDone(session, id string) error {
+	t := b.task(id)
+	switch {
+	case t == nil:
+		return b.unknownTask(id)
+	case t.Status == TaskDone:
+		return fmt.Errorf("task %s is already done", id)
+	case t.Holder != session && t.Holder != "":
+		return fmt.Errorf("task %s is claimed by %s, not %s", id, t.Holder, session)
+	case t.Holder == "":
+		return fmt.Errorf("task %s is not claimed: claim it first", id)
+	}
+	return nil
+}
+
+func (b *BoardState) done(id string, now time.Time) Task {
+	t := b.task(id)
+	t.Status, t.DoneAt = TaskDone, &now
+	return *t
+}
+
+func (b *BoardState) lock(name string) *Lock {
+	for i := range b.Locks {
+		if b.Locks[i].Name == name {
+			return &b.Locks[i]
+		}
+	}
+	return nil
+}
+
+func (b *BoardState) checkAcquire(session, name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return fmt.Errorf("a lock needs a name (typically a path)")
+	case len(name) > MaxLockName:
+		return fmt.Errorf("lock name is %d bytes; the limit is %d", len(name), MaxLockName)
+	}
+	if l := b.lock(name); l != nil && l.Holder != session {
+		return fmt.Errorf("lock %q is held by %s", name, l.Holder)
+	}
+	return nil
+}
+
+func (b *BoardState) acquire(session, name string, now time.Time) Lock {
+	if l := b.lock(name); l != nil {
+		return *l
+	}
+	l := Lock{Name: name, Holder: session, At: now}
+	b.Locks = append(b.Locks, l)
+	slices.SortFunc(b.Locks, func(x, y Lock) int { return strings.Compare(x.Name, y.Name) })
+	return l
+}
+
+func (b *BoardState) checkRelease(session, name string) error {
+	l := b.lock(name)
+	switch {
+	case l == nil:
+		return fmt.Errorf("lock %q is not held", name)
+	case l.Holder != session:
+		return fmt.Errorf("lock %q is held by %s, not %s", name, l.Holder, session)
+	}
+	return nil
+}
+
+func (b *BoardState) release(name string) {
+	b.Locks = slices.DeleteFunc(b.Locks, func(l Lock) bool { return l.Name == name })
+}
+
+// releaseAll lets go of everything session holds: its open tasks go back
+// to todo, its locks are freed.
+func (b *BoardState) releaseAll(session string) []string {
+	var released []string
+	for i := range b.Tasks {
+		t := &b.Tasks[i]
+		if t.Holder == session && t.Status == TaskClaimed {
+			t.Status, t.Holder, t.ClaimedAt = TaskTodo, "", nil
+			released = append(released, "task "+t.ID)
+		}
+	}
+	for _, l := range b.Locks {
+		if l.Holder == session {
+			released = append(released, "lock "+l.Name)
+		}
+	}
+	b.Locks = slices.DeleteFunc(b.Locks, func(l Lock) bool { return l.Holder == session })
+	return released
+}
+
+// held is the open task session holds, if any.
+func (b *BoardState) held(session string) *Task {
+	for i := range b.Tasks {
+		if b.Tasks[i].Holder == session && b.Tasks[i].Status == TaskClaimed {
+			return &b.Tasks[i]
+		}
+	}
+	return nil
+}
+
+func (b *BoardState) nextOpen() *Task {
+	for i := range b.Tasks {
+		if b.Tasks[i].Status == TaskTodo {
+			return &b.Tasks[i]
+		}
+	}
+	return nil
+}
+
+func (b *BoardState) charge(c Charge) {
+	b.Spent.Turns += c.Turns
+	b.Spent.Tokens += c.Tokens
+	b.Spent.USD += c.USD
+}
+
+// exhausted names the first budget limit reached, or "".
+func (b *BoardState) exhausted() string {
+	switch {
+	case b.Budget.Turns > 0 && b.Spent.Turns >= b.Budget.Turns:
+		return "turns"
+	case b.Budget.Tokens > 0 && b.Spent.Tokens >= b.Budget.Tokens:
+		return "tokens"
+	case b.Budget.USD > 0 && b.Spent.USD >= b.Budget.USD:
+		return "usd"
+	}
+	return ""
+}
+
+func (b *BoardState) view(group, goal string) BoardView {
+	v := BoardView{
+		Group: group, Goal: goal,
+		Tasks: slices.Clone(b.Tasks), Locks: slices.Clone(b.Locks),
+		Budget: b.Budget, Spent: b.Spent, Exhausted: b.exhausted(),
+		Prompts: b.Prompts.WithDefaults(),
+		Grants:  maps.Clone(b.Grants),
+	}
+	if v.Tasks == nil {
+		v.Tasks = []Task{}
+	}
+	if v.Locks == nil {
+		v.Locks = []Lock{}
+	}
+	return v
+}
+
+// HeldBy is the open task session holds on the board, if any.
+func (v BoardView) HeldBy(session string) *Task {
+	for i := range v.Tasks {
+		if v.Tasks[i].Holder == session && v.Tasks[i].Status == TaskClaimed {
+			return &v.Tasks[i]
+		}
+	}
+	return nil
+}
+
+// HasOpen says whether a task waits to be claimed.
+func (v BoardView) HasOpen() bool {
+	return slices.ContainsFunc(v.Tasks, func(t Task) bool { return t.Status == TaskTodo })
+}
+
+// BudgetText renders a budget's limits and what is spent and left.
+func BudgetText(b config.Budget, s Spend) string {
+	part := func(name string, limit, spent float64, format string) string {
+		if limit <= 0 {
+			return fmt.Sprintf("%s "+format+" (no limit)", name, spent)
+		}
+		return fmt.Sprintf("%s "+format+" of "+format+" (%s left)", name, spent, limit, fmt.Sprintf(format, max(limit-spent, 0)))
+	}
+	return strings.Join([]string{
+		part("turns", float64(b.Turns), float64(s.Turns), "%.0f"),
+		part("tokens", float64(b.Tokens), float64(s.Tokens), "%.0f"),
+		part("usd", b.USD, s.USD, "%.2f"),
+	}, ", ")
+}
+
+// BoardText is what board_read shows and what a fresh conversation's first
+// message carries: the goal, each task with its status and holder, the
+// locks, and which of them are session's ("" for nobody's view).
+func BoardText(v BoardView, session string) string {
+	var b strings.Builder
+	b.WriteString("Board of group " + v.Group + "\n")
+	if v.Goal != "" {
+		b.WriteString("Goal: " + v.Goal + "\n")
+	}
+	if len(v.Tasks) == 0 {
+		b.WriteString("Tasks: none on the board.\n")
+	} else {
+		b.WriteString("Tasks:\n")
+		for _, t := range v.Tasks {
+			line := fmt.Sprintf("  %s [%s] %s", t.ID, t.Status, t.Title)
+			if t.Holder != "" && t.Status == TaskClaimed {
+				line += " (claimed by " + t.Holder + ")"
+			}
+			if session != "" && t.Holder == session && t.Status == TaskClaimed {
+				line += " <- yours"
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	if len(v.Locks) == 0 {
+		b.WriteString("Locks: none held.\n")
+	} else {
+		b.WriteString("Locks:\n")
+		for _, l := range v.Locks {
+			line := fmt.Sprintf("  %s (held by %s)", l.Name, l.Holder)
+			if session != "" && l.Holder == session {
+				line += " <- yours"
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	if v.Exhausted != "" {
+		b.WriteString("Budget: exhausted (" + v.Exhausted + "); no new turns until it is raised.\n")
+	}
+	return b.String()
+}

@@ -12,6 +12,8 @@ const (
 	RunTurnName   = "nid.RunTurn"
 	CompactName   = "nid.Compact"
 	StopAgentName = "nid.StopAgent"
+	// PrepareWorkspaceName creates a session's worktree and branch.
+	PrepareWorkspaceName = "nid.PrepareWorkspace"
 )
 
 // Error types workflows branch on (temporal.ApplicationError types). All are
@@ -20,6 +22,9 @@ const (
 	ErrUnknownAgent = "UnknownAgent" // the session names an agent kind this host cannot run
 	ErrBadInput     = "BadInput"     // the request itself is malformed
 	ErrAgentFailed  = "AgentFailed"  // the agent ran and reported a failure it cannot recover from
+	// ErrContextFull is a turn the vendor refused because the conversation
+	// no longer fits its context window: only a fresh conversation helps.
+	ErrContextFull = "ContextFull"
 )
 
 // MaxOutputBytes bounds the agent output kept in workflow history; the rest
@@ -33,6 +38,9 @@ type TurnInput struct {
 	Conversation string     `json:"conversation,omitempty"`
 	Prompt       string     `json:"prompt"`
 	Kind         string     `json:"kind"`
+	// WorkDir is where the agent runs: the session's worktree, or the
+	// group's shared directory; empty means the worker's own.
+	WorkDir string `json:"workdir,omitempty"`
 }
 
 // TurnResult is a turn's report with the output cut to MaxOutputBytes.
@@ -49,6 +57,7 @@ type CompactInput struct {
 	Session      SessionRef `json:"session"`
 	Spec         AgentSpec  `json:"spec"`
 	Conversation string     `json:"conversation"`
+	WorkDir      string     `json:"workdir,omitempty"`
 }
 
 // StopInput ends a session's agent process.

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"time"
 
 	"github.com/nid-dev/nid/config"
 )
@@ -20,10 +21,33 @@ const (
 	TurnFresh          = "fresh"           // first message of a fresh conversation after a handoff
 )
 
-// AgentSpec says which agent a session runs and how it is configured.
+// AgentSpec says which agent a session runs and how it is configured. It
+// travels in workflow input and history, so it holds nothing secret: the
+// arguments and environment of a process agent (API keys) are resolved on
+// the worker at activity time (see Activities.Settings and Process).
 type AgentSpec struct {
 	Kind string     `json:"kind"`
 	Sim  config.Sim `json:"sim,omitempty"`
+	// Command is the program a process agent runs; empty means the worker's
+	// own setting, or the kind's name on PATH.
+	Command string `json:"command,omitempty"`
+	// Model is passed to the agent's CLI; empty means the CLI's default.
+	Model string `json:"model,omitempty"`
+	// TurnTimeout bounds one turn; zero means config.DefaultTurnTimeout.
+	TurnTimeout config.Duration `json:"turnTimeout,omitempty"`
+}
+
+// Process is how the worker runs a process agent for one session: the spec's
+// command and model with the arguments and environment from the worker's own
+// nid.yaml. It never leaves the worker.
+type Process struct {
+	Command string
+	Args    []string
+	// Env is added to the worker's own environment.
+	Env     map[string]string
+	Model   string
+	WorkDir string
+	Timeout time.Duration
 }
 
 // SessionRef names a session and what it needs on this host.
@@ -62,6 +86,22 @@ type TurnRequest struct {
 	MCPURL string `json:"mcpURL"`
 	// StateDir is where the agent may keep per-session files.
 	StateDir string `json:"stateDir"`
+	// Process is how to run the agent; the sim ignores it.
+	Process Process `json:"-"`
+	// RateLimited, when set, is told mid-turn that the vendor is answering
+	// 429 or 529 and the CLI is retrying (true), and when it is over (false).
+	RateLimited func(limited bool) `json:"-"`
+	// ToolCalled, when set, is told of each tool the agent calls, in short
+	// (the tool's name and a clipped argument), for the session's
+	// transcript.
+	ToolCalled func(call string) `json:"-"`
+}
+
+// toolCalled reports a tool call to ToolCalled, if anyone listens.
+func (r TurnRequest) toolCalled(call string) {
+	if r.ToolCalled != nil {
+		r.ToolCalled(call)
+	}
 }
 
 // TurnReport is what came back from one turn.
@@ -71,6 +111,10 @@ type TurnReport struct {
 	Usage        Usage             `json:"usage"`
 	Vendor       *VendorCompaction `json:"vendor,omitempty"`
 	RateLimited  bool              `json:"rateLimited,omitempty"`
+	// BilledTokens is what the turn cost in tokens, when the agent says
+	// (0: the context it sent stands in); CostUSD likewise in dollars.
+	BilledTokens int64   `json:"billedTokens,omitempty"`
+	CostUSD      float64 `json:"costUSD,omitempty"`
 }
 
 // CompactRequest asks an agent to compact its conversation in place.
@@ -80,6 +124,8 @@ type CompactRequest struct {
 	Conversation string     `json:"conversation"`
 	MCPURL       string     `json:"mcpURL"`
 	StateDir     string     `json:"stateDir"`
+	// Process is how to run the agent; the sim ignores it.
+	Process Process `json:"-"`
 }
 
 // CompactReport is the vendor's answer to a compaction. OK is true only when
@@ -100,12 +146,18 @@ type StopRequest struct {
 	Spec         AgentSpec  `json:"spec"`
 	Conversation string     `json:"conversation"`
 	StateDir     string     `json:"stateDir"`
+	// Process is how to run the agent; the sim ignores it.
+	Process Process `json:"-"`
 }
 
 // Tools nid serves every agent over MCP, by the names agents call them.
 const (
 	ToolHandoffWrite = "handoff_write"
 	ToolBoardRead    = "board_read"
+	ToolTaskClaim    = "task_claim"
+	ToolTaskDone     = "task_done"
+	ToolLockAcquire  = "lock_acquire"
+	ToolLockRelease  = "lock_release"
 )
 
 // Agent is what every vendor adapter implements. Implementations must be

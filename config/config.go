@@ -15,6 +15,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
 	"slices"
@@ -36,11 +37,18 @@ func Modes() []string { return []string{ModeAuto, ModeCompact, ModeHandoff, Mode
 
 // Agent kinds nid knows how to drive.
 const (
-	AgentSim = "sim"
+	AgentSim    = "sim"
+	AgentClaude = "claude"
+	AgentCodex  = "codex"
+	AgentExec   = "exec"
 )
 
 // AgentKinds returns the agent kinds a session may name.
-func AgentKinds() []string { return []string{AgentSim} }
+func AgentKinds() []string { return []string{AgentSim, AgentClaude, AgentCodex, AgentExec} }
+
+// ProcessKinds returns the agent kinds that run a command, and so take the
+// settings of an agents: entry.
+func ProcessKinds() []string { return []string{AgentClaude, AgentCodex, AgentExec} }
 
 // nameRE is the rule for group and session names. They become parts of
 // workflow ids and URLs, hence the small alphabet.
@@ -68,6 +76,8 @@ type Config struct {
 	Temporal Temporal         `koanf:"temporal" json:"temporal"`
 	HTTP     HTTP             `koanf:"http" json:"http"`
 	Groups   map[string]Group `koanf:"groups" json:"groups"`
+	// Agents holds defaults for every session of an agent kind, by kind.
+	Agents map[string]AgentSettings `koanf:"agents" json:"agents,omitempty"`
 }
 
 // Default returns the configuration of an empty nid.yaml: no groups, the
@@ -116,16 +126,28 @@ type Temporal struct {
 	UIPort    int    `koanf:"uiPort" json:"uiPort"`
 }
 
-// HTTP is the worker's HTTP server: the MCP endpoint for agents (and later
-// the dashboard and the JSON API).
+// HTTP is the worker's HTTP server: the MCP endpoint for agents, the
+// dashboard and the JSON API.
 type HTTP struct {
 	Listen string `koanf:"listen" json:"listen"`
+	// Token is the bearer token the API and the dashboard require. Empty
+	// means one generated into the state directory, which only a loopback
+	// listen address may use.
+	Token string `koanf:"token" json:"-"`
 }
 
 // Group is a team with a goal, a rotate policy and sessions.
 type Group struct {
-	Goal     string    `koanf:"goal" json:"goal,omitempty"`
-	Rotate   Rotate    `koanf:"rotate" json:"rotate"`
+	Goal   string `koanf:"goal" json:"goal,omitempty"`
+	Rotate Rotate `koanf:"rotate" json:"rotate"`
+	// Repo is a git repository: each session works in its own worktree on
+	// its own branch. Without it, sessions share WorkDir.
+	Repo    string `koanf:"repo" json:"repo,omitempty"`
+	WorkDir string `koanf:"workdir" json:"workdir,omitempty"`
+	// Tasks seed the group's board.
+	Tasks    []Task    `koanf:"tasks" json:"tasks,omitempty"`
+	Budget   Budget    `koanf:"budget" json:"budget"`
+	Prompts  Prompts   `koanf:"prompts" json:"prompts"`
 	Sessions []Session `koanf:"sessions" json:"sessions"`
 }
 
@@ -143,6 +165,74 @@ type Session struct {
 	Agent string `koanf:"agent" json:"agent"`
 	Name  string `koanf:"name" json:"name"`
 	Sim   Sim    `koanf:"sim" json:"sim,omitempty"`
+	// The fields below override the agents: entry of the session's kind;
+	// Env is merged into it key by key.
+	Command     string            `koanf:"command" json:"command,omitempty"`
+	Args        []string          `koanf:"args" json:"args,omitempty"`
+	Env         map[string]string `koanf:"env" json:"env,omitempty"`
+	Model       string            `koanf:"model" json:"model,omitempty"`
+	TurnTimeout Duration          `koanf:"turnTimeout" json:"turnTimeout,omitempty"`
+}
+
+// AgentSettings says how to run an agent's command: which program, with
+// which extra arguments and environment, which model, and how long one turn
+// may take. Env usually holds API keys, so it stays on the worker: it is
+// never part of workflow input or history.
+type AgentSettings struct {
+	Command     string            `koanf:"command" json:"command,omitempty"`
+	Args        []string          `koanf:"args" json:"args,omitempty"`
+	Env         map[string]string `koanf:"env" json:"env,omitempty"`
+	Model       string            `koanf:"model" json:"model,omitempty"`
+	TurnTimeout Duration          `koanf:"turnTimeout" json:"turnTimeout,omitempty"`
+}
+
+// DefaultTurnTimeout bounds a turn of a process agent whose settings give no
+// turnTimeout.
+const DefaultTurnTimeout = 30 * time.Minute
+
+// AgentFor resolves a session's agent settings: the agents: entry of its
+// kind, then the session's own values over it (env merged key by key), then
+// the built-in defaults (command claude or codex found on PATH, turn timeout
+// DefaultTurnTimeout). ok is false when the config has no such session.
+func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
+	var sess *Session
+	for i, x := range c.Groups[group].Sessions {
+		if x.Name == session {
+			sess = &c.Groups[group].Sessions[i]
+		}
+	}
+	if sess == nil {
+		return AgentSettings{}, false
+	}
+	base := c.Agents[sess.Agent]
+	s = AgentSettings{
+		Command:     base.Command,
+		Args:        slices.Clone(base.Args),
+		Env:         map[string]string{},
+		Model:       base.Model,
+		TurnTimeout: base.TurnTimeout,
+	}
+	maps.Copy(s.Env, base.Env)
+	maps.Copy(s.Env, sess.Env)
+	if sess.Command != "" {
+		s.Command = sess.Command
+	}
+	if sess.Args != nil {
+		s.Args = slices.Clone(sess.Args)
+	}
+	if sess.Model != "" {
+		s.Model = sess.Model
+	}
+	if sess.TurnTimeout > 0 {
+		s.TurnTimeout = sess.TurnTimeout
+	}
+	if s.Command == "" && (sess.Agent == AgentClaude || sess.Agent == AgentCodex) {
+		s.Command = sess.Agent
+	}
+	if s.TurnTimeout <= 0 {
+		s.TurnTimeout = Duration(DefaultTurnTimeout)
+	}
+	return s, true
 }
 
 // Sim configures the built-in simulated agent.
@@ -163,6 +253,9 @@ type Sim struct {
 	// Silent makes the sim report no usage at all, like an agent that
 	// prints no token counts.
 	Silent bool `koanf:"silent" json:"silent,omitempty"`
+	// TaskTurns is how many turns the sim spends on a task before it calls
+	// task_done.
+	TaskTurns int `koanf:"taskTurns" json:"taskTurns,omitempty"`
 }
 
 // Sim defaults.
@@ -170,6 +263,7 @@ const (
 	DefaultSimWindow        int64 = 200_000
 	DefaultSimTokensPerTurn int64 = 12_000
 	DefaultSimTurnDelay           = 500 * time.Millisecond
+	DefaultSimTaskTurns           = 5
 )
 
 // DefaultSim is the configuration of a sim session that sets nothing.
@@ -178,6 +272,7 @@ func DefaultSim() Sim {
 		Window:        DefaultSimWindow,
 		TokensPerTurn: DefaultSimTokensPerTurn,
 		TurnDelay:     Duration(DefaultSimTurnDelay),
+		TaskTurns:     DefaultSimTaskTurns,
 	}
 }
 

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,6 +38,41 @@ func TestLoadReportsBadInput(t *testing.T) {
 		// has the wrong type is reported once, as such.
 		notWant []string
 	}{
+		{
+			name: "negative budget",
+			yaml: group("    budget: {turns: -1, usd: -2.5}\n" + oneSim),
+			want: []string{`groups.web.budget.turns: -1 must be 0 (no limit) or more`, `groups.web.budget.usd: -2.5 must be 0 (no limit) or more`},
+		},
+		{
+			name: "unknown budget key",
+			yaml: group("    budget: {dollars: 5}\n" + oneSim),
+			want: []string{`groups.web.budget.dollars: unknown key (allowed: turns, tokens, usd)`},
+		},
+		{
+			name: "task without title",
+			yaml: group("    tasks:\n      - detail: no title\n" + oneSim),
+			want: []string{`groups.web.tasks[0].title: must not be empty`},
+		},
+		{
+			name: "unknown prompt placeholder",
+			yaml: group("    prompts: {task: \"do {{task.name}} now\"}\n" + oneSim),
+			want: []string{`groups.web.prompts.task: {{task.name}} is not a placeholder (allowed: {{group}}, {{session}}, {{goal}}, {{task.id}}, {{task.title}}, {{task.detail}}, {{board}})`},
+		},
+		{
+			name: "repo that is not a git repository",
+			yaml: group("    repo: /\n" + oneSim),
+			want: []string{`groups.web.repo: "/" is not a git repository`},
+		},
+		{
+			name: "repo with a workdir",
+			yaml: group("    repo: /\n    workdir: /tmp\n" + oneSim),
+			want: []string{`groups.web.workdir: not allowed with repo`},
+		},
+		{
+			name: "negative taskTurns",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {taskTurns: -1}\n"),
+			want: []string{`groups.web.sessions[0].sim.taskTurns: -1 must be 1 or more (0: the default, 5)`},
+		},
 		{
 			name: "unknown rotate mode",
 			yaml: group("    rotate: {mode: fast}\n" + oneSim),
@@ -85,12 +121,12 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown agent",
 			yaml: group("    sessions:\n      - {agent: gpt, name: lead}\n"),
-			want: []string{`groups.web.sessions[0].agent: "gpt" is not a known agent (known: sim)`},
+			want: []string{`groups.web.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)`},
 		},
 		{
 			name: "missing agent",
 			yaml: group("    sessions:\n      - name: lead\n"),
-			want: []string{`groups.web.sessions[0].agent: missing (known: sim)`},
+			want: []string{`groups.web.sessions[0].agent: missing (known: sim, claude, codex, exec)`},
 		},
 		{
 			name:    "agent of the wrong type",
@@ -101,7 +137,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name:    "group not a mapping",
 			yaml:    "groups:\n  web: 5\n",
-			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, sessions)`},
+			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, repo, workdir, tasks, budget, prompts, sessions)`},
 			notWant: []string{`groups.web.sessions`},
 		},
 		{
@@ -117,12 +153,12 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in a group",
 			yaml: group("    rotat: {mode: off}\n" + oneSim),
-			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, sessions)`},
+			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, repo, workdir, tasks, budget, prompts, sessions)`},
 		},
 		{
 			name: "unknown key at the top",
 			yaml: "colour: blue\n",
-			want: []string{`colour: unknown key (allowed: state, temporal, http, groups)`},
+			want: []string{`colour: unknown key (allowed: state, temporal, http, groups, agents)`},
 		},
 		{
 			name: "unknown key in rotate",
@@ -132,7 +168,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in sim",
 			yaml: group("    sessions:\n      - agent: sim\n        sim: {speed: 2}\n"),
-			want: []string{`groups.web.sessions[0].sim.speed: unknown key (allowed: window, tokensPerTurn, turnDelay, failCompact, noHandoff, handoffAfterTurns, silent)`},
+			want: []string{`groups.web.sessions[0].sim.speed: unknown key (allowed: window, tokensPerTurn, turnDelay, failCompact, noHandoff, handoffAfterTurns, silent, taskTurns)`},
 		},
 		{
 			name: "port not a number",
@@ -205,14 +241,14 @@ func TestLoadReportsBadInput(t *testing.T) {
 			name: "sim block on another agent",
 			yaml: group("    sessions:\n      - agent: gpt\n        sim: {window: 1000}\n"),
 			want: []string{
-				`groups.web.sessions[0].agent: "gpt" is not a known agent (known: sim)`,
+				`groups.web.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)`,
 				`groups.web.sessions[0].sim: only allowed with agent: sim`,
 			},
 		},
 		{
 			name: "unknown NID_ variable",
 			env:  []string{"NID_TEMPORAL_PROT=7300"},
-			want: []string{`NID_TEMPORAL_PROT: unknown environment variable (known: NID_HTTP_LISTEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
+			want: []string{`NID_TEMPORAL_PROT: unknown environment variable (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
 		},
 		{
 			name: "NID_ variable of the wrong type",
@@ -254,9 +290,9 @@ groups:
 	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{"NID_COLOUR=blue"}})
 	require.Error(t, err)
 	require.Equal(t, path+`: 7 problems:
-  NID_COLOUR: unknown environment variable (known: NID_HTTP_LISTEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)
+  NID_COLOUR: unknown environment variable (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)
   groups.API: "API" must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')
-  groups.API.sessions[0].agent: "gpt" is not a known agent (known: sim)
+  groups.API.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)
   groups.web.rotate.contextPercent: 0 is outside 1..100
   groups.web.rotate.mode: "fast" is not one of auto, compact, handoff, off
   groups.web.sessions[1].name: "lead" is used twice in group web
@@ -299,7 +335,7 @@ func TestLoadFile(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, config.DefaultFile), []byte("stat: x\n"), 0o600))
 		t.Chdir(dir)
 		_, err := config.Load(config.LoadOptions{Environ: []string{}})
-		require.EqualError(t, err, "nid.yaml: stat: unknown key (allowed: state, temporal, http, groups)")
+		require.EqualError(t, err, "nid.yaml: stat: unknown key (allowed: state, temporal, http, groups, agents)")
 	})
 }
 
@@ -447,8 +483,8 @@ groups:
 	require.Equal(t, config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 60}, web.Rotate)
 	require.Equal(t, config.DefaultRotate(), c.Groups["api"].Rotate)
 	require.Equal(t, []config.Session{
-		{Agent: "sim", Name: "sim", Sim: config.Sim{Window: 200_000, TokensPerTurn: 12_000, TurnDelay: config.Duration(500 * time.Millisecond)}},
-		{Agent: "sim", Name: "fast", Sim: config.Sim{Window: 200_000, TokensPerTurn: 20_000, TurnDelay: 0}},
+		{Agent: "sim", Name: "sim", Sim: config.Sim{Window: 200_000, TokensPerTurn: 12_000, TurnDelay: config.Duration(500 * time.Millisecond), TaskTurns: 5}},
+		{Agent: "sim", Name: "fast", Sim: config.Sim{Window: 200_000, TokensPerTurn: 20_000, TurnDelay: 0, TaskTurns: 5}},
 	}, web.Sessions)
 	require.Equal(t, config.Default().Temporal, c.Temporal)
 	require.Equal(t, config.DefaultStateDir, c.State)
@@ -468,9 +504,10 @@ func TestSampleFile(t *testing.T) {
 				Goal:   "Add dark mode to the settings page",
 				Rotate: config.Rotate{Mode: config.ModeAuto, ContextPercent: 80, MaxTurns: 60},
 				Sessions: []config.Session{
-					{Agent: "sim", Name: "lead", Sim: config.Sim{Window: 200_000, TokensPerTurn: 12_000, TurnDelay: config.Duration(500 * time.Millisecond)}},
-					{Agent: "sim", Name: "worker", Sim: config.Sim{Window: 200_000, TokensPerTurn: 20_000, TurnDelay: config.Duration(500 * time.Millisecond)}},
+					{Agent: "sim", Name: "lead", Sim: config.Sim{Window: 200_000, TokensPerTurn: 12_000, TurnDelay: config.Duration(500 * time.Millisecond), TaskTurns: 5}},
+					{Agent: "sim", Name: "worker", Sim: config.Sim{Window: 200_000, TokensPerTurn: 20_000, TurnDelay: config.Duration(500 * time.Millisecond), TaskTurns: 5}},
 				},
+				Prompts: config.DefaultPrompts(),
 			},
 			"api": {
 				Goal:   "Add rate limiting to the public API",
@@ -478,6 +515,7 @@ func TestSampleFile(t *testing.T) {
 				Sessions: []config.Session{
 					{Agent: "sim", Name: "solo", Sim: config.DefaultSim()},
 				},
+				Prompts: config.DefaultPrompts(),
 			},
 		},
 	}
@@ -634,4 +672,33 @@ func TestAddress(t *testing.T) {
 	c.Temporal.Address = "temporal.example.com:7233"
 	require.False(t, c.Embedded())
 	require.Equal(t, "temporal.example.com:7233", c.Address())
+}
+
+func TestApplyBudgetJSON(t *testing.T) {
+	base := config.Budget{Turns: 100}
+	got, err := config.ApplyBudgetJSON(base, `{"usd":20}`)
+	require.NoError(t, err)
+	require.Equal(t, config.Budget{Turns: 100, USD: 20}, got, "only the fields given change")
+	_, err = config.ApplyBudgetJSON(base, `{"turns":-5,"minutes":3}`)
+	require.EqualError(t, err, "minutes: unknown key (allowed: turns, tokens, usd)\nturns: -5 must be 0 (no limit) or more")
+	_, err = config.ApplyBudgetJSON(base, `[1]`)
+	require.ErrorContains(t, err, `budget: a list is not a JSON object; write one such as {"turns":500,"usd":20}`)
+}
+
+func TestRenderPrompt(t *testing.T) {
+	got := config.RenderPrompt(config.DefaultPrompts().Continue, "task.id", "t3", "task.title", "Docs")
+	require.Equal(t, "Continue with task t3: Docs. When it is done, call task_done with id t3.", got)
+	require.Equal(t, config.DefaultPrompts(), config.Prompts{}.WithDefaults())
+}
+
+func TestRepoMustBeAGitRepository(t *testing.T) {
+	dir := t.TempDir()
+	out, err := exec.Command("git", "init", "-q", dir).CombinedOutput()
+	require.NoError(t, err, string(out))
+	c := config.Default()
+	c.Groups = map[string]config.Group{"web": {
+		Rotate: config.DefaultRotate(), Repo: dir,
+		Sessions: []config.Session{{Agent: "sim", Name: "lead", Sim: config.DefaultSim()}},
+	}}
+	require.NoError(t, c.Validate())
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -49,8 +50,35 @@ func (c *Config) problems() []problem {
 		add("http.listen", "%s", msg)
 	}
 
+	for _, kind := range slices.Sorted(maps.Keys(c.Agents)) {
+		path := "agents." + kind
+		if !slices.Contains(ProcessKinds(), kind) {
+			add(path, "%q is not an agent kind that runs a command (known: %s)", kind, strings.Join(ProcessKinds(), ", "))
+			continue
+		}
+		ps = append(ps, c.Agents[kind].problems(path)...)
+	}
+
 	for _, name := range c.GroupNames() {
 		ps = append(ps, c.Groups[name].problems(name)...)
+		for i, s := range c.Groups[name].Sessions {
+			if s.Agent == AgentExec && s.Command == "" && c.Agents[AgentExec].Command == "" {
+				add(fmt.Sprintf("groups.%s.sessions[%d].command", name, i), "an exec session needs a command (here or in agents.exec.command)")
+			}
+		}
+	}
+	return ps
+}
+
+func (a AgentSettings) problems(path string) []problem {
+	var ps []problem
+	if a.TurnTimeout < 0 {
+		ps = append(ps, problem{path + ".turnTimeout", fmt.Sprintf("%s must be more than 0 (or unset for %s)", a.TurnTimeout.D(), DefaultTurnTimeout)})
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
+		if k == "" || strings.ContainsAny(k, "= \x00") {
+			ps = append(ps, problem{path + ".env", fmt.Sprintf("%q is not an environment variable name", k)})
+		}
 	}
 	return ps
 }
@@ -80,6 +108,7 @@ func (g Group) problems(name string) []problem {
 		ps = append(ps, problem{path, nameRule(name)})
 	}
 	ps = append(ps, g.Rotate.problems(path+".rotate")...)
+	ps = append(ps, g.teamProblems(path)...)
 	if len(g.Sessions) == 0 {
 		ps = append(ps, problem{path + ".sessions", "a group needs at least one session"})
 	}
@@ -122,6 +151,15 @@ func (s Session) problems(path string) []problem {
 	case s.Sim != Sim{}:
 		ps = append(ps, problem{path + ".sim", "only allowed with agent: " + AgentSim})
 	}
+	if s.Agent == AgentSim {
+		only := "only allowed with agent: " + strings.Join(ProcessKinds(), ", ")
+		for key, set := range map[string]bool{"command": s.Command != "", "args": s.Args != nil, "env": s.Env != nil, "model": s.Model != "", "turnTimeout": s.TurnTimeout != 0} {
+			if set {
+				ps = append(ps, problem{path + "." + key, only})
+			}
+		}
+	}
+	ps = append(ps, AgentSettings{Env: s.Env, TurnTimeout: s.TurnTimeout}.problems(path)...)
 	return ps
 }
 
@@ -138,6 +176,9 @@ func (s Sim) problems(path string) []problem {
 	}
 	if s.HandoffAfterTurns < 0 {
 		ps = append(ps, problem{path + ".handoffAfterTurns", fmt.Sprintf("%d must be 0 (never) or more", s.HandoffAfterTurns)})
+	}
+	if s.TaskTurns < 0 {
+		ps = append(ps, problem{path + ".taskTurns", fmt.Sprintf("%d must be 1 or more (0: the default, %d)", s.TaskTurns, DefaultSimTaskTurns)})
 	}
 	return ps
 }

@@ -1,0 +1,475 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// Codex drives OpenAI's Codex CLI: one long-lived `codex app-server` per
+// session, spoken to in JSON-RPC over stdio. A thread is started in the
+// session's working directory with no approvals asked and full access (the
+// worktree is the boundary); each turn is a turn/start, a compaction a
+// thread/compact/start. When the worker restarted, or a turn was killed,
+// the next call starts a new app-server and resumes the thread with
+// thread/resume. nid's MCP server is added to the user's Codex config as
+// mcp_servers.nid by a -c override. An app-server whose worker died exits
+// when its stdin closes.
+type Codex struct {
+	mu      sync.Mutex
+	servers map[string]*codexServer
+}
+
+// NewCodex returns a Codex agent.
+func NewCodex() *Codex { return &Codex{servers: map[string]*codexServer{}} }
+
+// codexStartTimeout bounds the app-server's initialize answer.
+const codexStartTimeout = 60 * time.Second
+
+// Turn runs one turn of the session's thread.
+func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
+	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCPURL, req.Conversation)
+	if err != nil {
+		return TurnReport{}, err
+	}
+	input := []map[string]string{{"type": "text", "text": req.Prompt}}
+	limited, calls := false, 0
+	t, err := c.runTurn(ctx, req.Session, srv, req.Process.Timeout, "turn/start",
+		map[string]any{"threadId": thread, "input": input}, func(t *CodexTurn) {
+			for ; calls < len(t.ToolCalls); calls++ {
+				req.toolCalled(t.ToolCalls[calls])
+			}
+			if t.RateLimited != limited {
+				limited = t.RateLimited
+				if req.RateLimited != nil {
+					req.RateLimited(limited)
+				}
+			}
+		})
+	if err != nil {
+		return TurnReport{}, err
+	}
+	if t.Status != "completed" {
+		return TurnReport{}, codexFailure(t)
+	}
+	rep := TurnReport{Conversation: thread, Output: t.Text, Usage: Usage{Source: SourceUnknown}}
+	if t.UsageSeen {
+		rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported}
+	}
+	if t.Compacted {
+		rep.Vendor = &VendorCompaction{BeforeTokens: t.CompactBefore, AfterTokens: t.CompactAfter}
+	}
+	return rep, nil
+}
+
+// Compact asks Codex to compact the thread; only a completed
+// contextCompaction item counts.
+func (c *Codex) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
+	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCPURL, req.Conversation)
+	if err != nil {
+		return CompactReport{}, err
+	}
+	before := srv.lastUsed()
+	t, err := c.runTurn(ctx, req.Session, srv, req.Process.Timeout, "thread/compact/start", map[string]any{"threadId": thread}, nil)
+	if err != nil {
+		return CompactReport{}, err
+	}
+	rep := CompactReport{Conversation: thread}
+	if !t.Compacted || t.Status != "completed" {
+		rep.Detail = "codex completed no contextCompaction item"
+		if t.ErrorMessage != "" {
+			rep.Detail += ": " + t.ErrorMessage
+		}
+		return rep, nil
+	}
+	rep.OK = true
+	rep.BeforeTokens = before
+	if t.CompactBefore > 0 {
+		rep.BeforeTokens = t.CompactBefore
+	}
+	rep.AfterTokens = t.Used
+	rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported}
+	return rep, nil
+}
+
+// Stop ends the session's app-server and everything it started.
+func (c *Codex) Stop(_ context.Context, req StopRequest) error {
+	c.mu.Lock()
+	srv := c.servers[req.Session.WorkflowID]
+	delete(c.servers, req.Session.WorkflowID)
+	c.mu.Unlock()
+	if srv != nil {
+		srv.kill()
+	}
+	return nil
+}
+
+// thread returns the session's running app-server with the conversation's
+// thread loaded, starting the server and the thread as needed.
+func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcpURL, conv string) (*codexServer, string, error) {
+	c.mu.Lock()
+	srv := c.servers[ref.WorkflowID]
+	c.mu.Unlock()
+	if srv != nil && !srv.alive() {
+		srv = nil
+	}
+	if srv == nil {
+		var err error
+		if srv, err = startCodex(ctx, p, mcpURL); err != nil {
+			return nil, "", err
+		}
+		c.mu.Lock()
+		if old := c.servers[ref.WorkflowID]; old != nil {
+			old.kill()
+		}
+		c.servers[ref.WorkflowID] = srv
+		c.mu.Unlock()
+	}
+	if conv != "" && srv.threadID() == conv {
+		return srv, conv, nil
+	}
+	var res struct {
+		Thread struct {
+			ID string `json:"id"`
+		} `json:"thread"`
+	}
+	// A resumed thread gets the same unattended settings as a new one.
+	params := map[string]any{"approvalPolicy": "never", "sandbox": "danger-full-access"}
+	if p.WorkDir != "" {
+		params["cwd"] = p.WorkDir
+	} else if wd, werr := os.Getwd(); werr == nil {
+		params["cwd"] = wd
+	}
+	if p.Model != "" {
+		params["model"] = p.Model
+	}
+	method := "thread/start"
+	if conv != "" {
+		method = "thread/resume"
+		params["threadId"] = conv
+	}
+	err := srv.call(ctx, method, params, &res)
+	if err != nil {
+		return nil, "", err
+	}
+	if res.Thread.ID == "" {
+		return nil, "", AgentFailed("codex: the app-server answered without a thread id")
+	}
+	srv.setThread(res.Thread.ID)
+	return srv, res.Thread.ID, nil
+}
+
+// runTurn sends a request that starts a turn and folds its notifications
+// until turn/completed. Past the timeout, or when ctx ends, the app-server's
+// whole process group is killed: the next call starts a fresh one.
+func (c *Codex) runTurn(ctx context.Context, ref SessionRef, srv *codexServer, timeout time.Duration, method string, params any, progress func(*CodexTurn)) (*CodexTurn, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	fail := func(err error) (*CodexTurn, error) {
+		if ctx.Err() != nil {
+			c.mu.Lock()
+			if c.servers[ref.WorkflowID] == srv {
+				delete(c.servers, ref.WorkflowID)
+			}
+			c.mu.Unlock()
+			srv.kill()
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
+				return nil, AgentFailed("codex: turn exceeded its timeout of %s; its process group was killed", timeout)
+			}
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	srv.drain()
+	if err := srv.call(ctx, method, params, nil); err != nil {
+		return fail(err)
+	}
+	t := &CodexTurn{Used: srv.lastUsed()}
+	for !t.Done {
+		notes, err := srv.next(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		for _, n := range notes {
+			t.Feed(n.Method, n.Params)
+			if progress != nil {
+				progress(t)
+			}
+		}
+	}
+	if t.UsageSeen {
+		srv.setUsed(t.Used)
+	}
+	return t, nil
+}
+
+// codexFailure turns a failed turn into the error workflows branch on.
+func codexFailure(t *CodexTurn) error {
+	msg := t.ErrorMessage
+	if msg == "" {
+		msg = "turn " + t.Status
+	}
+	switch {
+	case t.ContextFull():
+		return ContextFull("codex: the thread no longer fits the context window: %s", msg)
+	case strings.Contains(t.ErrorInfo, "unauthorized"), strings.Contains(t.ErrorInfo, "badRequest"), strings.Contains(t.ErrorInfo, "modelNotFound"),
+		strings.Contains(t.ErrorInfo, `"httpStatusCode":401`), strings.Contains(t.ErrorInfo, `"httpStatusCode":403`),
+		strings.Contains(msg, "401 Unauthorized"), strings.Contains(msg, "403 Forbidden"):
+		return AgentFailed("codex: %s (%s)", msg, t.ErrorInfo)
+	}
+	return fmt.Errorf("codex: %s", msg)
+}
+
+// codexServer is one running app-server.
+type codexServer struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *tail
+	exited chan struct{}
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[string]chan CodexMessage
+	notes   []CodexMessage
+	wake    chan struct{}
+	thread  string
+	used    int64
+	win     int64
+	waitErr error
+}
+
+func startCodex(ctx context.Context, p Process, mcpURL string) (*codexServer, error) {
+	path, err := lookCommand(config.AgentCodex, p)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"app-server"}
+	if mcpURL != "" {
+		args = append(args, "-c", "mcp_servers.nid.url="+strconv.Quote(mcpURL))
+	}
+	args = append(args, p.Args...)
+	// The server outlives this call: it is not bound to ctx.
+	cmd := newCommand(context.Background(), path, args, p, nil)
+	s := &codexServer{cmd: cmd, stderr: &tail{}, exited: make(chan struct{}), pending: map[string]chan CodexMessage{}, wake: make(chan struct{}, 1)}
+	cmd.Stderr = s.stderr
+	if s.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, AgentFailed("codex: %v", err)
+	}
+	go func() {
+		readLines(out, s.receive)
+		err := cmd.Wait()
+		s.mu.Lock()
+		s.waitErr = err
+		s.mu.Unlock()
+		close(s.exited)
+	}()
+	ictx, cancel := context.WithTimeout(ctx, codexStartTimeout)
+	defer cancel()
+	init := map[string]any{
+		"clientInfo":   map[string]string{"name": "nid", "version": "1"},
+		"capabilities": map[string]any{"experimentalApi": true},
+	}
+	if err := s.call(ictx, "initialize", init, nil); err != nil {
+		s.kill()
+		if _, typed := errors.AsType[*Error](err); !typed && ctx.Err() == nil {
+			err = AgentFailed("%v", err)
+		}
+		return nil, err
+	}
+	if err := s.send(map[string]any{"method": "initialized"}); err != nil {
+		s.kill()
+		return nil, err
+	}
+	return s, nil
+}
+
+// receive routes one line from the server: responses to their callers,
+// requests answered at once, notifications queued for the running turn.
+func (s *codexServer) receive(line []byte) {
+	m, ok := ParseCodexMessage(line)
+	if !ok {
+		return
+	}
+	switch {
+	case m.IsRequest():
+		result, rpcErr := CodexAnswer(m.Method)
+		reply := map[string]any{"id": m.ID}
+		if rpcErr != nil {
+			reply["error"] = rpcErr
+		} else {
+			reply["result"] = result
+		}
+		_ = s.send(reply)
+	case len(m.ID) > 0:
+		s.mu.Lock()
+		ch := s.pending[string(m.ID)]
+		delete(s.pending, string(m.ID))
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	case strings.HasSuffix(m.Method, "Delta") || strings.HasSuffix(m.Method, "/delta"):
+		// Streaming fragments: the completed item carries the whole.
+	default:
+		s.mu.Lock()
+		s.notes = append(s.notes, m)
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *codexServer) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err = s.stdin.Write(append(b, '\n'))
+	return err
+}
+
+// call sends a request and waits for its response, decoding the result into
+// out (nil: ignore it).
+func (s *codexServer) call(ctx context.Context, method string, params, out any) error {
+	s.mu.Lock()
+	s.nextID++
+	id := strconv.FormatInt(s.nextID, 10)
+	ch := make(chan CodexMessage, 1)
+	s.pending[id] = ch
+	s.mu.Unlock()
+	if err := s.send(map[string]any{"id": json.RawMessage(id), "method": method, "params": params}); err != nil {
+		return s.deadError(fmt.Sprintf("codex: %s: %v", method, err))
+	}
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			return AgentFailed("codex: %s: %s (code %d)", method, m.Error.Message, m.Error.Code)
+		}
+		if out != nil {
+			if err := json.Unmarshal(m.Result, out); err != nil {
+				return AgentFailed("codex: %s: unexpected answer: %v", method, err)
+			}
+		}
+		return nil
+	case <-s.exited:
+		return s.deadError("codex: the app-server exited during " + method)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// next waits for notifications and returns those queued.
+func (s *codexServer) next(ctx context.Context) ([]CodexMessage, error) {
+	for {
+		s.mu.Lock()
+		notes := s.notes
+		s.notes = nil
+		s.mu.Unlock()
+		if len(notes) > 0 {
+			return notes, nil
+		}
+		select {
+		case <-s.wake:
+		case <-s.exited:
+			return nil, s.deadError("codex: the app-server exited mid-turn")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// drain drops notifications left from between turns.
+func (s *codexServer) drain() {
+	s.mu.Lock()
+	s.notes = nil
+	s.mu.Unlock()
+}
+
+// deadError describes a server that went away, with its stderr. Before
+// initialize answered it is the setup's fault (bad flag, broken install) and
+// retrying will not help; the caller decides.
+func (s *codexServer) deadError(msg string) error {
+	select {
+	case <-s.exited:
+		s.mu.Lock()
+		if s.waitErr != nil {
+			msg += " (" + s.waitErr.Error() + ")"
+		}
+		s.mu.Unlock()
+	case <-time.After(100 * time.Millisecond):
+	}
+	return errors.New(msg + quote(s.stderr.String()))
+}
+
+func (s *codexServer) alive() bool {
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (s *codexServer) kill() {
+	_ = killGroup(s.cmd)
+	_ = s.stdin.Close()
+}
+
+func (s *codexServer) threadID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.thread
+}
+
+func (s *codexServer) setThread(id string) {
+	s.mu.Lock()
+	s.thread = id
+	s.mu.Unlock()
+}
+
+func (s *codexServer) lastUsed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
+func (s *codexServer) setUsed(n int64) {
+	s.mu.Lock()
+	s.used = n
+	s.mu.Unlock()
+}
+
+// window records the thread's window when a turn reported one and returns
+// the last one known.
+func (s *codexServer) window(w int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w > 0 {
+		s.win = w
+	}
+	return s.win
+}

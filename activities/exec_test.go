@@ -1,0 +1,147 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// script writes an executable shell script and returns its path.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agent.sh")
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755))
+	return p
+}
+
+func execTurn(t *testing.T, ctx context.Context, cmd, conv string, timeout time.Duration) (TurnReport, error) {
+	t.Helper()
+	return NewExec().Turn(ctx, TurnRequest{
+		Session:      SessionRef{Group: "web", Name: "worker", WorkflowID: "nid/web/worker"},
+		Conversation: conv, Prompt: "add dark mode", Kind: TurnWork,
+		MCPURL: "http://127.0.0.1:1/mcp/web/worker/tok", StateDir: t.TempDir(),
+		Process: Process{Command: cmd, Env: map[string]string{"GREETING": "hello"}, Timeout: timeout},
+	})
+}
+
+func TestExecTurn(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		output string
+		usage  Usage
+	}{
+		{"usage lines are not output, the last wins",
+			`read p; echo "$GREETING, I got: $p"; echo '{"nid":"usage","used":100,"window":1000}'; echo "$NID_SESSION $NID_TURN_KIND"; echo '{"nid":"usage","used":1234,"window":200000}'`,
+			"hello, I got: add dark mode\nweb/worker work", Usage{UsedTokens: 1234, WindowTokens: 200000, Source: SourceReported}},
+		{"no usage is an unknown context", `cat`, "add dark mode", Usage{Source: SourceUnknown}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, err := execTurn(t, context.Background(), script(t, tt.body), "", 0)
+			require.NoError(t, err)
+			require.Equal(t, "exec-1", rep.Conversation)
+			require.Equal(t, tt.output, rep.Output)
+			require.Equal(t, tt.usage, rep.Usage)
+		})
+	}
+}
+
+func TestExecConversations(t *testing.T) {
+	state := t.TempDir()
+	ref := SessionRef{Group: "web", Name: "worker"}
+	cmd := script(t, `echo "$NID_CONVERSATION"`)
+	run := func(conv string) string {
+		rep, err := NewExec().Turn(context.Background(), TurnRequest{Session: ref, Conversation: conv, Prompt: "p", Kind: TurnWork, StateDir: state, Process: Process{Command: cmd}})
+		require.NoError(t, err)
+		require.Equal(t, rep.Conversation, rep.Output)
+		return rep.Conversation
+	}
+	require.Equal(t, "exec-1", run(""))
+	require.Equal(t, "exec-1", run("exec-1"))
+	// A handoff's fresh conversation is the next number, also after a restart.
+	require.Equal(t, "exec-2", run(""))
+
+	rep, err := NewExec().Compact(context.Background(), CompactRequest{Session: ref, Conversation: "exec-2"})
+	require.NoError(t, err)
+	require.False(t, rep.OK)
+	require.Contains(t, rep.Detail, "cannot compact")
+}
+
+func TestExecFailures(t *testing.T) {
+	t.Run("missing command", func(t *testing.T) {
+		_, err := execTurn(t, context.Background(), "/nonexistent/agent", "", 0)
+		requireType(t, err, ErrAgentFailed)
+		require.Contains(t, err.Error(), "not found")
+	})
+	t.Run("non-zero exit quotes stderr", func(t *testing.T) {
+		_, err := execTurn(t, context.Background(), script(t, `echo "unknown flag --frobnicate" >&2; exit 2`), "", 0)
+		requireType(t, err, ErrAgentFailed)
+		require.Contains(t, err.Error(), "status 2")
+		require.Contains(t, err.Error(), "unknown flag --frobnicate")
+	})
+	t.Run("killed mid-turn is retryable", func(t *testing.T) {
+		_, err := execTurn(t, context.Background(), script(t, `echo working; kill -9 $$`), "", 0)
+		require.Error(t, err)
+		var e *Error
+		require.False(t, errors.As(err, &e), "a crash may be retried: %v", err)
+		require.Contains(t, err.Error(), "killed")
+	})
+}
+
+// A turn past its timeout, or cancelled, kills the agent and everything it
+// started.
+func TestExecKillsProcessGroup(t *testing.T) {
+	for _, how := range []string{"timeout", "cancel"} {
+		t.Run(how, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "child.pid")
+			cmd := script(t, "sleep 300 &\necho $! > "+pidFile+"\nwait\n")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			timeout := time.Duration(0)
+			if how == "timeout" {
+				timeout = 500 * time.Millisecond
+			} else {
+				go func() {
+					for {
+						if _, err := os.Stat(pidFile); err == nil {
+							cancel()
+							return
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				}()
+			}
+			_, err := execTurn(t, ctx, cmd, "", timeout)
+			require.Error(t, err)
+			if how == "timeout" {
+				requireType(t, err, ErrAgentFailed)
+				require.Contains(t, err.Error(), "timeout")
+			} else {
+				require.ErrorIs(t, err, context.Canceled)
+			}
+			b, err := os.ReadFile(pidFile)
+			require.NoError(t, err)
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				return syscall.Kill(pid, 0) != nil
+			}, 5*time.Second, 20*time.Millisecond, "the agent's child outlived the turn")
+		})
+	}
+}
+
+func requireType(t *testing.T, err error, typ string) {
+	t.Helper()
+	var e *Error
+	require.True(t, errors.As(err, &e), "want a %s error, got %v", typ, err)
+	require.Equal(t, typ, e.Type, err.Error())
+}

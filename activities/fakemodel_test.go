@@ -1,0 +1,192 @@
+package activities_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeReply is one scripted answer of the fake model.
+type fakeReply struct {
+	Text string
+	// Tool, if set, is a call of one of nid's MCP tools, e.g. handoff_write.
+	Tool      string
+	ToolInput map[string]any
+	// Usage the answer reports: input tokens, of which Cached were read from
+	// the cache, and output tokens.
+	Input, Cached, Output int64
+	// Status, if set, is an HTTP error answered instead, with Body.
+	Status int
+	Body   string
+	// ContextFull answers with the vendor's context-length error.
+	ContextFull bool
+	// Hang never answers: the call waits until the client goes away.
+	Hang bool
+}
+
+// fakeRequest is one model call the fake received.
+type fakeRequest struct {
+	Path    string
+	Body    string
+	Headers http.Header
+}
+
+// fakeModel is a model server on 127.0.0.1 that speaks enough of the
+// Anthropic Messages and OpenAI Responses streaming APIs for the real CLIs.
+// Replies are taken from the script in order; when it runs out, Default.
+type fakeModel struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	script   []fakeReply
+	Default  fakeReply
+	requests []fakeRequest
+	n        int
+}
+
+func startFakeModel(t *testing.T) *fakeModel {
+	t.Helper()
+	f := &fakeModel{Default: fakeReply{Text: "done", Input: 1000, Output: 10}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// Script appends replies for the next model calls.
+func (f *fakeModel) Script(r ...fakeReply) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.script = append(f.script, r...)
+}
+
+// Requests returns the model calls received so far.
+func (f *fakeModel) Requests() []fakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeRequest(nil), f.requests...)
+}
+
+// peekHang says the next scripted model call should hang.
+func (f *fakeModel) peekHang(r *http.Request) bool {
+	if r.Method != http.MethodPost || !(strings.HasPrefix(r.URL.Path, "/v1/messages") || r.URL.Path == "/v1/responses") {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.script) > 0 && f.script[0].Hang
+}
+
+func (f *fakeModel) next(r *http.Request, body []byte) (fakeReply, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, fakeRequest{Path: r.URL.Path, Body: string(body), Headers: r.Header.Clone()})
+	f.n++
+	if len(f.script) == 0 {
+		return f.Default, f.n
+	}
+	rep := f.script[0]
+	f.script = f.script[1:]
+	return rep, f.n
+}
+
+func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if f.peekHang(r) {
+		f.next(r, body)
+		<-r.Context().Done()
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/messages") && !strings.Contains(r.URL.Path, "count_tokens"):
+		rep, n := f.next(r, body)
+		f.anthropic(w, rep, n)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
+		rep, n := f.next(r, body)
+		f.openai(w, rep, n)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func sse(w http.ResponseWriter, event string, data any) {
+	b, _ := json.Marshal(data)
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+}
+
+func (f *fakeModel) anthropic(w http.ResponseWriter, rep fakeReply, n int) {
+	if rep.ContextFull {
+		rep.Status = http.StatusBadRequest
+		rep.Body = `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 250000 tokens > 200000 maximum"}}`
+	}
+	if rep.Status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("retry-after-ms", "10")
+		w.WriteHeader(rep.Status)
+		io.WriteString(w, rep.Body)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": fmt.Sprintf("msg_%d", n), "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]any{"input_tokens": rep.Input - rep.Cached, "cache_creation_input_tokens": 0, "cache_read_input_tokens": rep.Cached, "output_tokens": 1},
+	}})
+	idx := 0
+	if rep.Text != "" {
+		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
+		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "text_delta", "text": rep.Text}})
+		sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+		idx++
+	}
+	stop := "end_turn"
+	if rep.Tool != "" {
+		stop = "tool_use"
+		in, _ := json.Marshal(rep.ToolInput)
+		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{
+			"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": "mcp__nid__" + rep.Tool, "input": map[string]any{}}})
+		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
+		sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+	}
+	sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": rep.Output}})
+	sse(w, "message_stop", map[string]any{"type": "message_stop"})
+}
+
+func (f *fakeModel) openai(w http.ResponseWriter, rep fakeReply, n int) {
+	if rep.Status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.Status)
+		io.WriteString(w, rep.Body)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	id := fmt.Sprintf("resp_%d", n)
+	sse(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": id}})
+	if rep.ContextFull {
+		sse(w, "response.failed", map[string]any{"type": "response.failed", "response": map[string]any{"id": id,
+			"error": map[string]any{"code": "context_length_exceeded", "message": "Your input exceeds the context window of this model."}}})
+		return
+	}
+	out := 0
+	if rep.Text != "" {
+		sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": out, "item": map[string]any{
+			"type": "message", "role": "assistant", "id": fmt.Sprintf("msg_%d", n),
+			"content": []any{map[string]any{"type": "output_text", "text": rep.Text}}}})
+		out++
+	}
+	if rep.Tool != "" {
+		args, _ := json.Marshal(rep.ToolInput)
+		sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": out, "item": map[string]any{
+			"type": "function_call", "id": fmt.Sprintf("fc_%d", n), "call_id": fmt.Sprintf("call_%d", n),
+			"namespace": "mcp__nid", "name": rep.Tool, "arguments": string(args)}})
+	}
+	sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": id, "usage": map[string]any{
+		"input_tokens": rep.Input, "input_tokens_details": map[string]any{"cached_tokens": rep.Cached},
+		"output_tokens": rep.Output, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
+		"total_tokens": rep.Input + rep.Output}}})
+}

@@ -1,0 +1,160 @@
+package activities
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// stderrKeep is how much of a process's stderr an error message quotes.
+const stderrKeep = 2 << 10
+
+// lookCommand finds a process agent's program, or says plainly that it is
+// missing and which setting names it.
+func lookCommand(kind string, p Process) (string, error) {
+	name := p.Command
+	if name == "" {
+		return "", AgentFailed("%s: no command configured (set agents.%s.command)", kind, kind)
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", AgentFailed("%s: command %q not found (install it, or set agents.%s.command): %v", kind, name, kind, err)
+	}
+	return path, nil
+}
+
+// newCommand builds the command for a process agent: in its own process
+// group so that a timeout or cancellation kills everything it started, with
+// the worker's environment plus p.Env plus extra (later ones win).
+func newCommand(ctx context.Context, path string, args []string, p Process, extra map[string]string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Dir = p.WorkDir
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	maps.Copy(env, p.Env)
+	maps.Copy(env, extra)
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		cmd.Env = append(cmd.Env, k+"="+env[k])
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	// Grandchildren holding the pipes must not keep Wait from returning.
+	cmd.WaitDelay = 2 * time.Second
+	return cmd
+}
+
+func killGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// tail keeps the end of what a process wrote to stderr.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if len(t.buf) > stderrKeep {
+		t.buf = t.buf[len(t.buf)-stderrKeep:]
+	}
+	return len(b), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
+
+// runLines runs one process to its end, handing each line of its stdout to
+// onLine as it comes. The process gets at most timeout (zero: no limit of
+// its own); past it, or when ctx ends, its whole process group is killed.
+// A process that exits non-zero is a non-retryable error quoting its stderr;
+// one killed by a signal mid-turn is a plain (retryable) error.
+func runLines(ctx context.Context, kind string, cmd *exec.Cmd, timeout time.Duration, onLine func([]byte)) error {
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr := &tail{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return AgentFailed("%s: %v", kind, err)
+	}
+	// Whatever happens, nothing the process started outlives the turn.
+	defer func() { _ = killGroup(cmd) }()
+	var timer *time.Timer
+	timedOut := make(chan struct{})
+	if timeout > 0 {
+		timer = time.AfterFunc(timeout, func() {
+			close(timedOut)
+			_ = killGroup(cmd)
+		})
+		defer timer.Stop()
+	}
+	readLines(out, onLine)
+	err = cmd.Wait()
+	select {
+	case <-timedOut:
+		return AgentFailed("%s: turn exceeded its timeout of %s; its process group was killed", kind, timeout)
+	default:
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err == nil {
+		return nil
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return fmt.Errorf("%s exited mid-turn, killed by %s%s", kind, ws.Signal(), quote(stderr.String()))
+		}
+		// A bad flag, a refused key, a broken install: running it again
+		// gives the same answer.
+		return AgentFailed("%s exited with status %d%s", kind, exit.ExitCode(), quote(stderr.String()))
+	}
+	return fmt.Errorf("%s: %w%s", kind, err, quote(stderr.String()))
+}
+
+// readLines hands every line of r to onLine, however long, until EOF.
+func readLines(r io.Reader, onLine func([]byte)) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			onLine(line)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func quote(stderr string) string {
+	if stderr == "" {
+		return ""
+	}
+	return ": " + stderr
+}

@@ -1,0 +1,67 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nid-dev/nid/config"
+)
+
+type notes struct{ limited []bool }
+
+func (n *notes) RateLimited(_ context.Context, ref SessionRef, limited bool) error {
+	if ref != lead {
+		return errors.New("wrong session")
+	}
+	n.limited = append(n.limited, limited)
+	return nil
+}
+
+// The spec in workflow history names the kind, command, model and timeout;
+// the arguments and the environment (API keys) come from the worker's own
+// config at activity time.
+func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
+	var got Process
+	n := &notes{}
+	acts := &Activities{
+		Agents: map[string]Agent{config.AgentClaude: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
+			got = req.Process
+			req.RateLimited(true)
+			req.RateLimited(false)
+			return TurnReport{Conversation: "c1", Output: "ok"}, nil
+		}}},
+		WorkDir: "/srv/work",
+		Settings: func(ref SessionRef) (config.AgentSettings, bool) {
+			require.Equal(t, lead, ref)
+			return config.AgentSettings{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
+				Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(time.Minute)}, true
+		},
+		Notify: n,
+	}
+	spec := AgentSpec{Kind: config.AgentClaude, Command: "/opt/claude", Model: "claude-opus-4-1", TurnTimeout: config.Duration(5 * time.Minute)}
+	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: spec, Prompt: "go"})
+	require.NoError(t, err)
+	require.Equal(t, Process{Command: "/opt/claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
+		Model: "claude-opus-4-1", WorkDir: "/srv/work", Timeout: 5 * time.Minute}, got)
+	require.Equal(t, []bool{true, false}, n.limited, "rate limiting reaches the session while the turn runs")
+
+	// Without settings for the session, the spec alone, and claude on PATH.
+	acts.Settings = func(SessionRef) (config.AgentSettings, bool) { return config.AgentSettings{}, false }
+	_, err = activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: AgentSpec{Kind: config.AgentClaude}, Prompt: "go"})
+	require.NoError(t, err)
+	require.Equal(t, Process{Command: "claude", WorkDir: "/srv/work"}, got)
+}
+
+func TestContextFullIsNotRetried(t *testing.T) {
+	acts := &Activities{Agents: map[string]Agent{"scripted": failing(ContextFull("prompt_too_long"))}}
+	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, turnInput(TurnWork, "go"))
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(err, &app), "%v", err)
+	require.Equal(t, ErrContextFull, app.Type())
+	require.True(t, app.NonRetryable())
+}

@@ -16,6 +16,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/transcript"
 )
 
 // ErrTransient is the error type of a failure a retry may fix: the agent's
@@ -41,10 +44,69 @@ type Activities struct {
 	MCPURL func(ref SessionRef) string
 	// HeartbeatEvery overrides DefaultHeartbeatEvery.
 	HeartbeatEvery time.Duration
+	// Transcripts receives every turn's prompt, tool calls and output and
+	// every compaction; nil means no transcripts.
+	Transcripts *transcript.Log
+	// Settings returns a session's agent settings from this worker's own
+	// nid.yaml; they fill in what the spec cannot carry through workflow
+	// history (arguments, environment with API keys). Nil, or false for a
+	// session the worker does not know, means the spec alone.
+	Settings func(ref SessionRef) (config.AgentSettings, bool)
+	// Notify tells a session's workflow what a running turn learns before
+	// it ends; nil means nobody is told.
+	Notify Notifier
+	// WorkDir is where process agents run; empty means the worker's own
+	// working directory.
+	WorkDir string
+}
+
+// Notifier carries news from a running turn to its session workflow.
+type Notifier interface {
+	// RateLimited says the vendor is answering 429 or 529 and the agent's
+	// CLI is retrying (true), or that the turn got through (false).
+	RateLimited(ctx context.Context, ref SessionRef, limited bool) error
+}
+
+// process resolves how to run a session's process agent on this worker, in
+// workDir (the session's worktree or the group's directory) when given.
+func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) Process {
+	var set config.AgentSettings
+	if a.Settings != nil {
+		set, _ = a.Settings(ref)
+	}
+	p := Process{Command: set.Command, Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D()}
+	if workDir != "" {
+		p.WorkDir = workDir
+	}
+	if spec.Command != "" {
+		p.Command = spec.Command
+	}
+	if spec.Model != "" {
+		p.Model = spec.Model
+	}
+	if spec.TurnTimeout > 0 {
+		p.Timeout = spec.TurnTimeout.D()
+	}
+	if p.Command == "" && (spec.Kind == config.AgentClaude || spec.Kind == config.AgentCodex) {
+		p.Command = spec.Kind
+	}
+	return p
+}
+
+// rateLimited returns the callback a turn uses to report rate limiting.
+func (a *Activities) rateLimited(ctx context.Context, ref SessionRef) func(bool) {
+	if a.Notify == nil {
+		return nil
+	}
+	return func(limited bool) {
+		if err := a.Notify.RateLimited(ctx, ref, limited); err != nil {
+			loggerFor(ctx).Warn("Could not tell the session about rate limiting", "sessionID", ref.WorkflowID, "error", err)
+		}
+	}
 }
 
 // Error is a failure an adapter reports that retrying cannot fix. Type is
-// ErrBadInput or ErrAgentFailed; the activities turn it into a non-retryable
+// ErrBadInput, ErrAgentFailed or ErrContextFull; the activities turn it into a non-retryable
 // temporal.ApplicationError of that type, which workflows branch on.
 type Error struct {
 	Type string
@@ -119,12 +181,17 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 		Kind:         kind,
 		MCPURL:       a.mcpURL(in.Session),
 		StateDir:     a.StateDir,
+		Process:      a.process(in.Session, in.Spec, in.WorkDir),
+		RateLimited:  a.rateLimited(ctx, in.Session),
+		ToolCalled:   a.toolNoter(ctx, in),
 	}
+	a.notePrompt(ctx, in, kind)
 	var rep TurnReport
 	err = a.heartbeating(ctx, "turn", func(ctx context.Context) (err error) {
 		rep, err = agent.Turn(ctx, req)
 		return err
 	})
+	a.noteTurn(ctx, in, kind, rep, err)
 	logger := loggerFor(ctx)
 	if err != nil {
 		// A turn cut short by the worker stopping is retried by the next
@@ -158,12 +225,14 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactRepor
 		Conversation: in.Conversation,
 		MCPURL:       a.mcpURL(in.Session),
 		StateDir:     a.StateDir,
+		Process:      a.process(in.Session, in.Spec, in.WorkDir),
 	}
 	var rep CompactReport
 	err = a.heartbeating(ctx, "compact", func(ctx context.Context) (err error) {
 		rep, err = agent.Compact(ctx, req)
 		return err
 	})
+	a.noteCompact(ctx, in, rep, err)
 	logger := loggerFor(ctx)
 	if err != nil {
 		logger.Warn("Compaction failed", "sessionID", in.Session.WorkflowID, "conversation", in.Conversation, "error", err)
@@ -188,6 +257,7 @@ func (a *Activities) StopAgent(ctx context.Context, in StopInput) (StopResult, e
 		Spec:         in.Spec,
 		Conversation: in.Conversation,
 		StateDir:     a.StateDir,
+		Process:      a.process(in.Session, in.Spec, ""),
 	}
 	err = a.heartbeating(ctx, "stop", func(ctx context.Context) error {
 		return agent.Stop(ctx, req)
@@ -286,4 +356,10 @@ func loggerFor(ctx context.Context) log.Logger {
 		return activity.GetLogger(ctx)
 	}
 	return log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+}
+
+// ContextFull reports a turn the vendor refused because the conversation
+// no longer fits the context window, formatted as by fmt.Errorf.
+func ContextFull(format string, args ...any) error {
+	return &Error{Type: ErrContextFull, Err: fmt.Errorf(format, args...)}
 }

@@ -119,6 +119,9 @@ func NewApp(d Deps) *cli.App {
 			newWatchCommand(a),
 			newSendCommand(a),
 			newInboxCommand(a),
+			newBoardCommand(a),
+			newStopCommand(a),
+			newTranscriptCommand(a),
 		},
 		Action: unknownCommand,
 		// urfave/cli exits the process on errors unless this is set; main
@@ -300,7 +303,9 @@ func commandArgs(cCtx *cli.Context) ([]string, error) {
 			i++
 			value = rest[i]
 		}
-		if err := cCtx.Set(name, value); err != nil {
+		// Set by the flag's first name: urfave/cli reads a flag by it, and
+		// an alias set on its own (-n for --lines) would go unseen.
+		if err := cCtx.Set(f.Names()[0], value); err != nil {
 			return nil, fmt.Errorf("invalid value %q for flag %s: %w", value, arg, err)
 		}
 	}

@@ -487,7 +487,7 @@ func TestUp(t *testing.T) {
 	start := func(_ context.Context, opts worker.Options) (node, error) {
 		got = opts
 		return node{client: fake, frontend: "127.0.0.1:7233", ui: "http://127.0.0.1:8233", http: "http://127.0.0.1:7777",
-			stop: func() error { stopped++; return nil }}, nil
+			tokenFile: ".nid/http-token", stop: func() error { stopped++; return nil }}, nil
 	}
 	var out, errOut bytes.Buffer
 	opts := newUpOptions(cfg, nil, embed, true, "Ctrl-C stops nid.")
@@ -497,6 +497,8 @@ func TestUp(t *testing.T) {
 		"Temporal frontend  127.0.0.1:7233\n"+
 		"Temporal Web UI    http://127.0.0.1:8233\n"+
 		"nid HTTP server    http://127.0.0.1:7777\n"+
+		"Dashboard          http://127.0.0.1:7777/?token=TOKEN\n"+
+		"API token          in .nid/http-token (generated; set http.token to choose one)\n"+
 		"15:00:01 web/lead  turn 1\n",
 		out.String())
 	require.Equal(t, 1, stopped, "Ctrl-C stops the node")

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -49,9 +47,6 @@ func newRotateCommand(a *app) *cli.Command {
 	}
 }
 
-// rotateModes are the methods nid rotate may ask for.
-var rotateModes = []string{config.ModeAuto, config.ModeCompact, config.ModeHandoff}
-
 func newRotateOptions(args []string, mode string, modeSet bool) (rotateOptions, error) {
 	if len(args) != 1 {
 		return rotateOptions{}, fmt.Errorf("nid rotate takes one GROUP/SESSION, e.g. nid rotate web/lead (got %d arguments)", len(args))
@@ -60,7 +55,7 @@ func newRotateOptions(args []string, mode string, modeSet bool) (rotateOptions, 
 	if err != nil {
 		return rotateOptions{}, err
 	}
-	if modeSet && !slices.Contains(rotateModes, mode) {
+	if modeSet && (mode == "" || !workflows.ValidRotateMode(mode)) {
 		return rotateOptions{}, fmt.Errorf("--mode %q is not a rotation mode: use auto, compact or handoff", mode)
 	}
 	return rotateOptions{Group: group, Name: name, Mode: mode}, nil
@@ -82,40 +77,6 @@ func runRotate(ctx context.Context, c client.Client, opts rotateOptions, stdout 
 		}
 		return fmt.Errorf("asking %s to rotate: %w", ref, err)
 	}
-	_, err = fmt.Fprintln(stdout, rotateOutcome(ref, opts.Mode, view))
+	_, err = fmt.Fprintln(stdout, workflows.RotateOutcome(ref, opts.Mode, view).Text)
 	return err
-}
-
-// rotateOutcome says what the session will do with the request, as its
-// workflow decides it: a request made while one is pending or running joins
-// it; an idle session rotates at once; a busy one when its turn ends.
-func rotateOutcome(ref, mode string, v workflows.SessionView) string {
-	switch {
-	case v.Status == workflows.StatusRotating:
-		return fmt.Sprintf("%s is rotating now: this request joins that rotation", ref)
-	case v.HandoffPending:
-		return fmt.Sprintf("%s wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it", ref)
-	case v.PendingRotate != nil:
-		if mode == "" {
-			mode = v.PendingRotate.Mode
-		}
-		return fmt.Sprintf("a rotation is already pending for %s: this request joins it (%s); it runs when the current turn ends", ref, effectiveMode(mode, v.Policy))
-	case v.Status == workflows.StatusWorking || v.Status == workflows.StatusRateLimited:
-		return fmt.Sprintf("%s is %s: it rotates (%s) when the current turn ends", ref, v.Status, effectiveMode(mode, v.Policy))
-	default:
-		return fmt.Sprintf("rotating %s now (%s)", ref, effectiveMode(mode, v.Policy))
-	}
-}
-
-// effectiveMode is the method a manual rotation runs: the one asked for,
-// else the group's, else auto when the group says off.
-func effectiveMode(mode string, policy config.Rotate) string {
-	switch {
-	case mode != "":
-		return mode
-	case policy.Mode == "" || policy.Mode == config.ModeOff:
-		return config.ModeAuto
-	default:
-		return policy.Mode
-	}
 }

@@ -21,6 +21,9 @@ type node struct {
 	ui       string
 	http     string
 	stop     func() error
+	// tokenFile is where the generated API token lives; empty when the
+	// configuration sets it.
+	tokenFile string
 }
 
 // startNode starts a worker node; tests pass their own.
@@ -31,7 +34,7 @@ func startWorkerNode(ctx context.Context, opts worker.Options) (node, error) {
 	if err != nil {
 		return node{}, err
 	}
-	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop}, nil
+	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop, tokenFile: n.TokenFile}, nil
 }
 
 type upOptions struct {
@@ -124,6 +127,8 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 		{"Temporal frontend", n.frontend},
 		{"Temporal Web UI", ui},
 		{"nid HTTP server", n.http},
+		{"Dashboard", n.http + "/?token=TOKEN"},
+		{"API token", tokenWhere(n.tokenFile)},
 	}); err != nil {
 		return errors.Join(err, n.stop())
 	}
@@ -136,4 +141,12 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 		return fmt.Errorf("stopping: %w", err)
 	}
 	return nil
+}
+
+// tokenWhere says where the API token the dashboard and the API need is.
+func tokenWhere(file string) string {
+	if file == "" {
+		return "http.token (nid.yaml or NID_HTTP_TOKEN)"
+	}
+	return "in " + file + " (generated; set http.token to choose one)"
 }

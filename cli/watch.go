@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -241,17 +242,7 @@ func (f *feed) fetch(ctx context.Context, targets []target) []fetched {
 }
 
 func queryEvents(ctx context.Context, c client.Client, t target, after int64) ([]workflows.Event, error) {
-	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
-	defer cancel()
-	val, err := c.QueryWorkflow(ctx, workflows.SessionID(t.group, t.name), "", workflows.QueryEvents, after)
-	if err != nil {
-		return nil, err
-	}
-	var evs []workflows.Event
-	if err := val.Get(&evs); err != nil {
-		return nil, err
-	}
-	return evs, nil
+	return nidclient.QueryEvents(ctx, c, t.group, t.name, after)
 }
 
 func (f *feed) print(e workflows.Event, width int) error {

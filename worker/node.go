@@ -18,6 +18,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -41,6 +42,10 @@ type Node struct {
 	Frontend string
 	UI       string
 	HTTP     string
+
+	// TokenFile is where the generated API token lives; empty when
+	// http.token or NID_HTTP_TOKEN sets it.
+	TokenFile string
 
 	server   EmbeddedServer
 	workers  []sdkworker.Worker
@@ -70,15 +75,25 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	n = &Node{logger: logger}
+	// started outlives `return nil, err`, which clears n before the
+	// deferred clean-up runs.
+	started := &Node{logger: logger}
+	n = started
 	defer func() {
 		if err != nil {
-			_ = n.Stop()
+			_ = started.Stop()
 		}
 	}()
 	if err := os.MkdirAll(cfg.State, 0o755); err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", cfg.State, err)
 	}
+	// Before anything starts: a node that would serve its API to the
+	// network without a configured token refuses to start at all.
+	token, tokenFile, err := APIToken(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.TokenFile = tokenFile
 
 	n.Frontend = cfg.Address()
 	if cfg.Embedded() && opts.StartEmbedded != nil {
@@ -117,8 +132,10 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	n.HTTP = "http://" + ln.Addr().String()
 	mcp := NewMCPEndpoint(key, temporalSessions{c: n.Client}, n.HTTP)
+	logs := transcript.New(cfg.State)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/", mcp.Handler())
+	mux.Handle("/", NewAPI(n.Client, APIOptions{Token: token, Transcripts: logs, WebUI: n.UI, Namespace: cfg.Temporal.Namespace}).Handler())
 	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -127,10 +144,13 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}()
 
 	acts := &activities.Activities{
-		Agents:   map[string]activities.Agent{config.AgentSim: activities.NewSim()},
+		Agents:   Agents(),
+		Settings: AgentSettings(cfg),
+		Notify:   sessionNotifier{c: n.Client},
 		StateDir: cfg.State,
 		MCPURL:   mcp.URL,
 	}
+	acts.Transcripts = logs
 	wfw := sdkworker.New(n.Client, workflows.TaskQueue, sdkworker.Options{})
 	RegisterWorkflows(wfw)
 	// On Ctrl-C a turn in flight gets a moment to finish rather than being

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+// chromiumPath is the browser the dashboard test drives: $NID_CHROMIUM, else
+// Debian's chromium, which .ci/run installs.
+func chromiumPath(t *testing.T) string {
+	for _, p := range []string{os.Getenv("NID_CHROMIUM"), "/usr/bin/chromium"} {
+		if p == "" {
+			continue
+		}
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium: install Debian's chromium (.ci/run does) or set NID_CHROMIUM")
+	return ""
+}
+
+// browser starts a headless chromium with a fresh profile that reaches
+// nothing but the pages it is sent to.
+func browser(t *testing.T) context.Context {
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1400),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	t.Cleanup(func() { cancel(); cancelTab(); cancelAlloc() })
+	return ctx
+}
+
+// text is the visible text of the first element sel matches, "" when none
+// does yet.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {innerText: ""}).innerText`, sel)))
+	require.NoError(t, err)
+	return s
+}
+
+// waitText waits until the text of sel matches re and returns it.
+func waitText(t *testing.T, ctx context.Context, what, sel string, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		s := text(t, ctx, sel)
+		if re.MatchString(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s is %q, want %s", what, sel, s, re)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestDashboardInABrowser(t *testing.T) {
+	ctx := browser(t)
+	s := newSite(t, `  web:
+    goal: Add dark mode to the settings page
+    rotate: {mode: auto, contextPercent: 85}
+    sessions:
+      - agent: sim
+        name: lead
+        sim: {window: 200000, tokensPerTurn: 3000, turnDelay: 300ms}
+      - agent: sim
+        name: worker
+        sim: {window: 1000000, tokensPerTurn: 8000, turnDelay: 300ms}
+  ops:
+    rotate: {mode: off}
+    sessions:
+      - agent: sim
+        name: full
+        sim: {window: 100000, tokensPerTurn: 40000, turnDelay: 100ms}
+`)
+	up := s.up()
+	tokenFile := filepath.Join(s.dir, ".nid", "http-token")
+	require.Contains(t, up.out.String(), tokenFile, "nid up says where the API token is")
+	b, err := os.ReadFile(tokenFile)
+	require.NoError(t, err)
+	token := strings.TrimSpace(string(b))
+	base := fmt.Sprintf("http://127.0.0.1:%d", s.http)
+
+	// The group page: one row per session with its context.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/web?token="+token)))
+	waitText(t, ctx, "the lead's context", `#sessions tr[data-session="lead"]`, regexp.MustCompile(`ctx \d+% of 200k`))
+	row := waitText(t, ctx, "the worker's context", `#sessions tr[data-session="worker"]`, regexp.MustCompile(`ctx \d+% of 1M`))
+	require.Regexp(t, `^worker\s+sim\s+(idle|working)\s+ctx \d+% of 1M\s+↻0\s+\d+$`, row)
+	url, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+	require.NoError(t, err)
+	require.Equal(t, base+"/groups/web", url, "the login drops the token from the address")
+
+	// A context from 75% up is yellow.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/ops")))
+	s.mustNid("send", "ops/full", "fill your context")
+	s.mustNid("send", "ops/full", "and fill it more")
+	waitText(t, ctx, "a full context", `#sessions tr[data-session="full"] .ctx.warn`, regexp.MustCompile(`^ctx (7[5-9]|[89]\d|100)% of 100k$`))
+
+	// The session page: the meter, then Rotate with a mode.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/sessions/web/lead")))
+	waitText(t, ctx, "the meter", "#meter-text", regexp.MustCompile(`^ctx \d+% of 200k · [\d.]+k used of 200k · reported`))
+	require.Contains(t, text(t, ctx, "#meter"), "rotate at 85%", "the meter marks the threshold")
+	waitText(t, ctx, "the live feed", "#feed", regexp.MustCompile(`turn \d+`))
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("rotate-mode").value = "handoff"`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#rotate"))))
+	waitText(t, ctx, "the rotate answer", "#rotate-answer",
+		regexp.MustCompile(`^(rotating web/lead now \(handoff\)|web/lead is working: it rotates \(handoff\) when the current turn ends)$`))
+
+	feed := waitText(t, ctx, "the rotation in the feed", "#feed", regexp.MustCompile(`↻ handoff \(manual\)`))
+	require.Regexp(t, `↻ handoff \(manual\) [\d.]+k → [\d.]+k  sim-1 → sim-2`, feed)
+	history := waitText(t, ctx, "the rotation in the history", "#history", regexp.MustCompile(`handoff\s+manual`))
+	require.Regexp(t, `^1\s+\S+\s+handoff\s+manual\s+[\d.]+k → [\d.]+k\s+sim-1 → sim-2\s+Handoff from sim conversation sim-1`, history)
+	tail := waitText(t, ctx, "the fresh conversation in the transcript", "#transcript", regexp.MustCompile(`(?s)↻ handoff: You are session web/lead.*< sim turn 1 of conversation sim-2`))
+	require.Equal(t, 1, strings.Count(tail, "sim turn 1 of conversation sim-2"), "each transcript entry shows once:\n%s", tail)
+
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	dir := filepath.Join("artifacts")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	path, err := filepath.Abs(filepath.Join(dir, "session-page.png"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, shot, 0o644))
+	t.Logf("screenshot of the session page: %s", path)
+
+	// The groups and inbox pages.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/")))
+	waitText(t, ctx, "the groups page", "#groups", regexp.MustCompile(`(?s)ops\s+1\s+\d\s+ctx \d+% of 100k.*web\s+2\s+\d\s+ctx \d+% of`))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/inbox")))
+	waitText(t, ctx, "the inbox page", "#inbox", regexp.MustCompile(`inbox empty`))
+
+	// The same rotation through the command line's transcript.
+	out := s.mustNid("transcript", "web/lead")
+	require.Contains(t, out, "↻ handoff: You are session web/lead")
+	require.Contains(t, out, "── conversation sim-2")
+}

@@ -1,0 +1,300 @@
+// Package nidclient reads nid's sessions and groups from Temporal the way
+// every client of nid does (the command line and the HTTP API): one
+// visibility list for the running sessions, decoded from their search
+// attributes and memo, and queries for one session's or group's view.
+//
+//	sessions, err := nidclient.ListSessions(ctx, c, "web")
+//	view, err := nidclient.QuerySession(ctx, c, "web", "lead")
+//	if nidclient.IsNotFound(err) {
+//		return nidclient.UnknownSession(ctx, c, "web", "lead")
+//	}
+package nidclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/nid-dev/nid/workflows"
+)
+
+// Session is one running session as Temporal visibility lists it.
+type Session struct {
+	Group   string                  `json:"group"`
+	Name    string                  `json:"name"`
+	Agent   string                  `json:"agent"`
+	Status  string                  `json:"status"`
+	Context workflows.ContextRecord `json:"context"`
+}
+
+// Ref is the session's address, group/name.
+func (s Session) Ref() string { return s.Group + "/" + s.Name }
+
+// SessionsQuery selects running session workflows, of one group when group
+// is not empty. Group names are validated before they get here, so they
+// cannot break out of the quotes.
+func SessionsQuery(group string) string {
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.SessionWorkflowName)
+	if group != "" {
+		q += fmt.Sprintf(" AND %s = '%s'", workflows.SearchGroup, group)
+	}
+	return q
+}
+
+// GroupsQuery selects running group workflows.
+func GroupsQuery() string {
+	return fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.GroupWorkflowName)
+}
+
+// listExecutions runs one visibility query, following its pages.
+func listExecutions(ctx context.Context, c client.Client, query string) ([]*workflowpb.WorkflowExecutionInfo, error) {
+	var out []*workflowpb.WorkflowExecutionInfo
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         query,
+			NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing workflows: %w", err)
+		}
+		out = append(out, resp.GetExecutions()...)
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// ListSessions returns the running sessions, of one group when group is not
+// empty, sorted by group/name. It is one visibility query: everything the
+// CONTEXT column needs is in the search attributes and the memo.
+func ListSessions(ctx context.Context, c client.Client, group string) ([]Session, error) {
+	execs, err := listExecutions(ctx, c, SessionsQuery(group))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []Session
+	for _, e := range execs {
+		s := SessionFrom(e)
+		// A session that just continued as new can show twice while
+		// visibility catches up; the newest run comes first.
+		if seen[s.Ref()] {
+			continue
+		}
+		seen[s.Ref()] = true
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Session) int { return strings.Compare(a.Ref(), b.Ref()) })
+	return out, nil
+}
+
+// SessionFrom decodes a session workflow's visibility record.
+func SessionFrom(e *workflowpb.WorkflowExecutionInfo) Session {
+	sa := e.GetSearchAttributes()
+	s := Session{
+		Group:  searchString(sa, workflows.SearchGroup),
+		Name:   searchString(sa, workflows.SearchSession),
+		Agent:  searchString(sa, workflows.SearchAgent),
+		Status: searchString(sa, workflows.SearchStatus),
+	}
+	if s.Group == "" || s.Name == "" {
+		// Before its first search attribute upsert is visible, the id
+		// still says who it is: nid/<group>/<session>.
+		parts := strings.SplitN(e.GetExecution().GetWorkflowId(), "/", 3)
+		if len(parts) == 3 {
+			s.Group, s.Name = parts[1], parts[2]
+		}
+	}
+	if p, ok := e.GetMemo().GetFields()[workflows.MemoContext]; ok {
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &s.Context); err == nil {
+			return s
+		}
+	}
+	// No memo yet: the search attributes still carry the percent and the
+	// rotations.
+	if pct, ok := searchFloat(sa, workflows.SearchContextPercent); ok {
+		s.Context.Percent = &pct
+	}
+	if n, ok := searchInt(sa, workflows.SearchRotations); ok {
+		s.Context.Rotations = int(n)
+	}
+	return s
+}
+
+func searchPayload(sa *commonpb.SearchAttributes, key string) *commonpb.Payload {
+	return sa.GetIndexedFields()[key]
+}
+
+func searchString(sa *commonpb.SearchAttributes, key string) string {
+	p := searchPayload(sa, key)
+	if p == nil {
+		return ""
+	}
+	dc := converter.GetDefaultDataConverter()
+	var s string
+	if err := dc.FromPayload(p, &s); err == nil {
+		return s
+	}
+	// Some servers hand keywords back as a one-element list.
+	var list []string
+	if err := dc.FromPayload(p, &list); err == nil && len(list) > 0 {
+		return list[0]
+	}
+	return ""
+}
+
+func searchFloat(sa *commonpb.SearchAttributes, key string) (float64, bool) {
+	p := searchPayload(sa, key)
+	if p == nil {
+		return 0, false
+	}
+	var f float64
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &f); err != nil {
+		return 0, false
+	}
+	return f, true
+}
+
+func searchInt(sa *commonpb.SearchAttributes, key string) (int64, bool) {
+	p := searchPayload(sa, key)
+	if p == nil {
+		return 0, false
+	}
+	var n int64
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &n); err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// ListGroups returns the names of the running groups, sorted.
+func ListGroups(ctx context.Context, c client.Client) ([]string, error) {
+	execs, err := listExecutions(ctx, c, GroupsQuery())
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range execs {
+		name := searchString(e.GetSearchAttributes(), workflows.SearchGroup)
+		if name == "" {
+			name = strings.TrimPrefix(e.GetExecution().GetWorkflowId(), workflows.GroupID(""))
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// UnknownGroup is the error for a group that is not running: it lists the
+// groups that are.
+func UnknownGroup(ctx context.Context, c client.Client, group string) error {
+	groups, err := ListGroups(ctx, c)
+	if err != nil {
+		return fmt.Errorf("no group %q", group)
+	}
+	return GroupMissing(group, groups)
+}
+
+// GroupMissing words the error for a group that is not among groups.
+func GroupMissing(group string, groups []string) error {
+	if len(groups) == 0 {
+		return fmt.Errorf("no group %q: no group is running (start them with nid up)", group)
+	}
+	return fmt.Errorf("no group %q; running groups: %s", group, strings.Join(groups, ", "))
+}
+
+// UnknownSession is the error for a session that is not running: it lists
+// the group's sessions, or the groups when the group is not running either.
+func UnknownSession(ctx context.Context, c client.Client, group, name string) error {
+	ref := group + "/" + name
+	all, err := ListSessions(ctx, c, "")
+	if err != nil {
+		return fmt.Errorf("no session %q", ref)
+	}
+	var names []string
+	for _, s := range all {
+		if s.Group == group {
+			names = append(names, s.Name)
+		}
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("no session %q; sessions in %s: %s", ref, group, strings.Join(names, ", "))
+	}
+	groups, err := ListGroups(ctx, c)
+	if err != nil {
+		return fmt.Errorf("no session %q", ref)
+	}
+	if slices.Contains(groups, group) {
+		return fmt.Errorf("no session %q: group %s has no running sessions", ref, group)
+	}
+	return GroupMissing(group, groups)
+}
+
+// IsNotFound reports whether err says the workflow does not exist.
+func IsNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
+// QueryTimeout bounds a query: a workflow whose worker died a moment ago is
+// still handed the query, and nothing would answer it.
+const QueryTimeout = 10 * time.Second
+
+// NotAnswering words a query that failed for another reason than the
+// workflow not existing: almost always no worker is running.
+func NotAnswering(who string, err error) error {
+	return fmt.Errorf("%s did not answer (is nid up or nid worker running?): %w", who, err)
+}
+
+// QuerySession asks a session workflow for its view.
+func QuerySession(ctx context.Context, c client.Client, group, name string) (workflows.SessionView, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	var v workflows.SessionView
+	val, err := c.QueryWorkflow(ctx, workflows.SessionID(group, name), "", workflows.QuerySession)
+	if err != nil {
+		return v, err
+	}
+	return v, val.Get(&v)
+}
+
+// QueryGroup asks a group workflow for its view.
+func QueryGroup(ctx context.Context, c client.Client, group string) (workflows.GroupView, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	var v workflows.GroupView
+	val, err := c.QueryWorkflow(ctx, workflows.GroupID(group), "", workflows.QueryGroup)
+	if err != nil {
+		return v, err
+	}
+	return v, val.Get(&v)
+}
+
+// QueryEvents asks a session workflow for its events after seq.
+func QueryEvents(ctx context.Context, c client.Client, group, name string, after int64) ([]workflows.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	val, err := c.QueryWorkflow(ctx, workflows.SessionID(group, name), "", workflows.QueryEvents, after)
+	if err != nil {
+		return nil, err
+	}
+	var evs []workflows.Event
+	if err := val.Get(&evs); err != nil {
+		return nil, err
+	}
+	return evs, nil
+}

@@ -1,0 +1,634 @@
+package worker
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/nidclient"
+	"github.com/nid-dev/nid/transcript"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// MaxRequestBytes bounds an API request body.
+const MaxRequestBytes = 64 << 10
+
+// API method names, as in POST /api/<method>.
+const (
+	MethodSessionList       = "session.list"
+	MethodSessionGet        = "session.get"
+	MethodSessionRotate     = "session.rotate"
+	MethodSessionSend       = "session.send"
+	MethodSessionTranscript = "session.transcript"
+	MethodGroupList         = "group.list"
+	MethodGroupGet          = "group.get"
+	MethodGroupSet          = "group.set"
+	MethodBoardRead         = "board.read"
+	MethodInboxList         = "inbox.list"
+)
+
+// Error codes of the API's JSON errors.
+const (
+	CodeBadJSON          = "bad_json"
+	CodeInvalid          = "invalid"
+	CodeUnauthorized     = "unauthorized"
+	CodeNotFound         = "not_found"
+	CodeUnknownMethod    = "unknown_method"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeTooLarge         = "too_large"
+	CodeNotSupported     = "not_supported"
+	CodeUnavailable      = "unavailable"
+)
+
+// APIError is the body of every failed API request. Field names the request
+// field at fault, when one is.
+type APIError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+func invalid(field, format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Code: CodeInvalid, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// APIOptions configures the API.
+type APIOptions struct {
+	// Token is the bearer token every request needs (see APIToken).
+	Token string
+	// Transcripts are this host's session transcripts.
+	Transcripts *transcript.Log
+	// WebUI is the Temporal Web UI's address, for links to workflows; empty
+	// when there is none.
+	WebUI     string
+	Namespace string
+}
+
+// API serves nid's JSON API, its event stream and the dashboard from one
+// handler. Every request needs the bearer token, or the cookie the
+// dashboard sets when a browser opens it with ?token=.
+type API struct {
+	c       client.Client
+	opts    APIOptions
+	guard   *guard
+	methods map[string]func(context.Context, *http.Request) (any, error)
+}
+
+// NewAPI returns the API over Temporal client c.
+func NewAPI(c client.Client, opts APIOptions) *API {
+	a := &API{c: c, opts: opts, guard: newGuard(opts.Token)}
+	a.methods = map[string]func(context.Context, *http.Request) (any, error){
+		MethodSessionList:       a.sessionList,
+		MethodSessionGet:        a.sessionGet,
+		MethodSessionRotate:     a.sessionRotate,
+		MethodSessionSend:       a.sessionSend,
+		MethodSessionTranscript: a.sessionTranscript,
+		MethodGroupList:         a.groupList,
+		MethodGroupGet:          a.groupGet,
+		MethodGroupSet:          a.groupSet,
+		MethodBoardRead:         a.boardRead,
+		MethodInboxList:         a.inboxList,
+	}
+	return a
+}
+
+// Handler serves /api/<method>, /api/events and the dashboard; mount it at
+// "/".
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/events", a.serveEvents)
+	mux.HandleFunc("/api/", a.serveMethod)
+	mux.Handle("/", a.dashboard())
+	return mux
+}
+
+func (a *API) serveMethod(w http.ResponseWriter, r *http.Request) {
+	if !a.guard.api(r) {
+		writeError(w, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			Message: "missing or wrong token: send Authorization: Bearer <token> (http.token, NID_HTTP_TOKEN, or the file nid up names)"})
+		return
+	}
+	name := strings.TrimPrefix(r.URL.Path, "/api/")
+	method, ok := a.methods[name]
+	if !ok {
+		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeUnknownMethod,
+			Message: fmt.Sprintf("no API method %q (methods: %s, and GET /api/events)", name, strings.Join(slicesSorted(a.methods), ", "))})
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: name + " takes POST with a JSON body"})
+		return
+	}
+	res, err := method(r.Context(), r)
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// nonNil makes an empty list answer [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func slicesSorted[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func asAPIError(err error) *APIError {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *APIError) {
+	if e.Status == 0 {
+		e.Status = http.StatusBadRequest
+	}
+	writeJSON(w, e.Status, e)
+}
+
+// decode reads the request body into v: at most MaxRequestBytes, a single
+// JSON object, no fields v does not have. An empty body is an empty object.
+func decode(r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxRequestBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("request body over %d bytes", MaxRequestBytes)}
+	}
+	if err != nil {
+		return &APIError{Code: CodeBadJSON, Message: "reading the request body: " + err.Error()}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badJSON(err)
+	}
+	if dec.More() {
+		return &APIError{Code: CodeBadJSON, Message: "the body must be one JSON object"}
+	}
+	return nil
+}
+
+// badJSON names the field a decoding error is about, when there is one.
+func badJSON(err error) *APIError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return &APIError{Code: CodeBadJSON, Field: te.Field, Message: fmt.Sprintf("%s: must be a %s, not a %s", te.Field, jsonType(te.Type.Kind().String()), te.Value)}
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		f = strings.Trim(f, `"`)
+		return &APIError{Code: CodeBadJSON, Field: f, Message: fmt.Sprintf("%s: unknown field", f)}
+	}
+	return &APIError{Code: CodeBadJSON, Message: "the body is not a JSON object: " + strings.TrimPrefix(msg, "json: ")}
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "struct", "map":
+		return "object"
+	case "slice", "array":
+		return "list"
+	default:
+		return "number"
+	}
+}
+
+// sessionRef checks the session field: "group/session".
+func sessionRef(ref string) (group, name string, err error) {
+	if ref == "" {
+		return "", "", invalid("session", "missing: name the session as GROUP/SESSION, e.g. web/lead")
+	}
+	group, name, perr := workflows.ParseSessionRef(ref)
+	if perr != nil {
+		return "", "", invalid("session", "%q is not GROUP/SESSION, e.g. web/lead", ref)
+	}
+	return group, name, nil
+}
+
+func groupName(field, g string, required bool) error {
+	switch {
+	case g == "" && required:
+		return invalid(field, "missing: name a group, e.g. web")
+	case g != "" && !workflows.ValidName(g):
+		return invalid(field, "%q is not a group name: use lower-case letters, digits, - and _", g)
+	}
+	return nil
+}
+
+// notFound turns a workflow that does not exist into the API's not_found
+// error, worded as the command line words it, and any other failure into
+// unavailable.
+func (a *API) notFound(ctx context.Context, err error, field, group, name string) error {
+	if !nidclient.IsNotFound(err) {
+		who := group
+		if name != "" {
+			who += "/" + name
+		}
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: nidclient.NotAnswering(who, err).Error()}
+	}
+	var missing error
+	if name != "" {
+		missing = nidclient.UnknownSession(ctx, a.c, group, name)
+	} else {
+		missing = nidclient.UnknownGroup(ctx, a.c, group)
+	}
+	return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Field: field, Message: missing.Error()}
+}
+
+type groupRequest struct {
+	Group string `json:"group"`
+}
+
+type sessionRequest struct {
+	Session string `json:"session"`
+}
+
+// SessionList is the session.list answer.
+type SessionList struct {
+	Sessions []nidclient.Session `json:"sessions"`
+}
+
+func (a *API) sessionList(ctx context.Context, r *http.Request) (any, error) {
+	var req groupRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := groupName("group", req.Group, false); err != nil {
+		return nil, err
+	}
+	sessions, err := nidclient.ListSessions(ctx, a.c, req.Group)
+	if err != nil {
+		return nil, err
+	}
+	return SessionList{Sessions: nonNil(sessions)}, nil
+}
+
+// SessionAnswer is the session.get answer: the session's view with where to
+// find its workflow.
+type SessionAnswer struct {
+	workflows.SessionView
+	WorkflowID string `json:"workflowID"`
+	// WorkflowURL is the session's workflow in the Temporal Web UI.
+	WorkflowURL string `json:"workflowURL,omitempty"`
+}
+
+func (a *API) sessionGet(ctx context.Context, r *http.Request) (any, error) {
+	var req sessionRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	group, name, err := sessionRef(req.Session)
+	if err != nil {
+		return nil, err
+	}
+	v, err := nidclient.QuerySession(ctx, a.c, group, name)
+	if err != nil {
+		return nil, a.notFound(ctx, err, "session", group, name)
+	}
+	id := workflows.SessionID(group, name)
+	return SessionAnswer{SessionView: v, WorkflowID: id, WorkflowURL: a.workflowURL(id)}, nil
+}
+
+func (a *API) workflowURL(id string) string {
+	if a.opts.WebUI == "" {
+		return ""
+	}
+	return strings.TrimRight(a.opts.WebUI, "/") + "/namespaces/" + url.PathEscape(a.opts.Namespace) + "/workflows/" + url.PathEscape(id)
+}
+
+type rotateRequest struct {
+	Session string `json:"session"`
+	Mode    string `json:"mode"`
+}
+
+// RotateAnswer is the session.rotate answer: when the rotation runs (now,
+// after-turn, or joined to one running), by which method, and the sentence
+// `nid rotate` prints.
+type RotateAnswer struct {
+	Session string `json:"session"`
+	workflows.RotateAnswer
+}
+
+func (a *API) sessionRotate(ctx context.Context, r *http.Request) (any, error) {
+	var req rotateRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	group, name, err := sessionRef(req.Session)
+	if err != nil {
+		return nil, err
+	}
+	if !workflows.ValidRotateMode(req.Mode) {
+		return nil, invalid("mode", "%q is not a rotation mode: use auto, compact or handoff, or leave it out for the group's", req.Mode)
+	}
+	v, err := nidclient.QuerySession(ctx, a.c, group, name)
+	if err != nil {
+		return nil, a.notFound(ctx, err, "session", group, name)
+	}
+	sig := workflows.RotateRequest{Mode: req.Mode, Reason: workflows.ReasonManual}
+	if err := a.c.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalRotate, sig); err != nil {
+		return nil, a.notFound(ctx, err, "session", group, name)
+	}
+	ref := group + "/" + name
+	return RotateAnswer{Session: ref, RotateAnswer: workflows.RotateOutcome(ref, req.Mode, v)}, nil
+}
+
+type sendRequest struct {
+	Session string `json:"session"`
+	Text    string `json:"text"`
+}
+
+// SendAnswer is the session.send answer.
+type SendAnswer struct {
+	Session string `json:"session"`
+	Queued  bool   `json:"queued"`
+}
+
+func (a *API) sessionSend(ctx context.Context, r *http.Request) (any, error) {
+	var req sendRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	group, name, err := sessionRef(req.Session)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		return nil, invalid("text", "missing: the prompt for the session's next turn")
+	}
+	err = a.c.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalMessage, workflows.Message{Text: req.Text})
+	if err != nil {
+		return nil, a.notFound(ctx, err, "session", group, name)
+	}
+	return SendAnswer{Session: group + "/" + name, Queued: true}, nil
+}
+
+type transcriptRequest struct {
+	Session string `json:"session"`
+	// After returns only entries after this sequence number.
+	After int64 `json:"after"`
+	// Limit keeps the last entries only; 0 means 200.
+	Limit int `json:"limit"`
+}
+
+// TranscriptAnswer is the session.transcript answer.
+type TranscriptAnswer struct {
+	Session string             `json:"session"`
+	Entries []transcript.Entry `json:"entries"`
+}
+
+// defaultTranscriptLimit is how many entries session.transcript returns
+// when the request does not say.
+const defaultTranscriptLimit = 200
+
+func (a *API) sessionTranscript(ctx context.Context, r *http.Request) (any, error) {
+	var req transcriptRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	group, name, err := sessionRef(req.Session)
+	if err != nil {
+		return nil, err
+	}
+	if req.Limit < 0 {
+		return nil, invalid("limit", "must not be negative")
+	}
+	if req.After < 0 {
+		return nil, invalid("after", "must not be negative")
+	}
+	if a.opts.Transcripts == nil {
+		return nil, &APIError{Status: http.StatusNotImplemented, Code: CodeNotSupported, Message: "this server keeps no transcripts"}
+	}
+	entries, err := a.opts.Transcripts.Read(group, name, req.After)
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 0 && req.After == 0 {
+		// No transcript on this host: say whether the session exists at
+		// all rather than answer an empty list for a typo.
+		if _, qerr := nidclient.QuerySession(ctx, a.c, group, name); qerr != nil {
+			return nil, a.notFound(ctx, qerr, "session", group, name)
+		}
+	}
+	limit := cmp.Or(req.Limit, defaultTranscriptLimit)
+	if len(entries) > limit {
+		entries = entries[len(entries)-limit:]
+	}
+	return TranscriptAnswer{Session: group + "/" + name, Entries: nonNil(entries)}, nil
+}
+
+// GroupList is the group.list answer.
+type GroupList struct {
+	Groups []string `json:"groups"`
+}
+
+func (a *API) groupList(ctx context.Context, r *http.Request) (any, error) {
+	var req struct{}
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	groups, err := nidclient.ListGroups(ctx, a.c)
+	if err != nil {
+		return nil, err
+	}
+	return GroupList{Groups: nonNil(groups)}, nil
+}
+
+func (a *API) groupGet(ctx context.Context, r *http.Request) (any, error) {
+	var req groupRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := groupName("group", req.Group, true); err != nil {
+		return nil, err
+	}
+	v, err := nidclient.QueryGroup(ctx, a.c, req.Group)
+	if err != nil {
+		return nil, a.notFound(ctx, err, "group", req.Group, "")
+	}
+	return v, nil
+}
+
+type groupSetRequest struct {
+	Group  string          `json:"group"`
+	Rotate json.RawMessage `json:"rotate"`
+	Budget json.RawMessage `json:"budget"`
+}
+
+// GroupSetAnswer is the group.set answer: the group's policy and budget
+// after the change.
+type GroupSetAnswer struct {
+	Group  string        `json:"group"`
+	Rotate config.Rotate `json:"rotate"`
+	Budget config.Budget `json:"budget"`
+}
+
+func (a *API) groupSet(ctx context.Context, r *http.Request) (any, error) {
+	var req groupSetRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := groupName("group", req.Group, true); err != nil {
+		return nil, err
+	}
+	rotate, budget := bytes.TrimSpace(req.Rotate), bytes.TrimSpace(req.Budget)
+	if len(rotate) == 0 && len(budget) == 0 {
+		return nil, invalid("rotate", `missing: give rotate and/or budget with the fields to change, e.g. {"mode": "handoff"} or {"turns": 500}`)
+	}
+	for _, f := range []struct {
+		name string
+		v    []byte
+	}{{"rotate", rotate}, {"budget", budget}} {
+		if len(f.v) > 0 && f.v[0] != '{' {
+			return nil, invalid(f.name, "must be a JSON object of the fields to change")
+		}
+	}
+	v, err := nidclient.QueryGroup(ctx, a.c, req.Group)
+	if err != nil {
+		return nil, a.notFound(ctx, err, "group", req.Group, "")
+	}
+	// The group validates too; checking both first names the field without
+	// a round trip through its history, and changes nothing if either is bad.
+	if len(rotate) > 0 {
+		if _, err := config.ApplyRotateJSON(v.Policy, string(rotate)); err != nil {
+			return nil, invalid("rotate", "%s", err)
+		}
+	}
+	if len(budget) > 0 {
+		if _, err := config.ApplyBudgetJSON(v.Board.Budget, string(budget)); err != nil {
+			return nil, invalid("budget", "%s", err)
+		}
+	}
+	answer := GroupSetAnswer{Group: req.Group, Rotate: v.Policy, Budget: v.Board.Budget}
+	if len(rotate) > 0 {
+		if err := a.updateGroup(ctx, req.Group, "rotate", workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: string(rotate)}, &answer.Rotate); err != nil {
+			return nil, err
+		}
+	}
+	if len(budget) > 0 {
+		if err := a.updateGroup(ctx, req.Group, "budget", workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: string(budget)}, &answer.Budget); err != nil {
+			return nil, err
+		}
+	}
+	return answer, nil
+}
+
+func (a *API) updateGroup(ctx context.Context, group, field, update string, arg, out any) error {
+	handle, err := a.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.GroupID(group),
+		UpdateName:   update,
+		Args:         []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return a.notFound(ctx, err, "group", group, "")
+	}
+	if err := handle.Get(ctx, out); err != nil {
+		return invalid(field, "%s", workflows.ErrorText(err))
+	}
+	return nil
+}
+
+// BoardAnswer is the board.read answer: the board, and its text as agents'
+// board_read shows it.
+type BoardAnswer struct {
+	Group string              `json:"group"`
+	Board workflows.BoardView `json:"board"`
+	Text  string              `json:"text"`
+}
+
+func (a *API) boardRead(ctx context.Context, r *http.Request) (any, error) {
+	var req groupRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := groupName("group", req.Group, true); err != nil {
+		return nil, err
+	}
+	v, err := nidclient.QueryGroup(ctx, a.c, req.Group)
+	if err != nil {
+		return nil, a.notFound(ctx, err, "group", req.Group, "")
+	}
+	return BoardAnswer{Group: req.Group, Board: v.Board, Text: workflows.BoardText(v.Board, "")}, nil
+}
+
+// InboxAnswer is the inbox.list answer, oldest first.
+type InboxAnswer struct {
+	Items []workflows.InboxItem `json:"items"`
+}
+
+func (a *API) inboxList(ctx context.Context, r *http.Request) (any, error) {
+	var req groupRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := groupName("group", req.Group, false); err != nil {
+		return nil, err
+	}
+	groups := []string{req.Group}
+	if req.Group == "" {
+		var err error
+		if groups, err = nidclient.ListGroups(ctx, a.c); err != nil {
+			return nil, err
+		}
+	}
+	items := []workflows.InboxItem{}
+	for _, g := range groups {
+		v, err := nidclient.QueryGroup(ctx, a.c, g)
+		if nidclient.IsNotFound(err) && req.Group == "" {
+			continue // it ended between the list and the query
+		}
+		if err != nil {
+			return nil, a.notFound(ctx, err, "group", g, "")
+		}
+		items = append(items, v.Inbox...)
+	}
+	slices.SortStableFunc(items, func(x, y workflows.InboxItem) int {
+		return cmp.Or(x.At.Compare(y.At), cmp.Compare(x.Group, y.Group), cmp.Compare(x.Seq, y.Seq))
+	})
+	return InboxAnswer{Items: items}, nil
+}

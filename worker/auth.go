@@ -1,0 +1,131 @@
+package worker
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// TokenFile is the file under the state directory holding the API token nid
+// generated because neither http.token nor NID_HTTP_TOKEN set one.
+const TokenFile = "http-token"
+
+// APIToken returns the bearer token the API and the dashboard require:
+// http.token when set, else the one in the state directory, generated on
+// first use. file is where a generated token lives, empty for a configured
+// one. A listen address other than loopback needs a configured token: a
+// token written to disk on a shared host is not a secret worth guarding a
+// network port with.
+func APIToken(cfg *config.Config) (token, file string, err error) {
+	if cfg.HTTP.Token != "" {
+		return cfg.HTTP.Token, "", nil
+	}
+	if !loopback(cfg.HTTP.Listen) {
+		return "", "", fmt.Errorf("http.listen %s is not a loopback address: set http.token (or NID_HTTP_TOKEN) to serve the API and dashboard there", cfg.HTTP.Listen)
+	}
+	file = filepath.Join(cfg.State, TokenFile)
+	b, err := os.ReadFile(file)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), file, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("API token: %w", err)
+	}
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return "", "", err
+	}
+	token = hex.EncodeToString(raw)
+	if err := os.MkdirAll(cfg.State, 0o755); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("API token: %w", err)
+	}
+	return token, file, nil
+}
+
+// loopback reports whether a listen address accepts connections from this
+// host only. An empty host listens everywhere.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// cookieName is the dashboard's session cookie.
+const cookieName = "nid_session"
+
+// dashboardHeader marks an API request made by the dashboard's own script.
+// A browser sends a custom header cross-origin only after a CORS preflight,
+// which nid never answers, so a page on another site cannot ride the
+// dashboard's cookie.
+const dashboardHeader = "X-Nid-Dashboard"
+
+// guard authenticates API and dashboard requests: a bearer token, or the
+// cookie the dashboard set when the browser logged in with ?token=.
+type guard struct {
+	token string
+	// cookie is derived from the token, so the token itself never sits in
+	// a browser's cookie jar and changing the token logs every browser out.
+	cookie string
+}
+
+func newGuard(token string) *guard {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("nid dashboard session"))
+	return &guard{token: token, cookie: hex.EncodeToString(m.Sum(nil))}
+}
+
+func (g *guard) bearer(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	t, ok := strings.CutPrefix(h, "Bearer ")
+	return ok && hmac.Equal([]byte(strings.TrimSpace(t)), []byte(g.token))
+}
+
+func (g *guard) hasCookie(r *http.Request) bool {
+	c, err := r.Cookie(cookieName)
+	return err == nil && hmac.Equal([]byte(c.Value), []byte(g.cookie))
+}
+
+// api says whether an API request is authenticated: a bearer token, or the
+// dashboard's cookie on a request its script made (a GET such as the event
+// stream, which EventSource cannot give headers, or one with the dashboard
+// header).
+func (g *guard) api(r *http.Request) bool {
+	if g.bearer(r) {
+		return true
+	}
+	return g.hasCookie(r) && (r.Method == http.MethodGet || r.Header.Get(dashboardHeader) != "")
+}
+
+// login sets the dashboard cookie when the request carries the right
+// ?token=, and reports whether it did.
+func (g *guard) login(w http.ResponseWriter, r *http.Request) bool {
+	t := r.URL.Query().Get("token")
+	if t == "" || !hmac.Equal([]byte(t), []byte(g.token)) {
+		return false
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: g.cookie, Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode,
+	})
+	return true
+}

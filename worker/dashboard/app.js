@@ -1,0 +1,275 @@
+// nid's dashboard: one script, no dependencies. Pages are routed by path;
+// data comes from the JSON API (POST /api/<method>) and live updates from
+// the server-sent events at /api/events.
+"use strict";
+
+const yellowFrom = 75;
+const main = document.getElementById("main");
+
+async function api(method, body) {
+  const r = await fetch("/api/" + method, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-Nid-Dashboard": "1" },
+    body: JSON.stringify(body || {}),
+  });
+  const data = await r.json();
+  if (!r.ok) throw new Error(data.message || r.statusText);
+  return data;
+}
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null) e.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+// tokens is 200k, 1.3k, 1M: as nid ls prints them.
+function tokens(n) {
+  if (n < 1000) return String(n);
+  const tenths = Math.floor((n + 50) / 100);
+  if (tenths < 10000) return tenthsText(tenths) + "k";
+  return tenthsText(Math.floor((n + 50000) / 100000)) + "M";
+}
+function tenthsText(t) { return t % 10 === 0 ? String(t / 10) : (t / 10).toFixed(1); }
+
+// ctxText is "ctx 62% of 200k", or "ctx —" when the agent reports nothing.
+function ctxText(c) {
+  if (c.percent === undefined || c.percent === null) return "ctx —";
+  let s = "ctx " + Math.floor(c.percent) + "%";
+  if (c.windowTokens > 0) s += " of " + tokens(c.windowTokens);
+  return s;
+}
+function ctxCell(c) {
+  const warn = c.percent !== undefined && c.percent !== null && Math.floor(c.percent) >= yellowFrom;
+  return el("span", { class: "ctx" + (warn ? " warn" : "") }, ctxText(c));
+}
+
+function time(at) { return new Date(at).toLocaleTimeString([], { hour12: false }); }
+
+function rotationText(r) {
+  let s = "↻ " + r.method + " (" + r.reason + (r.fellBack ? ", compact failed" : "") + ")";
+  if (r.beforeTokens > 0 || r.afterTokens > 0) s += " " + tokens(r.beforeTokens) + " → " + tokens(r.afterTokens);
+  if (r.oldConversation && r.newConversation && r.oldConversation !== r.newConversation) s += "  " + r.oldConversation + " → " + r.newConversation;
+  return s;
+}
+function eventText(e) {
+  if (e.kind === "rotation" && e.rotation) return rotationText(e.rotation) + (e.rotation.summary ? '  "' + clip(e.rotation.summary, 80) + '"' : "");
+  if (e.kind === "rotation-failed" && e.rotation) return "✗ rotation failed: " + e.rotation.method + " (" + e.rotation.reason + ")" + (e.rotation.error ? ": " + e.rotation.error : "");
+  let s = e.text || e.kind;
+  if (e.kind === "turn" && e.context) s += "  " + ctxText(e.context).slice(4);
+  return s;
+}
+function clip(s, n) { return s.length <= n ? s : s.slice(0, n - 1) + "…"; }
+
+// feedLimit bounds a feed on a page left open for days.
+const feedLimit = 300;
+function prependFeed(feed, item) {
+  feed.prepend(item);
+  while (feed.children.length > feedLimit) feed.lastChild.remove();
+}
+
+function feedItem(e, showSession) {
+  return el("li", { class: e.kind, "data-seq": e.seq },
+    time(e.at) + " " + (showSession ? e.group + "/" + e.session + "  " : "") + eventText(e));
+}
+
+// live opens the event stream and calls onEvent / onSessions; the header's
+// dot says whether it is connected. EventSource reconnects by itself.
+let source = null;
+function live(query, handlers) {
+  if (source) source.close();
+  source = new EventSource("/api/events" + query);
+  const dot = document.getElementById("live");
+  source.onopen = () => dot.classList.add("on");
+  source.onerror = () => dot.classList.remove("on");
+  if (handlers.event) source.addEventListener("event", (m) => handlers.event(JSON.parse(m.data)));
+  if (handlers.sessions) source.addEventListener("sessions", (m) => handlers.sessions(JSON.parse(m.data).sessions));
+}
+
+function showError(err) {
+  main.replaceChildren(el("p", { class: "answer error" }, String(err.message || err)));
+}
+
+// ---- groups page
+
+async function groupsPage() {
+  document.title = "nid: groups";
+  const { groups } = await api("group.list");
+  const body = el("tbody");
+  main.replaceChildren(el("h1", {}, "Groups"),
+    groups.length === 0 ? el("p", { class: "muted" }, "No group is running: start them with nid up.") :
+      el("table", { id: "groups" }, el("thead", {}, el("tr", {}, el("th", {}, "group"), el("th", {}, "sessions"), el("th", {}, "working"), el("th", {}, "fullest context"))), body));
+  const render = (sessions) => {
+    body.replaceChildren(...groups.map((g) => {
+      const ss = sessions.filter((s) => s.group === g);
+      const fullest = ss.reduce((a, s) => (s.context.percent || 0) > (a ? a.context.percent || 0 : -1) ? s : a, null);
+      return el("tr", {}, el("td", {}, el("a", { href: "/groups/" + g }, g)), el("td", {}, ss.length),
+        el("td", {}, ss.filter((s) => s.status === "working").length), el("td", {}, fullest ? ctxCell(fullest.context) : "—"));
+    }));
+  };
+  render((await api("session.list")).sessions);
+  live("", { sessions: render });
+}
+
+// ---- group page
+
+async function groupPage(group) {
+  document.title = "nid: " + group;
+  const g = await api("group.get", { group });
+  const body = el("tbody");
+  const feed = el("ul", { class: "feed", id: "feed" });
+  main.replaceChildren(
+    el("h1", {}, "Group " + group),
+    g.goal ? el("p", {}, g.goal) : null,
+    el("p", { class: "muted", id: "policy" }, "rotate: mode=" + g.policy.mode + " contextPercent=" + g.policy.contextPercent + " maxTurns=" + (g.policy.maxTurns || "never")),
+    el("table", { id: "sessions" }, el("thead", {}, el("tr", {}, ["session", "agent", "status", "context", "rotations", "turns"].map((h) => el("th", {}, h)))), body),
+    el("h2", {}, "Feed"), feed);
+  const render = (sessions) => {
+    body.replaceChildren(...sessions.map((s) => el("tr", { "data-session": s.name },
+      el("td", {}, el("a", { href: "/sessions/" + s.group + "/" + s.name }, s.name)),
+      el("td", {}, s.agent),
+      el("td", { class: "status-" + s.status }, s.status),
+      el("td", {}, ctxCell(s.context)),
+      el("td", {}, "↻" + (s.context.rotations || 0)),
+      el("td", {}, s.context.totalTurns || 0))));
+  };
+  render((await api("session.list", { group })).sessions);
+  live("?backlog=20&group=" + encodeURIComponent(group), {
+    sessions: render,
+    event: (e) => { prependFeed(feed, feedItem(e, true)); },
+  });
+}
+
+// ---- session page
+
+async function sessionPage(group, name) {
+  const ref = group + "/" + name;
+  document.title = "nid: " + ref;
+  let s = await api("session.get", { session: ref });
+  const meter = el("div", { class: "meter", id: "meter" });
+  const meterText = el("p", { class: "meter-text", id: "meter-text" });
+  const status = el("span", { id: "status" });
+  const mode = el("select", { id: "rotate-mode" },
+    el("option", { value: "" }, "group's mode"), el("option", { value: "auto" }, "auto"),
+    el("option", { value: "compact" }, "compact"), el("option", { value: "handoff" }, "handoff"));
+  const answer = el("p", { id: "rotate-answer" });
+  const history = el("tbody", { id: "history" });
+  const feed = el("ul", { class: "feed", id: "feed" });
+  const tail = el("ul", { class: "transcript", id: "transcript" });
+  const rotate = async () => {
+    answer.className = "answer";
+    answer.textContent = "asking…";
+    try {
+      const a = await api("session.rotate", { session: ref, mode: mode.value || undefined });
+      answer.dataset.when = a.when;
+      answer.textContent = a.message;
+    } catch (err) {
+      answer.className = "answer error";
+      answer.textContent = err.message;
+    }
+  };
+  main.replaceChildren(
+    el("h1", {}, "Session ", el("a", { href: "/groups/" + group }, group), "/" + name),
+    el("p", {}, status, s.workflowURL ? el("span", {}, " · ", el("a", { href: s.workflowURL, target: "_blank", rel: "noopener" }, "workflow in Temporal Web UI")) : null),
+    el("h2", {}, "Context"), meter, meterText,
+    el("div", { class: "actions" }, el("button", { id: "rotate", onclick: rotate }, "Rotate"), mode), answer,
+    el("h2", {}, "Rotations"),
+    el("table", {}, el("thead", {}, el("tr", {}, ["#", "time", "method", "reason", "before → after", "conversation", "summary"].map((h) => el("th", {}, h)))), history),
+    el("div", { class: "grid" },
+      el("div", {}, el("h2", {}, "Feed"), feed),
+      el("div", {}, el("h2", {}, "Transcript"), tail)));
+
+  const renderContext = (c, policy, st, agent) => {
+    const pct = c.percent === undefined || c.percent === null ? null : c.percent;
+    const threshold = policy ? policy.contextPercent : 0;
+    meter.replaceChildren(
+      el("div", { class: "fill" + (pct !== null && Math.floor(pct) >= yellowFrom ? " warn" : ""), style: "width:" + Math.min(100, pct || 0) + "%" }),
+      threshold > 0 && policy.mode !== "off" ? el("div", { class: "threshold", style: "left:" + threshold + "%", title: "rotates at " + threshold + "%" }, el("span", {}, "rotate at " + threshold + "%")) : null);
+    meterText.textContent = ctxText(c) + (pct !== null ? " · " + tokens(c.usedTokens) + " used of " + tokens(c.windowTokens) : " · the agent reports no usage") +
+      " · " + c.source + " · ↻" + (c.rotations || 0) + " · turns " + (c.totalTurns || 0);
+    if (st) { status.className = "status-" + st; status.textContent = (agent ? agent + " · " : "") + st; }
+  };
+  const rotations = new Set();
+  const addHistory = (e) => {
+    if (!e.rotation || rotations.has(e.seq)) return;
+    rotations.add(e.seq);
+    const r = e.rotation;
+    history.prepend(el("tr", { class: e.kind },
+      el("td", {}, r.number), el("td", {}, time(e.at)), el("td", {}, r.method + (r.ok ? "" : " ✗")),
+      el("td", {}, r.reason + (r.fellBack ? ", compact failed" : "")),
+      el("td", {}, tokens(r.beforeTokens) + " → " + tokens(r.afterTokens)),
+      el("td", {}, (r.oldConversation || "—") + " → " + (r.newConversation || "—")),
+      el("td", {}, r.error ? "✗ " + r.error : (r.summary || ""))));
+  };
+  // One transcript fetch at a time: events arrive in bursts, and two
+  // fetches after the same entry would show its successors twice.
+  let lastEntry = 0, fetching = false, again = false;
+  const transcript = async () => {
+    if (fetching) { again = true; return; }
+    fetching = true;
+    try {
+      const t = await api("session.transcript", { session: ref, after: lastEntry, limit: 100 });
+      for (const x of t.entries) {
+        lastEntry = Math.max(lastEntry, x.seq);
+        const mark = { prompt: ">", output: "<", tool: "·", rotation: "↻", error: "✗" }[x.kind] || x.kind;
+        tail.append(el("li", { class: x.kind }, time(x.at) + " " + mark + " " + (x.method ? x.method + ": " : "") + x.text));
+      }
+      while (tail.children.length > 200) tail.firstChild.remove();
+      tail.scrollTop = tail.scrollHeight;
+    } catch (err) { /* transcripts live on the worker's host; the page works without them */ }
+    fetching = false;
+    if (again) { again = false; transcript(); }
+  };
+  renderContext(s.context, s.policy, s.status, s.agent);
+  for (const e of s.events) if (e.rotation) addHistory(e);
+  transcript();
+  let policy = s.policy;
+  live("?backlog=30&session=" + encodeURIComponent(ref), {
+    event: (e) => {
+      prependFeed(feed, feedItem(e, false));
+      if (e.rotation) addHistory(e);
+      if (e.context) renderContext(e.context, policy);
+      if (e.kind === "policy") api("session.get", { session: ref }).then((v) => { policy = v.policy; renderContext(v.context, policy, v.status, v.agent); });
+      transcript();
+    },
+    sessions: (ss) => { const x = ss.find((y) => y.name === name); if (x) renderContext(x.context, policy, x.status, x.agent); },
+  });
+}
+
+// ---- inbox page
+
+async function inboxPage() {
+  document.title = "nid: inbox";
+  const body = el("tbody", { id: "inbox" });
+  main.replaceChildren(el("h1", {}, "Inbox"),
+    el("table", {}, el("thead", {}, el("tr", {}, ["time", "who", "kind", "what"].map((h) => el("th", {}, h)))), body));
+  const render = async () => {
+    const { items } = await api("inbox.list");
+    body.replaceChildren(...(items.length === 0 ? [el("tr", {}, el("td", { colspan: 4, class: "muted" }, "inbox empty"))] :
+      items.slice().reverse().map((it) => el("tr", {}, el("td", {}, new Date(it.at).toLocaleString()),
+        el("td", {}, it.session ? el("a", { href: "/sessions/" + it.group + "/" + it.session }, it.group + "/" + it.session) : it.group),
+        el("td", {}, it.kind), el("td", {}, it.text)))));
+  };
+  await render();
+  live("", { event: (e) => { if (e.kind === "rotation-failed" || e.kind === "turn-failed") render(); } });
+}
+
+function route() {
+  const p = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  if (p.length === 0) return groupsPage();
+  if (p[0] === "inbox" && p.length === 1) return inboxPage();
+  if (p[0] === "groups" && p.length === 2) return groupPage(p[1]);
+  if (p[0] === "sessions" && p.length === 3) return sessionPage(p[1], p[2]);
+  main.replaceChildren(el("p", {}, "No such page. ", el("a", { href: "/" }, "Groups")));
+}
+
+route().catch(showError);

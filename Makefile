@@ -1,7 +1,7 @@
 # nid: `make help` lists the targets.
 GO ?= go
 
-.PHONY: help build check test bench clean
+.PHONY: help build check test deps bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -14,8 +14,17 @@ check: ## gofmt, go vet, workflowcheck (workflow code stays deterministic)
 	$(GO) vet ./...
 	$(GO) tool workflowcheck ./workflows/...
 
-test: ## Run every test: workflow, config, CLI, adapters and end-to-end
+AGENTS := activities/testdata/agents
+
+test: deps ## Run every test (installs what they need first: see deps)
 	$(GO) test -timeout 30m ./...
+
+deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs (npm) and Chromium (Debian) the tests drive
+	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } || \
+		{ echo "the browser test needs Debian's chromium: apt-get install chromium"; exit 1; }
+
+$(AGENTS)/node_modules/.package-lock.json: $(AGENTS)/package.json $(AGENTS)/package-lock.json
+	cd $(AGENTS) && npm ci --no-audit --no-fund
 
 bench: ## Orchestration overhead per turn and nid ls over 1,000 sessions
 	$(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./e2e

@@ -268,17 +268,13 @@ func TestUpUsesAnExistingCluster(t *testing.T) {
         name: solo
         sim: {turnDelay: 20ms}
 `)
-	cfg := filepath.Join(guest.dir, "nid.yaml")
-	b, err := os.ReadFile(cfg)
-	require.NoError(t, err)
-	b = []byte(strings.Replace(string(b), "temporal:\n", "temporal:\n  address: "+host.address()+"\n", 1))
-	require.NoError(t, os.WriteFile(cfg, b, 0o644))
-	guest.frontend = host.frontend
+	guest.cluster = host.address()
+	guest.writeConfig()
 
 	p := guest.up()
 	require.Contains(t, p.out.String(), "not started here", "no second server, no second Web UI")
 	guest.eventually("api/solo working on the host's cluster", time.Minute, func() bool { return guest.ls()["api/solo"].Turns > 0 })
 	require.Contains(t, host.ls(), "api/solo", "one cluster lists both")
-	_, err = os.Stat(filepath.Join(guest.dir, ".nid", "temporal.db"))
+	_, err := os.Stat(filepath.Join(guest.dir, ".nid", "temporal.db"))
 	require.True(t, os.IsNotExist(err), "the guest started no server")
 }

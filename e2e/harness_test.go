@@ -95,9 +95,13 @@ func (b *syncBuffer) String() string {
 type site struct {
 	t        testing.TB
 	dir      string
+	groups   string
 	frontend int
 	ui       int
 	http     int
+	// cluster is the address of a Temporal server the site uses instead of
+	// starting its own.
+	cluster string
 }
 
 func freePort(t testing.TB) int {
@@ -111,14 +115,33 @@ func freePort(t testing.TB) int {
 // newSite writes nid.yaml with the given groups section (YAML, indented as
 // under "groups:").
 func newSite(t testing.TB, groups string) *site {
-	s := &site{t: t, dir: t.TempDir(), frontend: freePort(t), ui: freePort(t), http: freePort(t)}
-	cfg := fmt.Sprintf("state: %s\ntemporal:\n  port: %d\n  uiPort: %d\nhttp:\n  listen: 127.0.0.1:%d\ngroups:\n%s",
-		filepath.Join(s.dir, ".nid"), s.frontend, s.ui, s.http, groups)
-	require.NoError(t, os.WriteFile(filepath.Join(s.dir, "nid.yaml"), []byte(cfg), 0o644))
+	s := &site{t: t, dir: t.TempDir(), groups: groups}
+	s.newPorts()
 	return s
 }
 
-func (s *site) address() string { return fmt.Sprintf("127.0.0.1:%d", s.frontend) }
+// newPorts picks free ports and writes nid.yaml with them.
+func (s *site) newPorts() {
+	s.frontend, s.ui, s.http = freePort(s.t), freePort(s.t), freePort(s.t)
+	s.writeConfig()
+}
+
+func (s *site) writeConfig() {
+	address := ""
+	if s.cluster != "" {
+		address = "  address: " + s.cluster + "\n"
+	}
+	cfg := fmt.Sprintf("state: %s\ntemporal:\n%s  port: %d\n  uiPort: %d\nhttp:\n  listen: 127.0.0.1:%d\ngroups:\n%s",
+		filepath.Join(s.dir, ".nid"), address, s.frontend, s.ui, s.http, s.groups)
+	require.NoError(s.t, os.WriteFile(filepath.Join(s.dir, "nid.yaml"), []byte(cfg), 0o644))
+}
+
+func (s *site) address() string {
+	if s.cluster != "" {
+		return s.cluster
+	}
+	return fmt.Sprintf("127.0.0.1:%d", s.frontend)
+}
 
 // upProcess is a running nid up.
 type upProcess struct {
@@ -129,6 +152,27 @@ type upProcess struct {
 
 // up starts nid up and waits until it prints that it is serving.
 func (s *site) up() *upProcess {
+	s.t.Helper()
+	// Ports picked free can be taken by another test process before nid
+	// binds them; a first start may try again on new ones.
+	_, err := os.Stat(filepath.Join(s.dir, ".nid"))
+	first := os.IsNotExist(err)
+	for attempt := 1; ; attempt++ {
+		p, out, ok := s.start()
+		if ok {
+			return p
+		}
+		if !first || attempt == 3 || !strings.Contains(out, "address already in use") {
+			s.t.Fatalf("nid up exited:\n%s", out)
+		}
+		require.NoError(s.t, os.RemoveAll(filepath.Join(s.dir, ".nid")))
+		s.newPorts()
+	}
+}
+
+// start starts nid up and waits until it prints that it is serving; if it
+// exits first it returns its output.
+func (s *site) start() (*upProcess, string, bool) {
 	s.t.Helper()
 	p := &upProcess{out: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(nidBin, "up")
@@ -142,14 +186,15 @@ func (s *site) up() *upProcess {
 	for !strings.Contains(p.out.String(), s.address()) {
 		select {
 		case err := <-p.done:
-			s.t.Fatalf("nid up exited (%v):\n%s", err, p.out.String())
+			p.done <- err
+			return nil, fmt.Sprintf("(%v)\n%s", err, p.out.String()), false
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.t.Fatalf("nid up did not come up:\n%s", p.out.String())
 		}
 	}
-	return p
+	return p, "", true
 }
 
 func (p *upProcess) kill() {

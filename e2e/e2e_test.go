@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
@@ -51,6 +53,11 @@ func TestGroupRotatesByContextAndLsShowsIt(t *testing.T) {
 	require.Equal(t, workflows.ReasonContext, rots[0].Reason)
 	require.GreaterOrEqual(t, rots[0].BeforeTokens, int64(60_000))
 	require.Less(t, rots[0].AfterTokens, rots[0].BeforeTokens/5)
+
+	// The Temporal Web UI says in words what each workflow is.
+	require.Equal(t, "nid session web/lead (sim agent)", summaryOf(t, c, workflows.SessionID("web", "lead")))
+	require.Equal(t, "nid group web: Add dark mode to the settings page", summaryOf(t, c, workflows.GroupID("web")))
+	require.Equal(t, "rotation 1 of web/lead: compact (context)", summaryOf(t, c, workflows.RotationID("web", "lead", 1)))
 
 	out := s.mustNid("ls")
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
@@ -277,4 +284,16 @@ func TestUpUsesAnExistingCluster(t *testing.T) {
 	require.Contains(t, host.ls(), "api/solo", "one cluster lists both")
 	_, err := os.Stat(filepath.Join(guest.dir, ".nid", "temporal.db"))
 	require.True(t, os.IsNotExist(err), "the guest started no server")
+}
+
+// summaryOf is a workflow's static summary, as the Web UI shows it.
+func summaryOf(t *testing.T, c client.Client, id string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	require.NoError(t, err)
+	var summary string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(d.GetExecutionConfig().GetUserMetadata().GetSummary(), &summary))
+	return summary
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -29,6 +30,9 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 			TaskQueue:                workflows.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			TypedSearchAttributes:    workflows.GroupSearchAttributes(name),
+			StaticSummary:            workflows.GroupSummary(name, g.Goal),
+			StaticDetails: fmt.Sprintf("The nid group %s: it owns the rotate policy, the board (tasks, claims, locks), "+
+				"the budget and the inbox of its sessions (%s), and pushes them to the sessions.", name, strings.Join(sessions, ", ")),
 		}, workflows.GroupWorkflowName, workflows.GroupInput{
 			Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions,
 			Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
@@ -61,6 +65,10 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 					TaskQueue:                workflows.TaskQueue,
 					WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 					TypedSearchAttributes:    workflows.SessionSearchAttributes(name, s.Name, s.Agent),
+					StaticSummary:            workflows.SessionSummary(name, s.Name, s.Agent),
+					StaticDetails: fmt.Sprintf("The nid session %s/%s: one %s agent seat in group %s. It sends the agent "+
+						"its turns, tracks how full its context is, and rotates the conversation (compaction or handoff) "+
+						"before it fills, keeping its worktree, branch, tasks and locks.", name, s.Name, s.Agent, name),
 				}, workflows.SessionWorkflowName, workflows.SessionInput{
 					Group:         name,
 					Name:          s.Name,

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"fmt"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -21,6 +23,20 @@ func SessionSearchAttributes(group, name, agent string) temporal.SearchAttribute
 		groupKey.ValueSet(group), sessionKey.ValueSet(name), agentKey.ValueSet(agent),
 		statusKey.ValueSet(StatusIdle), rotationsKey.ValueSet(0),
 	)
+}
+
+// SessionSummary is a session workflow's one-line summary in the Temporal
+// Web UI.
+func SessionSummary(group, name, agent string) string {
+	return fmt.Sprintf("nid session %s/%s (%s agent)", group, name, agent)
+}
+
+// GroupSummary is a group workflow's one-line summary in the Temporal Web UI.
+func GroupSummary(group, goal string) string {
+	if goal == "" {
+		return "nid group " + group
+	}
+	return fmt.Sprintf("nid group %s: %s", group, goal)
 }
 
 // GroupSearchAttributes are a group workflow's attributes.
@@ -61,6 +77,8 @@ func (s *session) publish(ctx workflow.Context) {
 		}
 	}
 	s.published = published{status: s.st.Status, percent: c.Percent, rotations: c.Rotations, context: c, valid: true}
+	// Current details cost no history: the Web UI reads them by query.
+	workflow.SetCurrentDetails(ctx, s.details())
 }
 
 func samePercent(a, b *float64) bool {
@@ -81,4 +99,27 @@ func sameContext(a, b ContextRecord) bool {
 		return false
 	}
 	return a == b
+}
+
+// details says in words where the session stands, for the Web UI.
+func (s *session) details() string {
+	c := s.st.Context
+	ctx := "context unknown (the agent reports no numbers)"
+	if c.Percent != nil {
+		ctx = fmt.Sprintf("context %.0f%% of %d tokens (%s)", *c.Percent, c.WindowTokens, c.Source)
+	}
+	d := fmt.Sprintf("%s; %s; %d turns (%d since the last rotation), %d rotations", s.st.Status, ctx, c.TotalTurns, c.Turns, c.Rotations)
+	if r := c.LastRotation; r != nil {
+		outcome := "ok"
+		if !r.OK {
+			outcome = "failed"
+		}
+		d += fmt.Sprintf("; last rotation %s (%s) %s", r.Method, r.Reason, outcome)
+	}
+	if b := s.st.Board; b != nil {
+		if t := b.HeldBy(s.in.Name); t != nil {
+			d += fmt.Sprintf("; working on task %s: %s", t.ID, t.Title)
+		}
+	}
+	return d
 }

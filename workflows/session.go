@@ -558,6 +558,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest) {
 		WorkflowID:            RotationID(s.in.Group, s.in.Name, n),
 		TaskQueue:             workflow.GetInfo(ctx).TaskQueueName,
 		TypedSearchAttributes: temporal.NewSearchAttributes(groupKey.ValueSet(s.in.Group), sessionKey.ValueSet(s.in.Name), agentKey.ValueSet(s.in.Spec.Kind)),
+		StaticSummary:         fmt.Sprintf("rotation %d of %s/%s: %s (%s)", n, s.in.Group, s.in.Name, req.Mode, req.Reason),
 	})
 	s.running = &req
 	s.child = workflow.ExecuteChildWorkflow(cctx, RotationWorkflowName, RotationInput{

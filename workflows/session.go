@@ -72,6 +72,8 @@ type SessionState struct {
 	// the last one used (or given up).
 	ReserveSeq int64 `json:"reserveSeq,omitempty"`
 	UsedSeq    int64 `json:"usedSeq,omitempty"`
+	// Unbilled is what the session spent and has not yet charged the group.
+	Unbilled Charge `json:"unbilled,omitempty"`
 }
 
 type session struct {
@@ -181,6 +183,7 @@ func (s *session) run(ctx workflow.Context) error {
 // is about to sit still.
 func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
 	if !ready() {
+		s.flushCharge(ctx)
 		switch {
 		case s.st.Status == StatusIdle && s.exhausted():
 			s.st.Status = StatusPaused

@@ -181,15 +181,34 @@ func (s *session) workDir() string {
 }
 
 // charge bills the group for turns the session ran.
+//
+// Without a budget limit the bill only feeds `nid group show`, so it is sent
+// every chargeBatch turns and whenever the session goes idle, not after
+// every turn: a turn never waits on the group.
 func (s *session) charge(ctx workflow.Context, c Charge) {
+	if !s.team {
+		return
+	}
+	u := &s.st.Unbilled
+	u.Turns, u.Tokens, u.USD = u.Turns+c.Turns, u.Tokens+c.Tokens, u.USD+c.USD
+	if s.budgeted() || u.Turns >= chargeBatch {
+		s.flushCharge(ctx)
+	}
+}
+
+// chargeBatch is how many turns a session without a budget limit bills at once.
+const chargeBatch = 10
+
+func (s *session) flushCharge(ctx workflow.Context) {
+	c := s.st.Unbilled
 	if !s.team || (c.Turns == 0 && c.Tokens == 0 && c.USD == 0) {
 		return
 	}
+	s.st.Unbilled = Charge{}
 	c.Session = s.in.Name
-	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalCharge, c).Get(ctx, nil)
-	if err != nil {
-		workflow.GetLogger(ctx).Warn("charge not delivered", "error", err)
-	}
+	// Not awaited: the group may be gone (removed from the file) and the
+	// session must not wait on its bill.
+	workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalCharge, c)
 }
 
 // turnCharge is what one turn cost: the tokens the agent was billed for, or

@@ -207,12 +207,22 @@ func TestRotate(t *testing.T) {
 			want: "web/worker wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it\n",
 		},
 		{
-			name: "joins a running rotation",
+			name: "joins a running manual rotation",
 			opts: rotateOptions{Group: "web", Name: "lead"},
 			prepare: func(f *fakeClient) {
 				f.sessions[1].Status = workflows.StatusRotating
+				f.sessions[1].Rotating = &workflows.RotateRequest{Mode: "handoff", Reason: workflows.ReasonManual}
 			},
-			want: "web/lead is rotating now: this request joins that rotation\n",
+			want: "web/lead is rotating now (handoff): this request joins that rotation\n",
+		},
+		{
+			name: "waits for a running policy rotation",
+			opts: rotateOptions{Group: "web", Name: "lead", Mode: "handoff"},
+			prepare: func(f *fakeClient) {
+				f.sessions[1].Status = workflows.StatusRotating
+				f.sessions[1].Rotating = &workflows.RotateRequest{Mode: "compact", Reason: workflows.ReasonContext}
+			},
+			want: "web/lead is in another rotation now: it rotates (handoff) when that one ends\n",
 		},
 	}
 	for _, tt := range tests {
@@ -231,6 +241,15 @@ func TestRotate(t *testing.T) {
 			}}, fake.signals)
 		})
 	}
+}
+
+func TestRotateRefusesAStoppedSession(t *testing.T) {
+	fake := team()
+	fake.sessions[1].Status = workflows.StatusStopped
+	var out bytes.Buffer
+	err := runRotate(context.Background(), fake, rotateOptions{Group: "web", Name: "lead"}, &out)
+	require.EqualError(t, err, "web/lead is stopped (nid stop): it takes no rotations")
+	require.Empty(t, fake.signals, "nothing is signalled")
 }
 
 func TestRotateUnknown(t *testing.T) {

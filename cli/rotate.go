@@ -70,6 +70,9 @@ func runRotate(ctx context.Context, c client.Client, opts rotateOptions, stdout 
 	if err != nil {
 		return notAnswering(ref, err)
 	}
+	if err := workflows.CheckRotatable(ref, view); err != nil {
+		return err
+	}
 	req := workflows.RotateRequest{Mode: opts.Mode, Reason: workflows.ReasonManual}
 	if err := c.SignalWorkflow(ctx, workflows.SessionID(opts.Group, opts.Name), "", workflows.SignalRotate, req); err != nil {
 		if isNotFound(err) {

@@ -48,6 +48,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeTooLarge         = "too_large"
 	CodeNotSupported     = "not_supported"
+	CodeConflict         = "conflict"
 	CodeUnavailable      = "unavailable"
 )
 
@@ -369,11 +370,14 @@ func (a *API) sessionRotate(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, a.notFound(ctx, err, "session", group, name)
 	}
+	ref := group + "/" + name
+	if err := workflows.CheckRotatable(ref, v); err != nil {
+		return nil, &APIError{Status: http.StatusConflict, Code: CodeConflict, Field: "session", Message: err.Error()}
+	}
 	sig := workflows.RotateRequest{Mode: req.Mode, Reason: workflows.ReasonManual}
 	if err := a.c.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalRotate, sig); err != nil {
 		return nil, a.notFound(ctx, err, "session", group, name)
 	}
-	ref := group + "/" + name
 	return RotateAnswer{Session: ref, RotateAnswer: workflows.RotateOutcome(ref, req.Mode, v)}, nil
 }
 

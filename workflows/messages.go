@@ -298,6 +298,8 @@ type SessionView struct {
 	Context       ContextRecord  `json:"context"`
 	Policy        config.Rotate  `json:"policy"`
 	PendingRotate *RotateRequest `json:"pendingRotate,omitempty"`
+	// Rotating is the rotation running now, if any.
+	Rotating *RotateRequest `json:"rotating,omitempty"`
 	// HandoffPending is true when the agent wrote a handoff that the next
 	// turn boundary will act on.
 	HandoffPending bool    `json:"handoffPending,omitempty"`

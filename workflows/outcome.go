@@ -41,9 +41,14 @@ type RotateAnswer struct {
 // names the session in the sentence.
 func RotateOutcome(ref, mode string, v SessionView) RotateAnswer {
 	switch {
+	case v.Status == StatusRotating && v.Rotating != nil && v.Rotating.Reason == ReasonManual &&
+		(mode == "" || mode == v.Rotating.Mode):
+		return RotateAnswer{RotateJoined, v.Rotating.Mode,
+			fmt.Sprintf("%s is rotating now (%s): this request joins that rotation", ref, v.Rotating.Mode)}
 	case v.Status == StatusRotating:
-		return RotateAnswer{RotateJoined, EffectiveMode(mode, v.Policy),
-			fmt.Sprintf("%s is rotating now: this request joins that rotation", ref)}
+		m := EffectiveMode(mode, v.Policy)
+		return RotateAnswer{RotateAfterTurn, m,
+			fmt.Sprintf("%s is in another rotation now: it rotates (%s) when that one ends", ref, m)}
 	case v.HandoffPending:
 		return RotateAnswer{RotateAfterTurn, config.ModeHandoff,
 			fmt.Sprintf("%s wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it", ref)}
@@ -61,6 +66,14 @@ func RotateOutcome(ref, mode string, v SessionView) RotateAnswer {
 		m := EffectiveMode(mode, v.Policy)
 		return RotateAnswer{RotateNow, m, fmt.Sprintf("rotating %s now (%s)", ref, m)}
 	}
+}
+
+// CheckRotatable refuses a manual rotation the session would ignore.
+func CheckRotatable(ref string, v SessionView) error {
+	if v.Status == StatusStopped {
+		return fmt.Errorf("%s is stopped (nid stop): it takes no rotations", ref)
+	}
+	return nil
 }
 
 // EffectiveMode is the method a manual rotation runs: the one asked for,

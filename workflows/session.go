@@ -322,13 +322,7 @@ func PolicyText(r config.Rotate) string {
 // manualMode is the method a manual request runs: its own mode, else the
 // group's, else auto when the group says off.
 func (s *session) manualMode(req RotateRequest) string {
-	if req.Mode != "" {
-		return req.Mode
-	}
-	if s.st.Policy.Mode == "" || s.st.Policy.Mode == config.ModeOff {
-		return config.ModeAuto
-	}
-	return s.st.Policy.Mode
+	return EffectiveMode(req.Mode, s.st.Policy)
 }
 
 // rotationDue says which rotation, if any, the session should run now, in
@@ -673,6 +667,7 @@ func (s *session) view() (SessionView, error) {
 		Context:        s.st.Context,
 		Policy:         s.st.Policy,
 		PendingRotate:  s.st.PendingRotate,
+		Rotating:       s.running,
 		HandoffPending: s.st.HandoffPending,
 		QueuedMessages: len(s.st.Messages),
 		LastOutput:     s.st.LastOutput,

@@ -112,6 +112,7 @@ func NewApp(d Deps) *cli.App {
 		Flags:           globalFlags(),
 		Commands: []*cli.Command{
 			newUpCommand(a),
+			newServerCommand(a),
 			newWorkerCommand(a),
 			newLsCommand(a),
 			newRotateCommand(a),

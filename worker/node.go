@@ -97,14 +97,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 
 	n.Frontend = cfg.Address()
 	if cfg.Embedded() && opts.StartEmbedded != nil {
-		n.server, err = opts.StartEmbedded(ctx, EmbeddedOptions{
-			StateDir:         cfg.State,
-			Namespace:        cfg.Temporal.Namespace,
-			Port:             cfg.Temporal.Port,
-			UIPort:           cfg.Temporal.UIPort,
-			SearchAttributes: workflows.SearchAttributes(),
-			Logger:           logger,
-		})
+		n.server, err = opts.StartEmbedded(ctx, NewEmbeddedOptions(cfg, logger))
 		if err != nil {
 			return nil, fmt.Errorf("embedded Temporal server: %w", err)
 		}
@@ -170,6 +163,19 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		}
 	}
 	return n, nil
+}
+
+// NewEmbeddedOptions is how the config sets up the embedded server, so that
+// nid up and nid server start the same one on the same state.
+func NewEmbeddedOptions(cfg *config.Config, logger *slog.Logger) EmbeddedOptions {
+	return EmbeddedOptions{
+		StateDir:         cfg.State,
+		Namespace:        cfg.Temporal.Namespace,
+		Port:             cfg.Temporal.Port,
+		UIPort:           cfg.Temporal.UIPort,
+		SearchAttributes: workflows.SearchAttributes(),
+		Logger:           logger,
+	}
 }
 
 // Stop shuts the node down: HTTP server, workers, client, embedded server.

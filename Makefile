@@ -1,10 +1,10 @@
 # nid: `make help` lists the targets.
 GO ?= go
 
-.PHONY: help build check test deps bench clean
+.PHONY: help build check test deps fuzz bench bench-long clean
 
 help: ## Show this help
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## Build bin/nid (the first build compiles the Temporal server: minutes)
 	$(GO) build -o bin/nid ./cmd/nid
@@ -26,8 +26,22 @@ deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs
 $(AGENTS)/node_modules/.package-lock.json: $(AGENTS)/package.json $(AGENTS)/package-lock.json
 	cd $(AGENTS) && npm ci --no-audit --no-fund
 
+# FUZZTIME is how long each fuzz target runs.
+FUZZTIME ?= 10s
+
+fuzz: ## Run every fuzz target for FUZZTIME (10s) each, on its checked-in seeds and new inputs
+	@set -e; for file in $$(grep -rlE --include='*_test.go' --exclude-dir=node_modules --exclude-dir=.git '^func Fuzz' .); do \
+		for name in $$(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' $$file); do \
+			echo "fuzz $$name ($$(dirname $$file))"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$(dirname $$file); \
+		done; \
+	done
+
 bench: ## Orchestration overhead per turn and nid ls over 1,000 sessions
-	$(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./e2e
+	$(GO) test -timeout 30m -run '^$$' -bench 'TurnOverhead|Ls1000' -benchtime 1x ./e2e
+
+bench-long: ## One session for 10,000 turns: history bound, exact counters, time and memory (~15+ minutes)
+	$(GO) test -timeout 40m -run '^$$' -bench LongRun -benchtime 1x ./e2e
 
 clean: ## Remove built binaries
 	rm -rf bin

@@ -44,6 +44,16 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`groups.web.budget.turns: -1 must be 0 (no limit) or more`, `groups.web.budget.usd: -2.5 must be 0 (no limit) or more`},
 		},
 		{
+			name: "budget that is not an amount",
+			yaml: group("    budget: {usd: .nan}\n" + oneSim),
+			want: []string{`groups.web.budget.usd: NaN is not an amount of dollars (0: no limit)`},
+		},
+		{
+			name: "infinite budget",
+			yaml: group("    budget: {usd: .inf}\n" + oneSim),
+			want: []string{`groups.web.budget.usd: +Inf is not an amount of dollars (0: no limit)`},
+		},
+		{
 			name: "unknown budget key",
 			yaml: group("    budget: {dollars: 5}\n" + oneSim),
 			want: []string{`groups.web.budget.dollars: unknown key (allowed: turns, tokens, usd)`},
@@ -212,6 +222,16 @@ func TestLoadReportsBadInput(t *testing.T) {
 			name: "sim window zero",
 			yaml: group("    sessions:\n      - agent: sim\n        sim: {window: 0}\n"),
 			want: []string{`groups.web.sessions[0].sim.window: 0 must be more than 0`},
+		},
+		{
+			name: "sim window beyond any model",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {window: 9223372036854775807, tokensPerTurn: 9223372036854775807}\n"),
+			want: []string{`groups.web.sessions[0].sim.window: 9223372036854775807 must be at most 1099511627776`},
+		},
+		{
+			name: "sim turn larger than its window",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {window: 1000, tokensPerTurn: 5000}\n"),
+			want: []string{`groups.web.sessions[0].sim.tokensPerTurn: 5000 must be at most the window, 1000`},
 		},
 		{
 			name: "sim negatives",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -119,7 +120,13 @@ func (b Budget) problems(path string) []problem {
 	if b.Tokens < 0 {
 		ps = append(ps, problem{join(path, "tokens"), fmt.Sprintf("%d must be 0 (no limit) or more", b.Tokens)})
 	}
-	if b.USD < 0 {
+	switch {
+	case math.IsNaN(b.USD) || math.IsInf(b.USD, 0):
+		// YAML's .nan and .inf parse as floats, but no budget is spent
+		// against them and JSON, which carries the budget to the group,
+		// cannot encode them.
+		ps = append(ps, problem{join(path, "usd"), fmt.Sprintf("%g is not an amount of dollars (0: no limit)", b.USD)})
+	case b.USD < 0:
 		ps = append(ps, problem{join(path, "usd"), fmt.Sprintf("%g must be 0 (no limit) or more", b.USD)})
 	}
 	return ps

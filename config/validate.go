@@ -163,13 +163,26 @@ func (s Session) problems(path string) []problem {
 	return ps
 }
 
+// maxSimWindow is the largest window a sim session may claim, far beyond
+// any real model's.
+const maxSimWindow = 1 << 40
+
 func (s Sim) problems(path string) []problem {
 	var ps []problem
 	if s.Window <= 0 {
 		ps = append(ps, problem{path + ".window", fmt.Sprintf("%d must be more than 0", s.Window)})
 	}
-	if s.TokensPerTurn < 0 {
+	// The sim adds a turn's tokens to what the conversation holds before
+	// capping it at the window: bounding both keeps that sum from
+	// overflowing into negative usage.
+	if s.Window > maxSimWindow {
+		ps = append(ps, problem{path + ".window", fmt.Sprintf("%d must be at most %d", s.Window, int64(maxSimWindow))})
+	}
+	switch {
+	case s.TokensPerTurn < 0:
 		ps = append(ps, problem{path + ".tokensPerTurn", fmt.Sprintf("%d must be 0 or more", s.TokensPerTurn)})
+	case s.TokensPerTurn > s.Window && s.Window > 0:
+		ps = append(ps, problem{path + ".tokensPerTurn", fmt.Sprintf("%d must be at most the window, %d", s.TokensPerTurn, s.Window)})
 	}
 	if s.TurnDelay < 0 {
 		ps = append(ps, problem{path + ".turnDelay", fmt.Sprintf("%s must be 0 or more", s.TurnDelay.D())})

@@ -213,3 +213,29 @@ func TestBudgetStopsTheGroupAtNTurns(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(s.mustNid("group", "show", "web", "--json")), &view))
 	require.EqualValues(t, 12, view.Board.Spent.Turns, "the rotation's turns were charged, then work filled the rest")
 }
+
+// A budgeted session waits for the group's grant before every turn, so the
+// grant often arrives in the very task that continues the session as new;
+// it must be carried into the next run, or the session waits forever.
+func TestBudgetHoldsAcrossContinueAsNew(t *testing.T) {
+	s := newSite(t, `  web:
+    goal: Many small turns
+    rotate: {mode: off}
+    budget: {turns: 1200}
+    sessions:
+      - agent: sim
+        name: lead
+        sim: {turnDelay: 0s, tokensPerTurn: 1, window: 100000000}
+`)
+	s.up()
+	last, moved := 0, time.Now()
+	s.eventually("1200 turns, then paused", 5*time.Minute, func() bool {
+		row := s.ls()["web/lead"]
+		if row.Turns != last {
+			last, moved = row.Turns, time.Now()
+		}
+		require.Less(t, time.Since(moved), 90*time.Second, "the session stalled at %d turns", last)
+		return row.Status == workflows.StatusPaused
+	})
+	require.Equal(t, 1200, s.ls()["web/lead"].Turns, "exactly the budget, across several runs")
+}

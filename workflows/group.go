@@ -86,8 +86,13 @@ func (g *group) setup(ctx workflow.Context) error {
 		}
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		// Await first, as the session's listen does, so a signal is never
+		// held in a blocked selector when the group continues as new.
 		sel := g.signalSelector(ctx)
 		for {
+			if err := workflow.Await(ctx, sel.HasPending); err != nil {
+				return
+			}
 			sel.Select(ctx)
 		}
 	})

@@ -198,9 +198,17 @@ func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
 // listen folds signals into the state. It runs beside the main loop, so a
 // signal that arrives mid-turn is seen at once (and shows in the view) but
 // acted on at the next turn boundary.
+//
+// It waits for a pending signal before selecting: a selector blocked in
+// Select takes a signal off its channel the moment it arrives, and if the
+// main loop continues as new before this coroutine runs again, that signal
+// would be lost. Left on the channel, continueAsNew drains it.
 func (s *session) listen(ctx workflow.Context) {
 	sel := s.signalSelector(ctx)
 	for {
+		if err := workflow.Await(ctx, sel.HasPending); err != nil {
+			return
+		}
 		sel.Select(ctx)
 	}
 }

@@ -1,0 +1,311 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/transcript"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// crashLock is the lock web/lead holds through every crash.
+const crashLock = "src/settings.tsx"
+
+// crashSite is a group whose one session, web/lead, holds task t1 for good
+// (the sim never finishes it) and the lock crashLock, with turns (and
+// compactions) of turnDelay each and rotation left to `nid rotate`.
+func crashSite(t *testing.T, turnDelay string) (*site, *upProcess) {
+	s := newSite(t, `  web:
+    goal: Add dark mode
+    rotate: {mode: off}
+    tasks:
+      - title: Dark mode toggle
+    sessions:
+      - agent: sim
+        name: lead
+        sim: {turnDelay: `+turnDelay+`, taskTurns: 100000}
+`)
+	up := s.up()
+	s.eventually("lead to claim t1", time.Minute, func() bool { return s.board("web").Tasks[0].Holder == "lead" })
+	res := s.mcpCall("web", "lead", activities.ToolLockAcquire, map[string]any{"name": crashLock})
+	require.False(t, res.IsError, "lead takes the lock")
+	return s, up
+}
+
+// requireClaimAndLock checks that web/lead still holds t1 and crashLock, as
+// the session and the group's board both say.
+func (s *site) requireClaimAndLock(c client.Client) {
+	s.t.Helper()
+	v := s.session(c, "web", "lead")
+	require.NotNil(s.t, v.Task, "the claim survives the crash")
+	require.Equal(s.t, "t1", v.Task.ID)
+	require.Equal(s.t, []string{crashLock}, v.Locks, "so does the lock")
+	board := s.board("web")
+	require.Equal(s.t, "lead", board.Tasks[0].Holder)
+	require.Equal(s.t, workflows.TaskClaimed, board.Tasks[0].Status)
+	require.Len(s.t, board.Locks, 1)
+	require.Equal(s.t, crashLock, board.Locks[0].Name)
+	require.Equal(s.t, "lead", board.Locks[0].Holder)
+}
+
+// requireTurnsCountedOnce checks that the session's turn events number its
+// turns 1, 2, ... with none missing and none twice: a turn cut by the crash
+// counts once, when its retry completes.
+func requireTurnsCountedOnce(t *testing.T, v workflows.SessionView) {
+	t.Helper()
+	var got []string
+	for _, e := range v.Events {
+		if e.Kind == workflows.EventTurn {
+			got = append(got, e.Text)
+		}
+	}
+	var want []string
+	for n := 1; n <= v.Context.TotalTurns; n++ {
+		want = append(want, fmt.Sprintf("turn %d", n))
+	}
+	require.Equal(t, want, got)
+}
+
+// rotationRuns lists the executions of a session's n-th rotation workflow.
+func rotationRuns(t *testing.T, c client.Client, n int) []enumspb.WorkflowExecutionStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: "WorkflowId = '" + workflows.RotationID("web", "lead", n) + "'",
+	})
+	require.NoError(t, err)
+	var out []enumspb.WorkflowExecutionStatus
+	for _, e := range resp.Executions {
+		out = append(out, e.GetStatus())
+	}
+	return out
+}
+
+// requireOneRotation checks that exactly one rotation is recorded, as
+// rotation 1 with the given method, and that it ran as one child workflow.
+func requireOneRotation(t *testing.T, c client.Client, v workflows.SessionView, method string) workflows.RotationEvent {
+	t.Helper()
+	rots := rotationEvents(v)
+	require.Len(t, rots, 1, "the rotation is recorded exactly once")
+	r := rots[0]
+	require.Equal(t, 1, r.Number)
+	require.Equal(t, method, r.Method)
+	require.Equal(t, workflows.ReasonManual, r.Reason)
+	require.True(t, r.OK, r.Error)
+	require.Equal(t, 1, v.Context.Rotations)
+	require.Equal(t, []enumspb.WorkflowExecutionStatus{enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}, rotationRuns(t, c, 1),
+		"the interrupted rotation resumed rather than ran twice")
+	require.Empty(t, rotationRuns(t, c, 2), "no second rotation was started")
+	return r
+}
+
+// simConversation reads a sim conversation's file.
+func (s *site) simConversation(id string) map[string]any {
+	s.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, ".nid", "sim", "web", "lead", id+".json"))
+	require.NoError(s.t, err)
+	var conv map[string]any
+	require.NoError(s.t, json.Unmarshal(b, &conv))
+	return conv
+}
+
+// simConversations lists the sim conversations web/lead has started.
+func (s *site) simConversations() []string {
+	s.t.Helper()
+	entries, err := os.ReadDir(filepath.Join(s.dir, ".nid", "sim", "web", "lead"))
+	require.NoError(s.t, err)
+	var ids []string
+	for _, e := range entries {
+		// Temporary files of a write the kill cut short start with a dot.
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && !strings.HasPrefix(id, ".") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// lead is web/lead's view once its workflow answers queries again: for a
+// few seconds after a restart the query may wait on the stopped worker.
+func (s *site) lead(c client.Client) (workflows.SessionView, bool) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := c.QueryWorkflow(ctx, workflows.SessionID("web", "lead"), "", workflows.QuerySession)
+	if err != nil {
+		return workflows.SessionView{}, false
+	}
+	var view workflows.SessionView
+	require.NoError(s.t, v.Get(&view))
+	return view, true
+}
+
+// keepsWorking waits for web/lead to complete turns after the restart.
+func (s *site) keepsWorking(c client.Client) {
+	s.t.Helper()
+	from := -1
+	s.eventually("more turns after the restart", 2*time.Minute, func() bool {
+		v, ok := s.lead(c)
+		if ok && from < 0 {
+			from = v.Context.TotalTurns
+		}
+		return ok && v.Context.TotalTurns >= from+2
+	})
+}
+
+func TestCrashDuringCompactionCompactsOnce(t *testing.T) {
+	s, up := crashSite(t, "3s")
+	c := s.client()
+	require.Contains(t, s.mustNid("rotate", "web/lead", "--mode", "compact"), "web/lead")
+	s.eventually("the compaction in flight", 2*time.Minute, func() bool {
+		return s.session(c, "web", "lead").Status == workflows.StatusRotating
+	})
+	before := s.session(c, "web", "lead")
+	require.Equal(t, 0, before.Context.Rotations)
+	up.kill()
+
+	s.up()
+	c = s.client()
+	s.eventually("the compaction to finish after the restart", 3*time.Minute, func() bool {
+		v, ok := s.lead(c)
+		return ok && v.Context.Rotations == 1 && v.Status != workflows.StatusRotating
+	})
+	v := s.session(c, "web", "lead")
+	r := requireOneRotation(t, c, v, config.ModeCompact)
+	require.Equal(t, before.Conversation, r.OldConversation)
+	require.Equal(t, before.Conversation, v.Conversation, "compaction keeps the conversation")
+	require.EqualValues(t, 1, s.simConversation(v.Conversation)["compactions"], "the agent compacted once")
+	require.GreaterOrEqual(t, v.Context.TotalTurns, before.Context.TotalTurns)
+	requireTurnsCountedOnce(t, v)
+	s.requireClaimAndLock(c)
+	s.keepsWorking(c)
+}
+
+func TestCrashAfterHandoffWriteStartsOneFreshConversation(t *testing.T) {
+	s, up := crashSite(t, "4s")
+	c := s.client()
+	s.mustNid("rotate", "web/lead", "--mode", "handoff")
+	s.eventually("handoff_write to reach the running rotation", 2*time.Minute, func() bool {
+		for _, e := range s.session(c, "web", "lead").Events {
+			if e.Kind == workflows.EventHandoffWritten && e.Text == "handoff written for the running rotation" {
+				return true
+			}
+		}
+		return false
+	})
+	before := s.session(c, "web", "lead")
+	up.kill()
+	require.Equal(t, 0, before.Context.Rotations, "killed before the fresh conversation started")
+
+	s.up()
+	c = s.client()
+	s.eventually("the handoff to finish after the restart", 3*time.Minute, func() bool {
+		v, ok := s.lead(c)
+		return ok && v.Context.Rotations == 1 && v.Status != workflows.StatusRotating
+	})
+	v := s.session(c, "web", "lead")
+	r := requireOneRotation(t, c, v, config.ModeHandoff)
+	require.Equal(t, workflows.SummaryFromAgent, r.SummarySource, "the handoff the agent wrote before the crash is the one used")
+	require.NotEmpty(t, r.Summary)
+	require.Equal(t, before.Conversation, r.OldConversation)
+	require.NotEqual(t, r.OldConversation, r.NewConversation)
+	require.Equal(t, r.NewConversation, v.Conversation)
+	require.Equal(t, []string{"sim-1", "sim-2"}, s.simConversations(), "one fresh conversation, started once")
+	require.Contains(t, s.simConversation(r.NewConversation)["firstMessage"], r.Summary, "it starts from the agent's handoff")
+	requireTurnsCountedOnce(t, v)
+	s.requireClaimAndLock(c)
+	s.keepsWorking(c)
+}
+
+func TestCrashWithRotateAndMessagePendingLosesNeither(t *testing.T) {
+	s, up := crashSite(t, "5s")
+	c := s.client()
+	// Right after a turn ends the next one has just begun: the requests
+	// below arrive with most of it still to run.
+	from := s.session(c, "web", "lead").Context.TotalTurns
+	s.eventually("a new turn to begin", time.Minute, func() bool {
+		v := s.session(c, "web", "lead")
+		return v.Context.TotalTurns > from && v.Status == workflows.StatusWorking
+	})
+	const msg = "Also persist the choice in localStorage"
+	s.mustNid("send", "web/lead", msg)
+	require.Contains(t, s.mustNid("rotate", "web/lead", "--mode", "handoff"), "when the current turn ends")
+	before := s.session(c, "web", "lead")
+	up.kill()
+	require.NotNil(t, before.PendingRotate, "the rotation was pending at the kill")
+	require.Equal(t, 1, before.QueuedMessages, "so was the message")
+	require.Equal(t, 0, before.Context.Rotations)
+
+	s.up()
+	c = s.client()
+	s.eventually("the rotation and the message turn after the restart", 3*time.Minute, func() bool {
+		v, ok := s.lead(c)
+		return ok && v.Context.Rotations == 1 && v.QueuedMessages == 0 && len(messageOutputs(t, s, msg)) == 1
+	})
+	v := s.session(c, "web", "lead")
+	r := requireOneRotation(t, c, v, config.ModeHandoff)
+	require.Equal(t, before.Conversation, r.OldConversation)
+	require.Nil(t, v.PendingRotate)
+	require.Len(t, messageOutputs(t, s, msg), 1, "the message turn ran once")
+	requireTurnsCountedOnce(t, v)
+	s.requireClaimAndLock(c)
+	s.keepsWorking(c)
+}
+
+// messageOutputs is the transcript's outputs of turns whose prompt was msg.
+func messageOutputs(t *testing.T, s *site, msg string) []transcript.Entry {
+	t.Helper()
+	var out []transcript.Entry
+	for _, line := range strings.Split(strings.TrimSpace(s.mustNid("transcript", "web/lead", "--json")), "\n") {
+		if line == "" {
+			continue
+		}
+		var e transcript.Entry
+		require.NoError(t, json.Unmarshal([]byte(line), &e), line)
+		if e.Kind == transcript.KindOutput && strings.Contains(e.Text, fmt.Sprintf("worked on %q", msg)) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestCrashShutdownOnSIGTERMIsClean(t *testing.T) {
+	s, up := crashSite(t, "3s")
+	c := s.client()
+	s.eventually("a turn in flight", time.Minute, func() bool {
+		return s.session(c, "web", "lead").Status == workflows.StatusWorking
+	})
+	require.NoError(t, up.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-up.done:
+		up.done <- err
+		require.NoError(t, err, "nid up exits 0 on SIGTERM:\n%s", up.out.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("nid up did not stop on SIGTERM:\n%s", up.out.String())
+	}
+	require.NotContains(t, up.out.String(), "panic")
+
+	next := s.up()
+	c = s.client()
+	s.keepsWorking(c)
+	s.requireClaimAndLock(c)
+	requireTurnsCountedOnce(t, s.session(c, "web", "lead"))
+	out := next.out.String()
+	for _, bad := range []string{"ERROR", "level=ERROR", "panic"} {
+		require.NotContains(t, out, bad, "the start after a clean shutdown shows no errors:\n%s", out)
+	}
+}

@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/config"
@@ -394,9 +396,7 @@ func (g *group) push(ctx workflow.Context, only string) {
 			continue
 		}
 		err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalBoard, b).Get(ctx, nil)
-		if err != nil {
-			workflow.GetLogger(ctx).Warn("board not delivered", "session", s, "error", err)
-		}
+		logUndelivered(ctx, "board", s, err)
 	}
 }
 
@@ -404,9 +404,21 @@ func (g *group) push(ctx workflow.Context, only string) {
 func (g *group) pushPolicy(ctx workflow.Context) {
 	for _, s := range g.st.Sessions {
 		err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalPolicy, PolicyChange{Rotate: g.st.Policy}).Get(ctx, nil)
-		if err != nil {
-			workflow.GetLogger(ctx).Warn("policy not delivered", "session", s, "error", err)
-		}
+		logUndelivered(ctx, "policy", s, err)
+	}
+}
+
+// logUndelivered notes a push that did not reach a session. A session that
+// does not exist yet is expected while nid up starts a group before its
+// sessions: each new session asks for the board itself.
+func logUndelivered(ctx workflow.Context, what, session string, err error) {
+	var unknown *temporal.UnknownExternalWorkflowExecutionError
+	switch {
+	case err == nil:
+	case errors.As(err, &unknown):
+		workflow.GetLogger(ctx).Debug(what+" not delivered: no such session yet", "session", session)
+	default:
+		workflow.GetLogger(ctx).Warn(what+" not delivered", "session", session, "error", err)
 	}
 }
 

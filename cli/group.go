@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -143,15 +144,7 @@ func runGroupSet(ctx context.Context, c client.Client, opts groupSetOptions, std
 
 // updateGroup runs an update on a group and decodes its answer into out.
 func updateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
-	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.GroupID(group),
-		UpdateName:   update,
-		Args:         []any{arg},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		err = handle.Get(ctx, out)
-	}
+	err := nidclient.UpdateGroup(ctx, c, group, update, arg, out)
 	switch {
 	case isNotFound(err):
 		return unknownGroup(ctx, c, group)

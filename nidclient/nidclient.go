@@ -284,6 +284,31 @@ func QueryGroup(ctx context.Context, c client.Client, group string) (workflows.G
 	return v, val.Get(&v)
 }
 
+// RefusedError is an update the group refused: its validator's own
+// sentence, e.g. "task t1 is claimed by lead".
+type RefusedError struct{ Message string }
+
+func (e *RefusedError) Error() string { return e.Message }
+
+// UpdateGroup runs update on the group workflow with arg, waits for its
+// answer and decodes it into out. A refusal comes back as a *RefusedError;
+// failing to reach the group (IsNotFound, unavailable) as the client's error.
+func UpdateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
+	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.GroupID(group),
+		UpdateName:   update,
+		Args:         []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return err
+	}
+	if err := handle.Get(ctx, out); err != nil {
+		return &RefusedError{Message: workflows.ErrorText(err)}
+	}
+	return nil
+}
+
 // QueryEvents asks a session workflow for its events after seq.
 func QueryEvents(ctx context.Context, c client.Client, group, name string, after int64) ([]workflows.Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)

@@ -562,17 +562,13 @@ func (a *API) groupSet(ctx context.Context, r *http.Request) (any, error) {
 }
 
 func (a *API) updateGroup(ctx context.Context, group, field, update string, arg, out any) error {
-	handle, err := a.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.GroupID(group),
-		UpdateName:   update,
-		Args:         []any{arg},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
+	err := nidclient.UpdateGroup(ctx, a.c, group, update, arg, out)
+	var refused *nidclient.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		return invalid(field, "%s", refused.Message)
+	case err != nil:
 		return a.notFound(ctx, err, "group", group, "")
-	}
-	if err := handle.Get(ctx, out); err != nil {
-		return invalid(field, "%s", workflows.ErrorText(err))
 	}
 	return nil
 }

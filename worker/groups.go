@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -111,28 +112,14 @@ func (t temporalSessions) BoardUpdate(ctx context.Context, group, update string,
 }
 
 // UpdateBoard runs a board update on a group and waits for its answer. A
-// refusal (someone else holds the task) comes back as an error saying so.
+// refusal (someone else holds the task) comes back as an error saying so in
+// the validator's own words.
 func UpdateBoard(ctx context.Context, c client.Client, group, update string, req workflows.BoardRequest) (workflows.BoardResult, error) {
 	var res workflows.BoardResult
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.GroupID(group),
-		UpdateName:   update,
-		Args:         []interface{}{req},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		err = h.Get(ctx, &res)
+	if err := nidclient.UpdateGroup(ctx, c, group, update, req, &res); err != nil {
+		return res, errors.New(workflows.ErrorText(err))
 	}
-	return res, updateError(err)
-}
-
-// updateError strips the transport's wrapping from a refused update, so the
-// caller sees the validator's own sentence.
-func updateError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return errors.New(workflows.ErrorText(err))
+	return res, nil
 }
 
 // absPath makes a path from nid.yaml absolute, so activities find it

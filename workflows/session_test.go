@@ -737,3 +737,22 @@ func TestBudgetPausesTurnsAndPolicyRotationsButNotManualOnes(t *testing.T) {
 	require.EqualValues(t, 5, chargedTurns(h.group.charges))
 	require.Equal(t, StatusPaused, v.Status, "and it pauses again at the new limit")
 }
+
+func TestRaisingTheBudgetRunsTheWaitingPolicyRotation(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.Budget = config.Budget{Turns: 3}
+	h.agent.perTurn = 30_000 // 90% after three turns: the policy is due
+	in := sessionInput(policy(config.ModeCompact, 80, 0))
+	in.Goal = "Spend it all"
+	var paused SessionView
+	h.at(10*time.Minute, func() { paused = h.view() })
+	h.at(20*time.Minute, func() { h.group.update(func(b *BoardState) { b.Budget.Turns = 4 }) })
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, StatusPaused, paused.Status)
+	require.Equal(t, 0, paused.Context.Rotations, "due, but waiting for budget")
+	rots := rotations(v)
+	require.Len(t, rots, 1, "raising the budget lets the waiting rotation run")
+	require.Equal(t, ReasonContext, rots[0].Reason)
+	require.Equal(t, 3, v.Context.TotalTurns, "the new turn of budget went to the rotation")
+}

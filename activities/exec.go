@@ -33,6 +33,12 @@ type Exec struct{}
 // NewExec returns an exec agent.
 func NewExec() *Exec { return &Exec{} }
 
+// MaxExecOutputBytes bounds the output an exec turn keeps (for the
+// transcript; workflow history keeps far less): a command that prints
+// without end must not take the worker's memory. Usage lines are still read
+// past it.
+const MaxExecOutputBytes = 1 << 20
+
 // ExecUsage is the usage line an exec agent may print.
 type ExecUsage struct {
 	NID    string `json:"nid"`
@@ -75,9 +81,14 @@ func (e *Exec) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	cmd.Stdin = strings.NewReader(req.Prompt)
 	rep := TurnReport{Conversation: conv, Usage: Usage{Source: SourceUnknown}}
 	var out strings.Builder
+	dropped := 0
 	err = runLines(ctx, config.AgentExec, cmd, req.Process.Timeout, func(line []byte) {
 		if u, ok := ParseExecLine(line); ok {
 			rep.Usage = u
+			return
+		}
+		if out.Len()+len(line)+1 > MaxExecOutputBytes {
+			dropped += len(line) + 1
 			return
 		}
 		out.Write(line)
@@ -87,6 +98,9 @@ func (e *Exec) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 		return TurnReport{}, err
 	}
 	rep.Output = strings.TrimSpace(out.String())
+	if dropped > 0 {
+		rep.Output += fmt.Sprintf("\n[nid: %d more bytes of output were not kept]", dropped)
+	}
 	return rep, nil
 }
 

@@ -145,3 +145,64 @@ func requireType(t *testing.T, err error, typ string) {
 	require.True(t, errors.As(err, &e), "want a %s error, got %v", typ, err)
 	require.Equal(t, typ, e.Type, err.Error())
 }
+
+// Whatever an exec agent prints, the turn ends with a clear answer and the
+// worker keeps a bounded amount of it.
+func TestExecBadOutput(t *testing.T) {
+	const fiftyMB = "head -c 50000000 /dev/zero | tr '\\0' a"
+	tests := []struct {
+		name    string
+		body    string
+		timeout time.Duration
+		check   func(t *testing.T, rep TurnReport, err error)
+	}{
+		{"binary garbage and broken usage lines", `head -c 100000 /dev/urandom; echo
+echo '{"nid":"usage","used":"lots"}'
+echo '{"nid":"usage","used":-5,"window":100}'
+echo '{"nid":"usage"'
+echo still here`, 0, func(t *testing.T, rep TurnReport, err error) {
+			require.NoError(t, err)
+			require.Equal(t, SourceUnknown, rep.Usage.Source, "no broken line is taken for a report")
+			require.True(t, strings.HasSuffix(rep.Output, "still here"))
+		}},
+		{"truncated mid-line", `echo '{"nid":"usage","used":10,"window":100}'; printf '{"nid":"usage","used":90,"win'`, 0, func(t *testing.T, rep TurnReport, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(10), rep.Usage.UsedTokens, "the cut report is not read")
+			require.Equal(t, `{"nid":"usage","used":90,"win`, rep.Output)
+		}},
+		{"a 50 MB line", fiftyMB + `; echo; echo '{"nid":"usage","used":7,"window":100}'; echo after`, 0, func(t *testing.T, rep TurnReport, err error) {
+			require.NoError(t, err)
+			require.Equal(t, int64(7), rep.Usage.UsedTokens, "lines after the long one are still read")
+			require.LessOrEqual(t, len(rep.Output), MaxExecOutputBytes+100)
+			require.Contains(t, rep.Output, "more bytes of output were not kept")
+		}},
+		{"output that never ends", `yes 'all work and no play'`, time.Second, func(t *testing.T, rep TurnReport, err error) {
+			requireType(t, err, ErrAgentFailed)
+			require.Contains(t, err.Error(), "timeout")
+		}},
+		{"a line that never ends", `tr '\0' a < /dev/zero`, time.Second, func(t *testing.T, rep TurnReport, err error) {
+			requireType(t, err, ErrAgentFailed)
+			require.Contains(t, err.Error(), "timeout")
+		}},
+		{"hangs without output", `sleep 300`, 500 * time.Millisecond, func(t *testing.T, rep TurnReport, err error) {
+			requireType(t, err, ErrAgentFailed)
+			require.Contains(t, err.Error(), "its process group was killed")
+		}},
+		{"floods stderr", `head -c 20000000 /dev/zero | tr '\0' e >&2; echo done`, 0, func(t *testing.T, rep TurnReport, err error) {
+			require.NoError(t, err)
+			require.Equal(t, "done", rep.Output)
+		}},
+		{"floods stderr then fails", `head -c 20000000 /dev/zero | tr '\0' e >&2; echo 'the last words' >&2; exit 3`, 0, func(t *testing.T, rep TurnReport, err error) {
+			requireType(t, err, ErrAgentFailed)
+			require.Contains(t, err.Error(), "status 3")
+			require.True(t, strings.HasSuffix(err.Error(), "the last words"), "the error quotes the end of stderr")
+			require.Less(t, len(err.Error()), 3<<10, "and only the end")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, err := execTurn(t, context.Background(), script(t, tt.body), "", tt.timeout)
+			tt.check(t, rep, err)
+		})
+	}
+}

@@ -138,14 +138,37 @@ func runLines(ctx context.Context, kind string, cmd *exec.Cmd, timeout time.Dura
 	return fmt.Errorf("%s: %w%s", kind, err, quote(stderr.String()))
 }
 
-// readLines hands every line of r to onLine, however long, until EOF.
+// MaxLineBytes bounds one line of an agent's stdout. The CLIs nid drives
+// write a JSON event per line, megabytes at most; a longer line is a broken
+// or hostile agent, and keeping it whole would let one endless line take the
+// worker's memory.
+const MaxLineBytes = 8 << 20
+
+// readLines hands every line of r to onLine until EOF. A line longer than
+// MaxLineBytes is handed over cut to its first MaxLineBytes (a JSON event so
+// cut no longer parses, and is skipped like any other garbage), and the rest
+// of it is read and dropped without being kept.
 func readLines(r io.Reader, onLine func([]byte)) {
 	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	cut := false
 	for {
-		line, err := br.ReadBytes('\n')
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			onLine(line)
+		chunk, err := br.ReadSlice('\n')
+		if !cut {
+			room := MaxLineBytes - len(line)
+			if len(chunk) > room {
+				chunk, cut = chunk[:room], true
+			}
+			line = append(line, chunk...)
 		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+			onLine(trimmed)
+		}
+		// onLine may keep what it was handed.
+		line, cut = nil, false
 		if err != nil {
 			return
 		}

@@ -304,3 +304,26 @@ func TestMCPBoardToolsActAsTheCallingSession(t *testing.T) {
 	require.True(t, res.IsError)
 	require.Equal(t, "task t1 is claimed by lead", resultText(res), "a refusal names the holder")
 }
+
+// A tool nid does not have, or a known tool with arguments of the wrong
+// shape, is refused by name and reaches no session.
+func TestMCPRefusesUnknownToolsAndBadArguments(t *testing.T) {
+	sig := &recordingSignaler{}
+	e := startMCP(t, sig)
+	_, err := callTool(t, e.URL(webLead), "delete_everything", map[string]any{})
+	require.ErrorContains(t, err, "delete_everything")
+
+	for _, tc := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"summary": 42}, `summary: type: 42 has type "integer", want "string"`},
+		{map[string]any{}, `missing properties: ["summary"]`},
+	} {
+		res, err := callTool(t, e.URL(webLead), "handoff_write", tc.args)
+		require.NoError(t, err)
+		require.True(t, res.IsError)
+		require.Contains(t, resultText(res), tc.want)
+	}
+	require.Empty(t, sig.Handoffs())
+}

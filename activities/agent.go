@@ -48,6 +48,9 @@ type Process struct {
 	Model   string
 	WorkDir string
 	Timeout time.Duration
+	// PidDir records the process while it runs (see ReapOrphans); empty:
+	// not recorded.
+	PidDir string
 }
 
 // SessionRef names a session and what it needs on this host.

@@ -124,7 +124,7 @@ func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []stri
 	cmd := newCommand(runCtx, path, args, p, nil)
 	st := &ClaudeStream{}
 	refused := false
-	runErr := runLines(runCtx, config.AgentClaude, cmd, p.Timeout, func(line []byte) {
+	runErr := runLines(runCtx, config.AgentClaude, cmd, p, func(line []byte) {
 		st.Feed(line)
 		if !refused && st.Retries > 0 && AuthStatus(st.RetryStatus) {
 			refused = true

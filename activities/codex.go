@@ -272,12 +272,16 @@ func startCodex(ctx context.Context, p Process, mcpURL string) (*codexServer, er
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	done, err := startRecorded(cmd, p.PidDir)
+	if err != nil {
 		return nil, AgentFailed("codex: %v", err)
 	}
 	go func() {
 		readLines(out, s.receive)
 		err := cmd.Wait()
+		// The server's group may hold what it started; it goes with it.
+		_ = killGroup(cmd)
+		done()
 		s.mu.Lock()
 		s.waitErr = err
 		s.mu.Unlock()

@@ -82,7 +82,7 @@ func (e *Exec) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	rep := TurnReport{Conversation: conv, Usage: Usage{Source: SourceUnknown}}
 	var out strings.Builder
 	dropped := 0
-	err = runLines(ctx, config.AgentExec, cmd, req.Process.Timeout, func(line []byte) {
+	err = runLines(ctx, config.AgentExec, cmd, req.Process, func(line []byte) {
 		if u, ok := ParseExecLine(line); ok {
 			rep.Usage = u
 			return

@@ -88,22 +88,27 @@ func (t *tail) String() string {
 }
 
 // runLines runs one process to its end, handing each line of its stdout to
-// onLine as it comes. The process gets at most timeout (zero: no limit of
+// onLine as it comes. The process gets at most p.Timeout (zero: no limit of
 // its own); past it, or when ctx ends, its whole process group is killed.
 // A process that exits non-zero is a non-retryable error quoting its stderr;
 // one killed by a signal mid-turn is a plain (retryable) error.
-func runLines(ctx context.Context, kind string, cmd *exec.Cmd, timeout time.Duration, onLine func([]byte)) error {
+func runLines(ctx context.Context, kind string, cmd *exec.Cmd, p Process, onLine func([]byte)) error {
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
 	}
 	stderr := &tail{}
 	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
+	done, err := startRecorded(cmd, p.PidDir)
+	if err != nil {
 		return AgentFailed("%s: %v", kind, err)
 	}
 	// Whatever happens, nothing the process started outlives the turn.
-	defer func() { _ = killGroup(cmd) }()
+	defer func() {
+		_ = killGroup(cmd)
+		done()
+	}()
+	timeout := p.Timeout
 	var timer *time.Timer
 	timedOut := make(chan struct{})
 	if timeout > 0 {

@@ -75,6 +75,9 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) Pro
 		set, _ = a.Settings(ref)
 	}
 	p := Process{Command: set.Command, Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D()}
+	if a.StateDir != "" {
+		p.PidDir = PidDir(a.StateDir)
+	}
 	if workDir != "" {
 		p.WorkDir = workDir
 	}

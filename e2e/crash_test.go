@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -308,4 +309,62 @@ func TestCrashShutdownOnSIGTERMIsClean(t *testing.T) {
 	for _, bad := range []string{"ERROR", "level=ERROR", "panic"} {
 		require.NotContains(t, out, bad, "the start after a clean shutdown shows no errors:\n%s", out)
 	}
+}
+
+// An agent runs in a process group of its own, so killing nid up leaves it
+// running; the next start finds it through its pid file and kills it, with
+// everything it started, before the turn runs again.
+func TestCrashLeavesNoAgentProcessRunning(t *testing.T) {
+	dir := t.TempDir()
+	agent := filepath.Join(dir, "agent.sh")
+	// The first attempt starts a helper and hangs; the retry answers.
+	require.NoError(t, os.WriteFile(agent, []byte(`#!/bin/sh
+if [ ! -e `+dir+`/leader ]; then
+  sleep 300 &
+  echo $! > `+dir+`/child
+  echo $$ > `+dir+`/leader
+  wait
+fi
+echo "answered"
+`), 0o755))
+	s := newSite(t, `  web:
+    rotate: {mode: off}
+    sessions:
+      - agent: exec
+        name: lead
+        command: `+agent+`
+`)
+	up := s.up()
+	s.mustNid("send", "web/lead", "Write the parser")
+	pidOf := func(name string) int {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return 0
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid
+	}
+	s.eventually("the agent to start its helper", time.Minute, func() bool { return pidOf("leader") > 0 && pidOf("child") > 0 })
+	pids, err := os.ReadDir(activities.PidDir(filepath.Join(s.dir, ".nid")))
+	require.NoError(t, err)
+	require.Len(t, pids, 1, "the running agent is recorded")
+	up.kill()
+	require.NoError(t, syscall.Kill(pidOf("leader"), 0), "killing nid up leaves the agent running")
+	require.NoError(t, syscall.Kill(pidOf("child"), 0), "and what it started")
+
+	next := s.up()
+	require.Contains(t, next.out.String(), "Killed agent processes left running")
+	for _, name := range []string{"leader", "child"} {
+		pid := pidOf(name)
+		s.eventually(name+" to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
+	}
+	c := s.client()
+	s.eventually("the turn to run again and answer", 2*time.Minute, func() bool {
+		v, err := querySessionView(c, "web", "lead")
+		return err == nil && v.Context.TotalTurns == 1 && v.Status == workflows.StatusIdle
+	})
+	require.Equal(t, "answered", s.session(c, "web", "lead").LastOutput)
+	pids, err = os.ReadDir(activities.PidDir(filepath.Join(s.dir, ".nid")))
+	require.NoError(t, err)
+	require.Empty(t, pids, "no record outlives its process")
 }

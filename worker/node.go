@@ -136,6 +136,16 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		}
 	}()
 
+	// Agents a killed worker left running would go on editing the
+	// worktrees while their turns run again here.
+	killed, err := activities.ReapOrphans(activities.PidDir(cfg.State))
+	if len(killed) > 0 {
+		logger.Warn("Killed agent processes left running by a worker that did not stop cleanly", "processes", strings.Join(killed, ", "))
+	}
+	if err != nil {
+		logger.Warn("Could not check every recorded agent process", "dir", activities.PidDir(cfg.State), "error", err)
+	}
+
 	acts := &activities.Activities{
 		Agents:   Agents(),
 		Settings: AgentSettings(cfg),

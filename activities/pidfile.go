@@ -1,0 +1,167 @@
+package activities
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Agent processes run in process groups of their own, so that the end of a
+// turn kills everything they started. The same separation means a worker
+// killed with SIGKILL leaves them running, still working in the session's
+// worktree while the next worker runs the turn again. So each one is
+// recorded under PidDir while it runs, and a starting worker kills the
+// groups that a worker no longer alive left there (ReapOrphans).
+
+// PidDir is where a worker with the given state directory records the
+// agent processes it runs.
+func PidDir(stateDir string) string { return filepath.Join(stateDir, "pids") }
+
+// procRecord is one running agent process group, and the worker that
+// started it. Start times tell a process from a later one given the same
+// pid.
+type procRecord struct {
+	PID        int    `json:"pid"`
+	Start      string `json:"start,omitempty"`
+	Owner      int    `json:"owner"`
+	OwnerStart string `json:"ownerStart,omitempty"`
+	Command    string `json:"command"`
+}
+
+// startRecorded starts cmd and, when dir is set, records its process group
+// there. done removes the record; call it once the group is gone.
+func startRecorded(cmd *exec.Cmd, dir string) (done func(), err error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		return func() {}, nil
+	}
+	pid := cmd.Process.Pid
+	rec := procRecord{PID: pid, Start: processStart(pid), Owner: os.Getpid(), OwnerStart: processStart(os.Getpid()), Command: filepath.Base(cmd.Path)}
+	file := filepath.Join(dir, strconv.Itoa(pid)+".json")
+	if err := writeRecord(dir, file, rec); err != nil {
+		// Without a record a crash could leave the group running: better
+		// not to run it at all.
+		_ = killGroup(cmd)
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("recording agent process %d in %s: %w", pid, dir, err)
+	}
+	return func() { _ = os.Remove(file) }, nil
+}
+
+func writeRecord(dir, file string, rec procRecord) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, b, 0o644)
+}
+
+// ReapOrphans kills the agent process groups recorded in dir by workers that
+// are no longer running, and removes their records. It returns what it
+// killed, in words, for the log. Records of a live worker (another one on
+// the same state directory) are left alone.
+func ReapOrphans(dir string) (killed []string, err error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		file := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(file)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var rec procRecord
+		if json.Unmarshal(b, &rec) != nil || rec.PID <= 1 {
+			// Half-written by a worker killed while writing it: its
+			// process, if any, cannot be told apart; drop the record.
+			_ = os.Remove(file)
+			continue
+		}
+		if alive(rec.Owner, rec.OwnerStart) {
+			continue
+		}
+		if reapGroup(rec) {
+			killed = append(killed, fmt.Sprintf("%s (process group %d)", rec.Command, rec.PID))
+		}
+		if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return killed, errors.Join(errs...)
+}
+
+// reapGroup kills what is left of a recorded group and says whether
+// anything was.
+func reapGroup(rec procRecord) bool {
+	if syscall.Kill(rec.PID, 0) == nil {
+		if !alive(rec.PID, rec.Start) {
+			// The pid now belongs to a process nid did not start.
+			return false
+		}
+	}
+	// With its leader gone, the group may still hold the leader's children;
+	// a group id is not reused while any of them lives.
+	return syscall.Kill(-rec.PID, syscall.SIGKILL) == nil
+}
+
+// alive says whether pid runs and, where start times are known, is the
+// process that started at start. A zombie has ended: it only waits for its
+// parent to notice.
+func alive(pid int, start string) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	state, now := procStat(pid)
+	return state != "Z" && (start == "" || now == "" || now == start)
+}
+
+// processStart is when pid started, in clock ticks since boot; empty where
+// there is no /proc.
+func processStart(pid int) string {
+	_, start := procStat(pid)
+	return start
+}
+
+// procStat reads a process's state and start time from /proc/PID/stat.
+func procStat(pid int) (state, start string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", ""
+	}
+	// The command name in parentheses may hold spaces; fields after it are
+	// plain: state first, starttime (field 22) the 20th.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", ""
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return "", ""
+	}
+	return fields[0], fields[19]
+}

@@ -59,9 +59,11 @@ func TestSplitProcessesWorkerKilledMidTurn(t *testing.T) {
 	require.Equal(t, 1, simTurns(t, guest, conversation), "the killed turn saved nothing")
 
 	w := guest.serveNid("worker")
+	// Within the API's own limit: the server no longer waits on the killed
+	// worker's queue.
+	_, err := querySessionViewWithin(c, "web", "lead", 5*time.Second)
+	require.NoError(t, err, "the new worker answers for the session as soon as it serves")
 	// The killed turn's activity is retried once its heartbeat times out.
-	// Until the new worker has taken the session over, a query may time out
-	// on the dead one.
 	guest.eventually("the second turn on the new worker", 2*time.Minute, func() bool {
 		v, err := querySessionView(c, "web", "lead")
 		return err == nil && v.Context.TotalTurns >= 2 && v.Status == workflows.StatusIdle
@@ -104,10 +106,14 @@ func (s *site) serveNid(args ...string) *upProcess {
 	return p
 }
 
-// querySessionView is site.session returning its error, so that a poll can
-// wait out queries that time out while a dead worker still holds the session.
+// querySessionView is site.session returning its error, for polls that
+// wait out a worker taking over.
 func querySessionView(c client.Client, group, name string) (workflows.SessionView, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return querySessionViewWithin(c, group, name, 10*time.Second)
+}
+
+func querySessionViewWithin(c client.Client, group, name string, limit time.Duration) (workflows.SessionView, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var view workflows.SessionView
 	v, err := c.QueryWorkflow(ctx, workflows.SessionID(group, name), "", workflows.QuerySession)

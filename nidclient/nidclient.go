@@ -56,6 +56,12 @@ func GroupsQuery() string {
 	return fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.GroupWorkflowName)
 }
 
+// RunningOnTaskQueue lists the running workflows whose tasks go to queue:
+// sessions, rotations and groups alike.
+func RunningOnTaskQueue(ctx context.Context, c client.Client, queue string) ([]*workflowpb.WorkflowExecutionInfo, error) {
+	return listExecutions(ctx, c, fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", queue))
+}
+
 // listExecutions runs one visibility query, following its pages.
 func listExecutions(ctx context.Context, c client.Client, query string) ([]*workflowpb.WorkflowExecutionInfo, error) {
 	var out []*workflowpb.WorkflowExecutionInfo

@@ -167,6 +167,13 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		n.workers = append(n.workers, w)
 	}
 
+	if n.server == nil {
+		// This server may have outlived the worker that last ran these
+		// workflows; see resetStickyQueues.
+		// Before the node says it serves, so that it answers for them.
+		resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
+	}
+
 	if opts.StartGroups {
 		if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {
 			return nil, err

@@ -1,0 +1,44 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/nidclient"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// resetStickyQueues sends every running nid workflow's next task to the
+// shared queue rather than to the worker that ran it last.
+//
+// A server that outlives its worker (nid server, or a cluster) keeps
+// sending a workflow's queries to that worker's own queue until the worker
+// has been silent for a while: after a kill, queries time out for seconds
+// though a new worker is ready. Resetting costs the workflows cached on
+// another live worker one replay each, which is cheap next to a session
+// that does not answer.
+func resetStickyQueues(ctx context.Context, c client.Client, namespace string, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	execs, err := nidclient.RunningOnTaskQueue(ctx, c, workflows.TaskQueue)
+	if err != nil {
+		logger.Warn("Could not list workflows to take them over", "error", err)
+		return
+	}
+	for _, e := range execs {
+		if ctx.Err() != nil {
+			return
+		}
+		_, err := c.WorkflowService().ResetStickyTaskQueue(ctx, &workflowservice.ResetStickyTaskQueueRequest{
+			Namespace: namespace,
+			Execution: e.GetExecution(),
+		})
+		if err != nil && !nidclient.IsNotFound(err) && ctx.Err() == nil {
+			logger.Warn("Could not take a workflow over from the worker that ran it", "workflowID", e.GetExecution().GetWorkflowId(), "error", err)
+		}
+	}
+}

@@ -36,6 +36,15 @@ type apiSite struct {
 
 func newAPISite(t *testing.T) *apiSite {
 	t.Helper()
+	fake, api, logs := newFakeAPI(t.TempDir())
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &apiSite{fake: fake, srv: srv, logs: logs}
+}
+
+// newFakeAPI is the API over a fake Temporal holding web/lead (idle) and
+// web/worker (working), with transcripts under dir.
+func newFakeAPI(dir string) (*fakeTemporal, *API, *transcript.Log) {
 	policy := config.Rotate{Mode: config.ModeAuto, ContextPercent: 85}
 	fake := &fakeTemporal{
 		sessions: []workflows.SessionView{
@@ -49,11 +58,9 @@ func newAPISite(t *testing.T) *apiSite {
 		policy: config.Rotate{Mode: config.ModeHandoff, ContextPercent: 80},
 	}
 	fake.addEvent("web", "lead", workflows.Event{Kind: workflows.EventStarted, Text: "session started (sim)"})
-	logs := transcript.New(t.TempDir())
+	logs := transcript.New(dir)
 	api := NewAPI(fake, APIOptions{Token: testToken, Transcripts: logs, WebUI: "http://127.0.0.1:8233", Namespace: "default"})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return &apiSite{fake: fake, srv: srv, logs: logs}
+	return fake, api, logs
 }
 
 // call posts body to /api/method with the token and returns the status and

@@ -114,6 +114,23 @@ func (c *Codex) Stop(_ context.Context, req StopRequest) error {
 	return nil
 }
 
+// Close stops every app-server this worker runs, and returns once they
+// have exited; the threads stay with Codex, to be resumed by the next
+// worker.
+func (c *Codex) Close() error {
+	c.mu.Lock()
+	servers := c.servers
+	c.servers = map[string]*codexServer{}
+	c.mu.Unlock()
+	for _, srv := range servers {
+		srv.kill()
+	}
+	for _, srv := range servers {
+		<-srv.exited
+	}
+	return nil
+}
+
 // thread returns the session's running app-server with the conversation's
 // thread loaded, starting the server and the thread as needed.
 func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcpURL, conv string) (*codexServer, string, error) {

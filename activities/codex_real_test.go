@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,4 +218,25 @@ func TestCodexTurnTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rep.Conversation, rep2.Conversation)
 	require.Equal(t, "back", rep2.Output)
+}
+
+// A worker that shuts down closes its app-servers: none is left running
+// and none stays recorded for the next start to find.
+func TestCodexCloseEndsTheAppServers(t *testing.T) {
+	r, c := codexRig(t)
+	r.proc.PidDir = filepath.Join(r.state, "pids")
+	r.model.Script(fakeReply{Text: "first answer", Input: 5000, Output: 20})
+	_, _, err := r.turn(c, "", "hello", activities.TurnWork)
+	require.NoError(t, err)
+	running, err := os.ReadDir(r.proc.PidDir)
+	require.NoError(t, err)
+	require.Len(t, running, 1, "the app-server outlives the turn, recorded")
+
+	require.NoError(t, c.Close())
+	left, err := os.ReadDir(r.proc.PidDir)
+	require.NoError(t, err)
+	require.Empty(t, left, "Close returns once the app-server has exited")
+	pid, err := strconv.Atoi(strings.TrimSuffix(running[0].Name(), ".json"))
+	require.NoError(t, err)
+	require.Error(t, syscall.Kill(pid, 0), "the app-server is gone")
 }

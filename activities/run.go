@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -58,6 +59,18 @@ type Activities struct {
 	// WorkDir is where process agents run; empty means the worker's own
 	// working directory.
 	WorkDir string
+}
+
+// Close ends the agent processes that outlive a turn (Codex app-servers).
+// Call it once the worker runs no more activities.
+func (a *Activities) Close() error {
+	var errs []error
+	for _, kind := range slices.Sorted(maps.Keys(a.Agents)) {
+		if c, ok := a.Agents[kind].(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Notifier carries news from a running turn to its session workflow.

@@ -311,13 +311,13 @@ func TestCrashShutdownOnSIGTERMIsClean(t *testing.T) {
 	}
 }
 
-// An agent runs in a process group of its own, so killing nid up leaves it
-// running; the next start finds it through its pid file and kills it, with
-// everything it started, before the turn runs again.
-func TestCrashLeavesNoAgentProcessRunning(t *testing.T) {
+// hangingAgentSite is a group whose one exec session, web/lead, hangs in
+// its first turn with a helper it started, and answers "answered" from
+// then on. pidOf reads the pid of the agent ("leader") or of its helper
+// ("child") once the first turn has them running.
+func hangingAgentSite(t *testing.T) (s *site, pidOf func(name string) int) {
 	dir := t.TempDir()
 	agent := filepath.Join(dir, "agent.sh")
-	// The first attempt starts a helper and hangs; the retry answers.
 	require.NoError(t, os.WriteFile(agent, []byte(`#!/bin/sh
 if [ ! -e `+dir+`/leader ]; then
   sleep 300 &
@@ -327,16 +327,14 @@ if [ ! -e `+dir+`/leader ]; then
 fi
 echo "answered"
 `), 0o755))
-	s := newSite(t, `  web:
+	s = newSite(t, `  web:
     rotate: {mode: off}
     sessions:
       - agent: exec
         name: lead
         command: `+agent+`
 `)
-	up := s.up()
-	s.mustNid("send", "web/lead", "Write the parser")
-	pidOf := func(name string) int {
+	pidOf = func(name string) int {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			return 0
@@ -344,27 +342,73 @@ echo "answered"
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		return pid
 	}
-	s.eventually("the agent to start its helper", time.Minute, func() bool { return pidOf("leader") > 0 && pidOf("child") > 0 })
+	return s, pidOf
+}
+
+// requireGone waits for the agent and its helper to be gone.
+func (s *site) requireGone(pidOf func(string) int) {
+	s.t.Helper()
+	for _, name := range []string{"leader", "child"} {
+		pid := pidOf(name)
+		s.eventually(name+" to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
+	}
+}
+
+func (s *site) recordedAgents() []os.DirEntry {
+	s.t.Helper()
 	pids, err := os.ReadDir(activities.PidDir(filepath.Join(s.dir, ".nid")))
-	require.NoError(t, err)
-	require.Len(t, pids, 1, "the running agent is recorded")
+	require.NoError(s.t, err)
+	return pids
+}
+
+// An agent runs in a process group of its own, so killing nid up leaves it
+// running; the next start finds it through its pid file and kills it, with
+// everything it started, before the turn runs again.
+func TestCrashLeavesNoAgentProcessRunning(t *testing.T) {
+	s, pidOf := hangingAgentSite(t)
+	up := s.up()
+	s.mustNid("send", "web/lead", "Write the parser")
+	s.eventually("the agent to start its helper", time.Minute, func() bool { return pidOf("leader") > 0 && pidOf("child") > 0 })
+	require.Len(t, s.recordedAgents(), 1, "the running agent is recorded")
 	up.kill()
 	require.NoError(t, syscall.Kill(pidOf("leader"), 0), "killing nid up leaves the agent running")
 	require.NoError(t, syscall.Kill(pidOf("child"), 0), "and what it started")
 
 	next := s.up()
 	require.Contains(t, next.out.String(), "Killed agent processes left running")
-	for _, name := range []string{"leader", "child"} {
-		pid := pidOf(name)
-		s.eventually(name+" to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
-	}
+	s.requireGone(pidOf)
 	c := s.client()
 	s.eventually("the turn to run again and answer", 2*time.Minute, func() bool {
 		v, err := querySessionView(c, "web", "lead")
 		return err == nil && v.Context.TotalTurns == 1 && v.Status == workflows.StatusIdle
 	})
 	require.Equal(t, "answered", s.session(c, "web", "lead").LastOutput)
-	pids, err = os.ReadDir(activities.PidDir(filepath.Join(s.dir, ".nid")))
-	require.NoError(t, err)
-	require.Empty(t, pids, "no record outlives its process")
+	require.Empty(t, s.recordedAgents(), "no record outlives its process")
+}
+
+// SIGTERM stops the agent of a turn in flight, and what it started, before
+// nid up exits; the next start finds nothing to clean up.
+func TestShutdownStopsAgentProcesses(t *testing.T) {
+	s, pidOf := hangingAgentSite(t)
+	up := s.up()
+	s.mustNid("send", "web/lead", "Write the parser")
+	s.eventually("the agent to start its helper", time.Minute, func() bool { return pidOf("leader") > 0 && pidOf("child") > 0 })
+	require.NoError(t, up.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-up.done:
+		up.done <- err
+		require.NoError(t, err, "nid up exits 0 on SIGTERM:\n%s", up.out.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("nid up did not stop on SIGTERM:\n%s", up.out.String())
+	}
+	s.requireGone(pidOf)
+	require.Empty(t, s.recordedAgents())
+
+	next := s.up()
+	require.NotContains(t, next.out.String(), "Killed agent processes")
+	c := s.client()
+	s.eventually("the cut turn to run again and answer", 2*time.Minute, func() bool {
+		v, err := querySessionView(c, "web", "lead")
+		return err == nil && v.Context.TotalTurns == 1 && v.Status == workflows.StatusIdle
+	})
 }

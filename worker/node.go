@@ -49,6 +49,7 @@ type Node struct {
 
 	server   EmbeddedServer
 	workers  []sdkworker.Worker
+	acts     *activities.Activities
 	http     *http.Server
 	logger   *slog.Logger
 	stopped  bool
@@ -154,6 +155,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		MCPURL:   mcp.URL,
 	}
 	acts.Transcripts = logs
+	n.acts = acts
 	wfw := sdkworker.New(n.Client, workflows.TaskQueue, sdkworker.Options{})
 	RegisterWorkflows(wfw)
 	// On Ctrl-C a turn in flight gets a moment to finish rather than being
@@ -206,6 +208,9 @@ func (n *Node) Stop() error {
 	// MCP endpoint.
 	for i := len(n.workers) - 1; i >= 0; i-- {
 		n.workers[i].Stop()
+	}
+	if n.acts != nil {
+		errs = append(errs, n.acts.Close())
 	}
 	if n.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -41,7 +45,7 @@ func TestRecordReplayHistories(t *testing.T) {
     sessions:
       - agent: sim
         name: compact
-        sim: {window: 100000, tokensPerTurn: 20000, turnDelay: 10ms}
+        sim: {window: 100000, tokensPerTurn: 20000, turnDelay: 10ms, taskTurns: 100000}
       - agent: sim
         name: fallback
         sim: {window: 100000, tokensPerTurn: 20000, turnDelay: 10ms, failCompact: true}
@@ -86,12 +90,46 @@ func TestRecordReplayHistories(t *testing.T) {
 		ids = append(ids, workflows.SessionID("rec", name), workflows.RotationID("rec", name, 1))
 	}
 	for _, id := range ids {
-		h := firstRunHistory(t, c, id)
-		b, err := temporalproto.CustomJSONMarshalOptions{}.Marshal(h)
-		require.NoError(t, err)
-		name := version + "-" + strings.ReplaceAll(strings.TrimPrefix(id, "nid/"), "/", "-") + ".json"
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+		runs := runsOf(t, c, id)
+		writeHistory(t, filepath.Join(dir, fixtureName(version, id, ".json")), cutHistory(t, c, id, runs[0]))
 	}
+
+	// A session's first run whole, ending in continue-as-new, and the start
+	// of the run that took its state over: compressed, for the first is
+	// thousands of events. rec/compact never finishes its task, so it works
+	// until its history is full.
+	compact := workflows.SessionID("rec", "compact")
+	s.eventually("rec/compact to continue as new", 5*time.Minute, func() bool { return len(runsOf(t, c, compact)) >= 2 })
+	runs := runsOf(t, c, compact)
+	first := wholeHistory(t, c, compact, runs[0])
+	require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW, first.Events[len(first.Events)-1].GetEventType())
+	writeHistory(t, filepath.Join(dir, fixtureName(version, compact, "-can.json.gz")), first)
+	writeHistory(t, filepath.Join(dir, fixtureName(version, compact, "-run-2.json.gz")), cutHistory(t, c, compact, runs[1]))
+}
+
+func fixtureName(version, id, suffix string) string {
+	return version + "-" + strings.ReplaceAll(strings.TrimPrefix(id, "nid/"), "/", "-") + suffix
+}
+
+// writeHistory writes h as JSON, gzipped when the name says so; a fixture
+// already there is kept, for it is what running sessions look like.
+func writeHistory(t *testing.T, path string, h *historypb.History) {
+	t.Helper()
+	if _, err := os.Stat(path); err == nil {
+		t.Logf("kept %s", path)
+		return
+	}
+	b, err := temporalproto.CustomJSONMarshalOptions{}.Marshal(h)
+	require.NoError(t, err)
+	if strings.HasSuffix(path, ".gz") {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, err = zw.Write(b)
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		b = buf.Bytes()
+	}
+	require.NoError(t, os.WriteFile(path, b, 0o644))
 }
 
 // maxRecordedEvents keeps fixtures small; a history cut just before a
@@ -99,33 +137,49 @@ func TestRecordReplayHistories(t *testing.T) {
 // replays like the whole one up to there.
 const maxRecordedEvents = 1500
 
-// firstRunHistory is the history of a workflow's first run (later runs start
-// from continue-as-new), cut before the last workflow task scheduled within
-// maxRecordedEvents.
-func firstRunHistory(t *testing.T, c client.Client, id string) *historypb.History {
+// runsOf lists a workflow's runs, oldest first.
+func runsOf(t *testing.T, c client.Client, id string) []string {
+	t.Helper()
 	resp, err := c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
 		Query: fmt.Sprintf("WorkflowId = '%s'", id),
 	})
 	require.NoError(t, err)
-	require.NotEmpty(t, resp.Executions, id)
-	first := resp.Executions[0]
-	for _, e := range resp.Executions {
-		if e.GetStartTime().AsTime().Before(first.GetStartTime().AsTime()) {
-			first = e
-		}
+	execs := resp.GetExecutions()
+	slices.SortFunc(execs, func(a, b *workflowpb.WorkflowExecutionInfo) int {
+		return a.GetStartTime().AsTime().Compare(b.GetStartTime().AsTime())
+	})
+	var runs []string
+	for _, e := range execs {
+		runs = append(runs, e.GetExecution().GetRunId())
 	}
-	iter := c.GetWorkflowHistory(context.Background(), id, first.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	return runs
+}
+
+// wholeHistory is every event of one run.
+func wholeHistory(t *testing.T, c client.Client, id, run string) *historypb.History {
+	t.Helper()
+	iter := c.GetWorkflowHistory(context.Background(), id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	h := &historypb.History{}
-	cut := 0
-	for iter.HasNext() && len(h.Events) < maxRecordedEvents {
+	for iter.HasNext() {
 		e, err := iter.Next()
 		require.NoError(t, err)
-		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED {
-			cut = len(h.Events)
-		}
 		h.Events = append(h.Events, e)
 	}
+	return h
+}
+
+// cutHistory is one run's history cut before the last workflow task
+// scheduled within maxRecordedEvents.
+func cutHistory(t *testing.T, c client.Client, id, run string) *historypb.History {
+	t.Helper()
+	h := wholeHistory(t, c, id, run)
 	if len(h.Events) >= maxRecordedEvents {
+		cut := 0
+		for i, e := range h.Events[:maxRecordedEvents] {
+			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED {
+				cut = i
+			}
+		}
 		h.Events = h.Events[:cut]
 	}
 	require.Greater(t, len(h.Events), 3, id)

@@ -12,7 +12,9 @@ package workflows
 // VersionTeam (1): the board, claims, locks and budget. Groups push their
 // board to sessions; sessions prepare a worktree, ask for tasks, charge
 // every turn to the group and pause while the budget is exhausted.
-// Histories: testdata/v2-*.json.
+// Histories: testdata/v2-*.json, and v2-rec-compact-can.json.gz (a whole
+// session run ending in continue-as-new) with v2-rec-compact-run-2.json.gz
+// (the run that took its state over).
 const VersionTeam = "team"
 
 // Real agents (claude, codex, exec) needed no version: every change they

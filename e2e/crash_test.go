@@ -290,14 +290,7 @@ func TestCrashShutdownOnSIGTERMIsClean(t *testing.T) {
 	s.eventually("a turn in flight", time.Minute, func() bool {
 		return s.session(c, "web", "lead").Status == workflows.StatusWorking
 	})
-	require.NoError(t, up.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-up.done:
-		up.done <- err
-		require.NoError(t, err, "nid up exits 0 on SIGTERM:\n%s", up.out.String())
-	case <-time.After(time.Minute):
-		t.Fatalf("nid up did not stop on SIGTERM:\n%s", up.out.String())
-	}
+	require.NoError(t, up.signal(t, syscall.SIGTERM), "nid up exits 0 on SIGTERM:\n%s", up.out.String())
 	require.NotContains(t, up.out.String(), "panic")
 
 	next := s.up()
@@ -393,14 +386,7 @@ func TestShutdownStopsAgentProcesses(t *testing.T) {
 	up := s.up()
 	s.mustNid("send", "web/lead", "Write the parser")
 	s.eventually("the agent to start its helper", time.Minute, func() bool { return pidOf("leader") > 0 && pidOf("child") > 0 })
-	require.NoError(t, up.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-up.done:
-		up.done <- err
-		require.NoError(t, err, "nid up exits 0 on SIGTERM:\n%s", up.out.String())
-	case <-time.After(time.Minute):
-		t.Fatalf("nid up did not stop on SIGTERM:\n%s", up.out.String())
-	}
+	require.NoError(t, up.signal(t, syscall.SIGTERM), "nid up exits 0 on SIGTERM:\n%s", up.out.String())
 	s.requireGone(pidOf)
 	require.Empty(t, s.recordedAgents())
 

@@ -206,14 +206,17 @@ func (p *upProcess) kill() {
 }
 
 // interrupt stops nid up the way Ctrl-C does and waits for it to exit.
-func (p *upProcess) interrupt(t testing.TB) error {
-	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+func (p *upProcess) interrupt(t testing.TB) error { return p.signal(t, os.Interrupt) }
+
+// signal sends sig and waits for nid to exit.
+func (p *upProcess) signal(t testing.TB, sig os.Signal) error {
+	require.NoError(t, p.cmd.Process.Signal(sig))
 	select {
 	case err := <-p.done:
 		p.done <- err
 		return err
 	case <-time.After(time.Minute):
-		t.Fatalf("nid up did not stop on interrupt:\n%s", p.out.String())
+		t.Fatalf("nid did not stop on %v:\n%s", sig, p.out.String())
 		return nil
 	}
 }

@@ -167,7 +167,10 @@ func TestHandoffKeepsClaimAndLockAndBriefsWithTheBoard(t *testing.T) {
 	s.eventually("the other session to take the task", time.Minute, func() bool {
 		return s.board("web").Tasks[0].Holder == other
 	})
-	require.Equal(t, workflows.StatusStopped, s.session(c, "web", holder).Status)
+	// The session itself stops its agent after the board has let go.
+	s.eventually("the session to stop", time.Minute, func() bool {
+		return s.session(c, "web", holder).Status == workflows.StatusStopped
+	})
 }
 
 func TestBudgetStopsTheGroupAtNTurns(t *testing.T) {

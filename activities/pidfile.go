@@ -65,7 +65,12 @@ func writeRecord(dir, file string, rec procRecord) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(file, b, 0o644)
+	// Whole or not at all: a reader never sees half a record.
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
 
 // ReapOrphans kills the agent process groups recorded in dir by workers that

@@ -134,7 +134,8 @@ func TestReapOrphans(t *testing.T) {
 // worker, and the record goes with the turn.
 func TestTurnProcessIsRecordedWhileItRuns(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pids")
-	cmd := script(t, `cat "$PIDDIR/$$.json"`)
+	// The record is written just after the process starts.
+	cmd := script(t, `for i in $(seq 200); do [ -e "$PIDDIR/$$.json" ] && break; sleep 0.05; done; cat "$PIDDIR/$$.json"`)
 	rep, err := NewExec().Turn(context.Background(), TurnRequest{
 		Session: SessionRef{Group: "web", Name: "worker"}, Prompt: "go", Kind: TurnWork, StateDir: t.TempDir(),
 		Process: Process{Command: cmd, PidDir: dir, Env: map[string]string{"PIDDIR": dir}},

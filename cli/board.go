@@ -200,7 +200,8 @@ func newStopCommand(a *app) *cli.Command {
 }
 
 func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.Writer) error {
-	if _, err := querySession(ctx, c, opts.Group, opts.Name); err != nil {
+	view, err := querySession(ctx, c, opts.Group, opts.Name)
+	if err != nil {
 		if isNotFound(err) {
 			return unknownSession(ctx, c, opts.Group, opts.Name)
 		}
@@ -211,10 +212,17 @@ func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.W
 		return err
 	}
 	ref := opts.Group + "/" + opts.Name
-	if len(res.Released) == 0 {
-		_, err := fmt.Fprintf(stdout, "stopped %s; it held no tasks or locks\n", ref)
+	held := "it held no tasks or locks"
+	if len(res.Released) > 0 {
+		held = "released " + strings.Join(res.Released, ", ")
+	}
+	if _, err := fmt.Fprintf(stdout, "stopped %s; %s\n", ref, held); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(stdout, "stopped %s; released %s\n", ref, strings.Join(res.Released, ", "))
+	// A turn is not cut short: the session stops its agent when it ends.
+	switch view.Status {
+	case workflows.StatusWorking, workflows.StatusRateLimited, workflows.StatusRotating:
+		_, err = fmt.Fprintf(stdout, "%s is %s: its agent stops when the current step ends\n", ref, view.Status)
+	}
 	return err
 }

@@ -533,3 +533,36 @@ func TestUpStartFailure(t *testing.T) {
 	err := runUp(context.Background(), newUpOptions(config.Default(), nil, nil, false, ""), start, &bytes.Buffer{}, &bytes.Buffer{})
 	require.EqualError(t, err, "port 7233 is in use")
 }
+
+func TestStop(t *testing.T) {
+	tests := []struct {
+		name     string
+		session  string
+		released []string
+		want     string
+	}{
+		{"idle, holding a task and a lock", "lead", []string{"task t1", "lock src/app.go"},
+			"stopped web/lead; released task t1, lock src/app.go\n"},
+		{"mid-turn, holding nothing", "worker", nil,
+			"stopped web/worker; it held no tasks or locks\nweb/worker is working: its agent stops when the current step ends\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := team()
+			fake.updateResult = workflows.BoardResult{Released: tt.released}
+			var out bytes.Buffer
+			require.NoError(t, runStop(context.Background(), fake, stopOptions{Group: "web", Name: tt.session}, &out))
+			require.Equal(t, tt.want, out.String())
+			require.Len(t, fake.updates, 1)
+			require.Equal(t, workflows.UpdateStopSession, fake.updates[0].UpdateName)
+			require.Equal(t, []any{workflows.BoardRequest{Session: tt.session}}, fake.updates[0].Args)
+		})
+	}
+}
+
+func TestStopUnknown(t *testing.T) {
+	fake := team()
+	err := runStop(context.Background(), fake, stopOptions{Group: "web", Name: "nobody"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, `no session "web/nobody"`)
+	require.Empty(t, fake.updates, "nothing is stopped")
+}

@@ -44,8 +44,8 @@ type fakeClient struct {
 	// onEvents before the n-th events query does.
 	onList   func(n int)
 	onEvents func(n int)
-	// updateResult is what the set_policy update returns.
-	updateResult config.Rotate
+	// updateResult is what every update returns.
+	updateResult any
 
 	lists       []string
 	eventsCalls int

@@ -29,6 +29,8 @@ type GroupState struct {
 	Inbox      []InboxItem   `json:"inbox,omitempty"`
 	NextSeq    int64         `json:"nextSeq"`
 	Board      BoardState    `json:"board"`
+	// BoardRev is the Rev of the last board pushed.
+	BoardRev int64 `json:"boardRev,omitempty"`
 	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
 	HistoryLimit int `json:"historyLimit,omitempty"`
 }
@@ -390,7 +392,9 @@ func (g *group) onClaimNext(ctx workflow.Context, c ClaimNext) {
 // order. Paths a pre-VersionTeam history can reach check g.team first;
 // the others answer signals and updates such histories never had.
 func (g *group) push(ctx workflow.Context, only string) {
+	g.st.BoardRev++
 	b := g.board()
+	b.Rev = g.st.BoardRev
 	for _, s := range g.st.Sessions {
 		if (only != "" && s != only) || slices.Contains(g.st.Stopped, s) {
 			continue

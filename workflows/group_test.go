@@ -186,6 +186,15 @@ func TestGroupContinuesAsNewWithItsState(t *testing.T) {
 	require.Equal(t, config.ModeOff, next.State.Policy.Mode)
 	require.Len(t, next.State.Inbox, 1)
 	require.Equal(t, []string{"lead", "worker"}, next.State.Sessions)
+
+	// Every push is numbered after the last, and the next run goes on from
+	// there: a session can tell an old board from a new one.
+	boards := h.boards[SessionID("web", "lead")]
+	require.NotEmpty(t, boards)
+	for i, b := range boards {
+		require.EqualValues(t, i+1, b.Rev)
+	}
+	require.EqualValues(t, len(boards), next.State.BoardRev)
 }
 
 func TestBoardTextNamesGoalTasksLocksAndWhatIsYours(t *testing.T) {

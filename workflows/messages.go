@@ -471,6 +471,11 @@ type BoardView struct {
 	Prompts config.Prompts `json:"prompts"`
 	// Grants is, by session, the last turn reservation the group granted.
 	Grants map[string]int64 `json:"grants,omitempty"`
+	// Rev numbers the boards a group pushes. Pushes made by different
+	// handlers (a signal, an update, a new run's first push) can arrive out
+	// of order; a session keeps the newest. Zero, from a history before
+	// it, is always taken.
+	Rev int64 `json:"rev,omitempty"`
 }
 
 // BoardRequest is the payload of every board update. Session names the

@@ -444,6 +444,9 @@ func turnTimeout(spec activities.AgentSpec) time.Duration {
 
 func (s *session) turn(ctx workflow.Context, prompt string) {
 	s.setStatus(ctx, StatusWorking)
+	// Whether the group already counted this turn is known now; a board
+	// arriving during the turn must not change the answer.
+	reserved := s.granted()
 	actx := workflow.WithActivityOptions(ctx, activityOptions(s.in.ActivityQueue, turnTimeout(s.in.Spec)))
 	var res activities.TurnResult
 	err := workflow.ExecuteActivity(actx, activities.RunTurnName, activities.TurnInput{
@@ -454,7 +457,6 @@ func (s *session) turn(ctx workflow.Context, prompt string) {
 		Kind:         activities.TurnWork,
 		WorkDir:      s.workDir(),
 	}).Get(ctx, &res)
-	reserved := s.granted()
 	s.st.UsedSeq = s.st.ReserveSeq
 	if err != nil && isContextFull(err) {
 		s.contextFull(ctx, err)

@@ -177,11 +177,18 @@ type fakeGroup struct {
 	goal    string
 	charges []Charge
 	pushes  int
+	// staleAfterGrant makes every grant followed by an older board, as a
+	// push from another handler of the real group can be.
+	staleAfterGrant bool
+	last            BoardView
 }
 
 func (g *fakeGroup) push() {
 	g.pushes++
-	g.h.env.SignalWorkflow(SignalBoard, g.board.view("web", g.goal))
+	b := g.board.view("web", g.goal)
+	b.Rev = int64(g.pushes)
+	g.h.env.SignalWorkflow(SignalBoard, b)
+	g.last = b
 }
 
 func (g *fakeGroup) claimNext(session string) {
@@ -217,7 +224,11 @@ func (g *fakeGroup) reserve(r Reserve) {
 		g.board.charge(Charge{Turns: 1})
 		g.charges = append(g.charges, Charge{Session: r.Session, Turns: 1})
 	}
+	before := g.last
 	g.push()
+	if g.staleAfterGrant && before.Rev > 0 {
+		g.h.env.SignalWorkflow(SignalBoard, before)
+	}
 }
 
 // update changes the board from a test callback and pushes it.
@@ -755,4 +766,21 @@ func TestRaisingTheBudgetRunsTheWaitingPolicyRotation(t *testing.T) {
 	require.Len(t, rots, 1, "raising the budget lets the waiting rotation run")
 	require.Equal(t, ReasonContext, rots[0].Reason)
 	require.Equal(t, 3, v.Context.TotalTurns, "the new turn of budget went to the rotation")
+}
+
+// Boards can reach a session out of order. One older than the session's
+// must not take back a grant: the turn would wait for it forever, or be
+// charged a second time.
+func TestAnOlderBoardDoesNotTakeBackAGrant(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.Budget = config.Budget{Turns: 5}
+	h.group.staleAfterGrant = true
+	h.agent.perTurn = 100
+	in := sessionInput(policy(config.ModeOff, 80, 0))
+	in.Goal = "Spend it all"
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, 5, v.Context.TotalTurns, "every granted turn runs")
+	require.EqualValues(t, 5, chargedTurns(h.group.charges), "and is counted once")
+	require.Equal(t, StatusPaused, v.Status)
 }

@@ -24,6 +24,10 @@ func (s *session) teamStart(ctx workflow.Context) {
 
 func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 	before := s.st.Board
+	if before != nil && b.Rev != 0 && b.Rev < before.Rev {
+		// Overtaken by a newer push: its grants and claims are out of date.
+		return
+	}
 	s.st.Board = &b
 	s.st.ClaimAsked = false
 	if b.Exhausted != "" && s.reserving() && !s.granted() {

@@ -23,3 +23,10 @@ const VersionTeam = "team"
 // handoff with reason context-full, which skips the handoff request) and
 // AgentSpec.TurnTimeout (the activity's start-to-close timeout, which replay
 // does not compare) leave the commands of every recorded path as they were.
+
+// Board revisions needed no version either: a group numbers its pushes
+// (BoardView.Rev) and a session ignores a board older than its own, and it
+// decides whether a turn was reserved when the turn starts rather than when
+// it ends. Histories before them carry no Rev, which is always taken, and
+// the charge a session sends differs only in its payload, which replay does
+// not compare.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -45,7 +46,7 @@ func startRecorded(cmd *exec.Cmd, dir string) (done func(), err error) {
 		return func() {}, nil
 	}
 	pid := cmd.Process.Pid
-	rec := procRecord{PID: pid, Start: processStart(pid), Owner: os.Getpid(), OwnerStart: processStart(os.Getpid()), Command: filepath.Base(cmd.Path)}
+	rec := procRecord{PID: pid, Start: processStart(pid), Owner: os.Getpid(), OwnerStart: ownStart(), Command: filepath.Base(cmd.Path)}
 	file := filepath.Join(dir, strconv.Itoa(pid)+".json")
 	if err := writeRecord(dir, file, rec); err != nil {
 		// Without a record a crash could leave the group running: better
@@ -119,11 +120,9 @@ func ReapOrphans(dir string) (killed []string, err error) {
 // reapGroup kills what is left of a recorded group and says whether
 // anything was.
 func reapGroup(rec procRecord) bool {
-	if syscall.Kill(rec.PID, 0) == nil {
-		if !alive(rec.PID, rec.Start) {
-			// The pid now belongs to a process nid did not start.
-			return false
-		}
+	if syscall.Kill(rec.PID, 0) == nil && !alive(rec.PID, rec.Start) {
+		// The pid now belongs to a process nid did not start.
+		return false
 	}
 	// With its leader gone, the group may still hold the leader's children;
 	// a group id is not reused while any of them lives.
@@ -143,6 +142,9 @@ func alive(pid int, start string) bool {
 	state, now := procStat(pid)
 	return state != "Z" && (start == "" || now == "" || now == start)
 }
+
+// ownStart is when this worker started; it does not change.
+var ownStart = sync.OnceValue(func() string { return processStart(os.Getpid()) })
 
 // processStart is when pid started, in clock ticks since boot; empty where
 // there is no /proc.

@@ -171,8 +171,8 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 
 	if n.server == nil {
 		// This server may have outlived the worker that last ran these
-		// workflows; see resetStickyQueues.
-		// Before the node says it serves, so that it answers for them.
+		// workflows (see resetStickyQueues); taken over before the node
+		// says it serves, so that it answers for them.
 		resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
 	}
 

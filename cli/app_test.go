@@ -62,7 +62,7 @@ func TestArgumentErrors(t *testing.T) {
 
 func TestFlagsAfterArguments(t *testing.T) {
 	// The documented usage puts --mode after the session.
-	fake := &fakeClient{sessions: []workflows.SessionView{{Group: "web", Name: "worker", Status: workflows.StatusIdle, Policy: config.DefaultRotate()}}}
+	fake := &fakeClient{sessions: []workflows.SessionView{{Group: "web", Name: "worker", Status: workflows.StatusIdle, Conversation: "c1", Policy: config.DefaultRotate()}}}
 	out, _, err := runApp(t, fake, Deps{}, "rotate", "web/worker", "--mode", "handoff")
 	require.NoError(t, err)
 	require.Equal(t, "rotating web/worker now (handoff)\n", out)

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -48,18 +49,15 @@ func runBoard(ctx context.Context, c client.Client, opts boardOptions, stdout io
 	groups := []string{opts.Group}
 	if opts.Group == "" {
 		var err error
-		if groups, err = listGroups(ctx, c); err != nil {
+		if groups, err = nidclient.ListGroups(ctx, c); err != nil {
 			return err
 		}
 	}
 	var boards []workflows.BoardView
 	for _, g := range groups {
-		view, err := queryGroup(ctx, c, g)
-		if isNotFound(err) {
-			return unknownGroup(ctx, c, g)
-		}
+		view, err := nidclient.GetGroup(ctx, c, g)
 		if err != nil {
-			return notAnswering("group "+g, err)
+			return err
 		}
 		boards = append(boards, view.Board)
 	}
@@ -156,15 +154,14 @@ func newBoardAddOptions(args []string, detail string, asJSON bool) (boardAddOpti
 }
 
 func runBoardAdd(ctx context.Context, c client.Client, opts boardAddOptions, stdout io.Writer) error {
-	var res workflows.BoardResult
-	if err := updateGroup(ctx, c, opts.Group, workflows.UpdateTaskAdd,
-		workflows.BoardRequest{Title: opts.Title, Detail: opts.Detail}, &res); err != nil {
+	task, err := nidclient.AddTask(ctx, c, opts.Group, opts.Title, opts.Detail)
+	if err != nil {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(stdout, res.Task)
+		return writeJSON(stdout, task)
 	}
-	_, err := fmt.Fprintf(stdout, "added task %s to %s: %s\n", res.Task.ID, opts.Group, res.Task.Title)
+	_, err = fmt.Fprintf(stdout, "added task %s to %s: %s\n", task.ID, opts.Group, task.Title)
 	return err
 }
 
@@ -200,15 +197,8 @@ func newStopCommand(a *app) *cli.Command {
 }
 
 func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.Writer) error {
-	view, err := querySession(ctx, c, opts.Group, opts.Name)
+	res, err := nidclient.Stop(ctx, c, opts.Group, opts.Name)
 	if err != nil {
-		if isNotFound(err) {
-			return unknownSession(ctx, c, opts.Group, opts.Name)
-		}
-		return err
-	}
-	var res workflows.BoardResult
-	if err := updateGroup(ctx, c, opts.Group, workflows.UpdateStopSession, workflows.BoardRequest{Session: opts.Name}, &res); err != nil {
 		return err
 	}
 	ref := opts.Group + "/" + opts.Name
@@ -220,9 +210,9 @@ func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.W
 		return err
 	}
 	// A turn is not cut short: the session stops its agent when it ends.
-	switch view.Status {
+	switch res.Was {
 	case workflows.StatusWorking, workflows.StatusRateLimited, workflows.StatusRotating:
-		_, err = fmt.Fprintf(stdout, "%s is %s: its agent stops when the current step ends\n", ref, view.Status)
+		_, err = fmt.Fprintf(stdout, "%s is %s: its agent stops when the current step ends\n", ref, res.Was)
 	}
 	return err
 }

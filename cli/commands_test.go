@@ -248,7 +248,7 @@ func TestRotateRefusesAStoppedSession(t *testing.T) {
 	fake.sessions[1].Status = workflows.StatusStopped
 	var out bytes.Buffer
 	err := runRotate(context.Background(), fake, rotateOptions{Group: "web", Name: "lead"}, &out)
-	require.EqualError(t, err, "web/lead is stopped (nid stop): it takes no rotations")
+	require.EqualError(t, err, "web/lead is stopped (nid stop): it takes no more turns, messages or rotations")
 	require.Empty(t, fake.signals, "nothing is signalled")
 }
 

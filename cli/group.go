@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -101,55 +100,19 @@ func newGroupSetOptions(args []string) (groupSetOptions, error) {
 }
 
 func runGroupSet(ctx context.Context, c client.Client, opts groupSetOptions, stdout io.Writer) error {
-	view, err := queryGroup(ctx, c, opts.Group)
-	if isNotFound(err) {
-		return unknownGroup(ctx, c, opts.Group)
-	}
+	res, err := nidclient.SetGroup(ctx, c, opts.Group, nidclient.GroupSettings{RotateJSON: opts.RotateJSON, BudgetJSON: opts.BudgetJSON})
 	if err != nil {
-		return notAnswering("group "+opts.Group, err)
+		return err
 	}
-	// The group validates too; checking here first gives the same clear
-	// error without a round trip through its history, and sets nothing
-	// when either value is wrong.
 	if opts.RotateJSON != "" {
-		if _, err := config.ApplyRotateJSON(view.Policy, opts.RotateJSON); err != nil {
+		if _, err := fmt.Fprintf(stdout, "%s rotate: %s\n", opts.Group, workflows.PolicyText(res.Rotate)); err != nil {
 			return err
 		}
 	}
 	if opts.BudgetJSON != "" {
-		if _, err := config.ApplyBudgetJSON(view.Board.Budget, opts.BudgetJSON); err != nil {
+		if _, err := fmt.Fprintf(stdout, "%s budget: %s\n", opts.Group, workflows.BudgetText(res.Budget, res.Spent)); err != nil {
 			return err
 		}
-	}
-	if opts.RotateJSON != "" {
-		var policy config.Rotate
-		if err := updateGroup(ctx, c, opts.Group, workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: opts.RotateJSON}, &policy); err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(stdout, "%s rotate: %s\n", opts.Group, workflows.PolicyText(policy)); err != nil {
-			return err
-		}
-	}
-	if opts.BudgetJSON != "" {
-		var budget config.Budget
-		if err := updateGroup(ctx, c, opts.Group, workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: opts.BudgetJSON}, &budget); err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(stdout, "%s budget: %s\n", opts.Group, workflows.BudgetText(budget, view.Board.Spent)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// updateGroup runs an update on a group and decodes its answer into out.
-func updateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
-	err := nidclient.UpdateGroup(ctx, c, group, update, arg, out)
-	switch {
-	case isNotFound(err):
-		return unknownGroup(ctx, c, group)
-	case err != nil:
-		return fmt.Errorf("%s on %s: %s", update, group, workflows.ErrorText(err))
 	}
 	return nil
 }
@@ -186,12 +149,9 @@ func newGroupShowCommand(a *app) *cli.Command {
 }
 
 func runGroupShow(ctx context.Context, c client.Client, opts groupShowOptions, stdout io.Writer) error {
-	view, err := queryGroup(ctx, c, opts.Group)
-	if isNotFound(err) {
-		return unknownGroup(ctx, c, opts.Group)
-	}
+	view, err := nidclient.GetGroup(ctx, c, opts.Group)
 	if err != nil {
-		return notAnswering("group "+opts.Group, err)
+		return err
 	}
 	if opts.JSON {
 		return writeJSON(stdout, view)

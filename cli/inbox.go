@@ -1,17 +1,15 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/workflows"
+	"github.com/nid-dev/nid/nidclient"
 )
 
 type inboxOptions struct {
@@ -51,31 +49,10 @@ func newInboxOptions(args []string, asJSON bool, now time.Time) (inboxOptions, e
 }
 
 func runInbox(ctx context.Context, c client.Client, opts inboxOptions, stdout io.Writer) error {
-	groups := []string{opts.Group}
-	if opts.Group == "" {
-		var err error
-		if groups, err = listGroups(ctx, c); err != nil {
-			return err
-		}
+	items, err := nidclient.Inbox(ctx, c, opts.Group)
+	if err != nil {
+		return err
 	}
-	items := []workflows.InboxItem{}
-	for _, g := range groups {
-		view, err := queryGroup(ctx, c, g)
-		if isNotFound(err) && opts.Group != "" {
-			return unknownGroup(ctx, c, g)
-		}
-		if isNotFound(err) {
-			// It ended between the list and the query.
-			continue
-		}
-		if err != nil {
-			return notAnswering("group "+g, err)
-		}
-		items = append(items, view.Inbox...)
-	}
-	slices.SortStableFunc(items, func(a, b workflows.InboxItem) int {
-		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Seq, b.Seq))
-	})
 	if opts.JSON {
 		return writeJSON(stdout, items)
 	}

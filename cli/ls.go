@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -63,18 +63,9 @@ type lsItem struct {
 }
 
 func runLs(ctx context.Context, c client.Client, opts lsOptions, stdout, stderr io.Writer) error {
-	sessions, err := listSessions(ctx, c, opts.Group)
+	sessions, err := nidclient.Sessions(ctx, c, opts.Group)
 	if err != nil {
 		return err
-	}
-	if len(sessions) == 0 && opts.Group != "" {
-		groups, err := listGroups(ctx, c)
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(groups, opts.Group) {
-			return groupMissing(opts.Group, groups)
-		}
 	}
 	if opts.JSON {
 		items := make([]lsItem, 0, len(sessions))

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -62,24 +63,10 @@ func newRotateOptions(args []string, mode string, modeSet bool) (rotateOptions, 
 }
 
 func runRotate(ctx context.Context, c client.Client, opts rotateOptions, stdout io.Writer) error {
-	ref := opts.Group + "/" + opts.Name
-	view, err := querySession(ctx, c, opts.Group, opts.Name)
-	if isNotFound(err) {
-		return unknownSession(ctx, c, opts.Group, opts.Name)
-	}
+	answer, err := nidclient.Rotate(ctx, c, opts.Group, opts.Name, opts.Mode)
 	if err != nil {
-		return notAnswering(ref, err)
-	}
-	if err := workflows.CheckRotatable(ref, view); err != nil {
 		return err
 	}
-	req := workflows.RotateRequest{Mode: opts.Mode, Reason: workflows.ReasonManual}
-	if err := c.SignalWorkflow(ctx, workflows.SessionID(opts.Group, opts.Name), "", workflows.SignalRotate, req); err != nil {
-		if isNotFound(err) {
-			return unknownSession(ctx, c, opts.Group, opts.Name)
-		}
-		return fmt.Errorf("asking %s to rotate: %w", ref, err)
-	}
-	_, err = fmt.Fprintln(stdout, workflows.RotateOutcome(ref, opts.Mode, view).Text)
+	_, err = fmt.Fprintln(stdout, answer.Text)
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -58,14 +59,9 @@ func newSendOptions(args []string) (sendOptions, error) {
 }
 
 func runSend(ctx context.Context, c client.Client, opts sendOptions, stdout io.Writer) error {
-	ref := opts.Group + "/" + opts.Name
-	err := c.SignalWorkflow(ctx, workflows.SessionID(opts.Group, opts.Name), "", workflows.SignalMessage, workflows.Message{Text: opts.Text})
-	if isNotFound(err) {
-		return unknownSession(ctx, c, opts.Group, opts.Name)
+	if err := nidclient.Send(ctx, c, opts.Group, opts.Name, opts.Text); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("sending to %s: %w", ref, err)
-	}
-	_, err = fmt.Fprintf(stdout, "queued for %s\n", ref)
+	_, err := fmt.Fprintf(stdout, "queued for %s/%s\n", opts.Group, opts.Name)
 	return err
 }

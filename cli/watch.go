@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -25,8 +23,6 @@ const (
 	// before following, so a fresh `nid watch` has some context.
 	watchBacklog  = 10
 	watchInterval = 500 * time.Millisecond
-	// watchParallel bounds the events queries in flight at once.
-	watchParallel = 8
 )
 
 type watchOptions struct {
@@ -100,21 +96,28 @@ func newWatchOptions(args []string, asJSON bool) (watchOptions, error) {
 // answer, are reported once and retried, so a feed outlives a worker or
 // server restart.
 func runWatch(ctx context.Context, c client.Client, opts watchOptions, stdout, stderr io.Writer) error {
-	f := &feed{c: c, opts: opts, stdout: stdout, stderr: stderr, last: map[string]int64{}}
+	f := &feed{
+		src:    nidclient.NewFeed(c, nidclient.FeedOptions{Group: opts.Group, Name: opts.Name, Backlog: opts.Backlog}),
+		opts:   opts,
+		stdout: stdout, stderr: stderr,
+	}
 	started := false
 	for {
-		warning, err := f.poll(ctx, !started)
+		poll, err := f.src.Poll(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err == nil {
+			err = f.show(poll)
 		}
 		switch {
 		case err != nil && !started && !opts.Persist:
 			return err
 		case err != nil:
 			f.warn(err)
-		case warning != nil:
+		case poll.Problem != nil:
 			started = true
-			f.warn(warning)
+			f.warn(poll.Problem)
 		default:
 			started = true
 			f.failing = ""
@@ -128,11 +131,9 @@ func runWatch(ctx context.Context, c client.Client, opts watchOptions, stdout, s
 }
 
 type feed struct {
-	c              client.Client
+	src            *nidclient.Feed
 	opts           watchOptions
 	stdout, stderr io.Writer
-	// last is the sequence number of the last event printed, by session.
-	last map[string]int64
 	// failing is the error last reported, so a lasting failure is said once.
 	failing string
 	// width is the widest session name seen, so columns do not shift as
@@ -140,109 +141,18 @@ type feed struct {
 	width int
 }
 
-type target struct{ group, name string }
-
-func (t target) ref() string { return t.group + "/" + t.name }
-
-func (f *feed) targets(ctx context.Context, first bool) ([]target, error) {
-	if f.opts.Name != "" {
-		return []target{{f.opts.Group, f.opts.Name}}, nil
+// show prints a poll's events.
+func (f *feed) show(poll nidclient.FeedPoll) error {
+	for _, s := range poll.Sessions {
+		f.width = max(f.width, visibleWidth(s.Ref()))
 	}
-	sessions, err := listSessions(ctx, f.c, f.opts.Group)
-	if err != nil {
-		return nil, err
-	}
-	if first && len(sessions) == 0 && f.opts.Group != "" {
-		groups, err := listGroups(ctx, f.c)
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(groups, f.opts.Group) {
-			return nil, groupMissing(f.opts.Group, groups)
-		}
-	}
-	out := make([]target, len(sessions))
-	for i, s := range sessions {
-		out[i] = target{s.Group, s.Name}
-	}
-	return out, nil
-}
-
-type fetched struct {
-	events []workflows.Event
-	err    error
-}
-
-// poll prints every event that is new since the last poll. A session that
-// did not answer is a warning, not an error: the others are still shown, and
-// it is asked again next time.
-func (f *feed) poll(ctx context.Context, first bool) (warning, err error) {
-	targets, err := f.targets(ctx, first)
-	if err != nil {
-		return nil, err
-	}
-	results := f.fetch(ctx, targets)
-	var events []workflows.Event
-	for i, t := range targets {
-		f.width = max(f.width, visibleWidth(t.ref()))
-		r := results[i]
-		if r.err != nil {
-			switch {
-			case isNotFound(r.err) && f.opts.Name == "":
-				// It ended between the list and the query.
-			case isNotFound(r.err) && first:
-				return nil, unknownSession(ctx, f.c, t.group, t.name)
-			case isNotFound(r.err):
-				warning = cmp.Or(warning, fmt.Errorf("%s is not running", t.ref()))
-			default:
-				warning = cmp.Or(warning, notAnswering(t.ref(), r.err))
-			}
-			continue
-		}
-		evs := r.events
-		last, seen := f.last[t.ref()]
-		if !seen && len(evs) > f.opts.Backlog {
-			// A session seen for the first time shows only its recent past.
-			evs = evs[len(evs)-f.opts.Backlog:]
-		}
-		for _, e := range evs {
-			last = max(last, e.Seq)
-		}
-		f.last[t.ref()] = last
-		events = append(events, evs...)
-	}
-	slices.SortStableFunc(events, func(a, b workflows.Event) int {
-		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Group+"/"+a.Session, b.Group+"/"+b.Session), cmp.Compare(a.Seq, b.Seq))
-	})
-	for _, e := range events {
+	for _, e := range poll.Events {
+		f.width = max(f.width, visibleWidth(e.Group+"/"+e.Session))
 		if err := f.print(e, f.width); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return warning, nil
-}
-
-// fetch queries each target for its events after the last one printed.
-func (f *feed) fetch(ctx context.Context, targets []target) []fetched {
-	results := make([]fetched, len(targets))
-	sem := make(chan struct{}, watchParallel)
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		after := f.last[t.ref()]
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			results[i].events, results[i].err = queryEvents(ctx, f.c, t, after)
-		}()
-	}
-	wg.Wait()
-	return results
-}
-
-func queryEvents(ctx context.Context, c client.Client, t target, after int64) ([]workflows.Event, error) {
-	return nidclient.QueryEvents(ctx, c, t.group, t.name, after)
+	return nil
 }
 
 func (f *feed) print(e workflows.Event, width int) error {

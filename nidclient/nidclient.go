@@ -12,14 +12,12 @@ package nidclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -205,66 +203,9 @@ func ListGroups(ctx context.Context, c client.Client) ([]string, error) {
 	return names, nil
 }
 
-// UnknownGroup is the error for a group that is not running: it lists the
-// groups that are.
-func UnknownGroup(ctx context.Context, c client.Client, group string) error {
-	groups, err := ListGroups(ctx, c)
-	if err != nil {
-		return fmt.Errorf("no group %q", group)
-	}
-	return GroupMissing(group, groups)
-}
-
-// GroupMissing words the error for a group that is not among groups.
-func GroupMissing(group string, groups []string) error {
-	if len(groups) == 0 {
-		return fmt.Errorf("no group %q: no group is running (start them with nid up)", group)
-	}
-	return fmt.Errorf("no group %q; running groups: %s", group, strings.Join(groups, ", "))
-}
-
-// UnknownSession is the error for a session that is not running: it lists
-// the group's sessions, or the groups when the group is not running either.
-func UnknownSession(ctx context.Context, c client.Client, group, name string) error {
-	ref := group + "/" + name
-	all, err := ListSessions(ctx, c, "")
-	if err != nil {
-		return fmt.Errorf("no session %q", ref)
-	}
-	var names []string
-	for _, s := range all {
-		if s.Group == group {
-			names = append(names, s.Name)
-		}
-	}
-	if len(names) > 0 {
-		return fmt.Errorf("no session %q; sessions in %s: %s", ref, group, strings.Join(names, ", "))
-	}
-	groups, err := ListGroups(ctx, c)
-	if err != nil {
-		return fmt.Errorf("no session %q", ref)
-	}
-	if slices.Contains(groups, group) {
-		return fmt.Errorf("no session %q: group %s has no running sessions", ref, group)
-	}
-	return GroupMissing(group, groups)
-}
-
-// IsNotFound reports whether err says the workflow does not exist.
-func IsNotFound(err error) bool {
-	var nf *serviceerror.NotFound
-	return errors.As(err, &nf)
-}
-
 // QueryTimeout bounds a query: a workflow whose worker died a moment ago is
 // still handed the query, and nothing would answer it.
 const QueryTimeout = 10 * time.Second
-
-// NotAnswering words a query that failed for another reason than the
-// workflow not existing: almost always no worker is running.
-func NotAnswering(who string, err error) error {
-	return fmt.Errorf("%s did not answer (is nid up or nid worker running?): %w", who, err)
-}
 
 // QuerySession asks a session workflow for its view.
 func QuerySession(ctx context.Context, c client.Client, group, name string) (workflows.SessionView, error) {
@@ -288,31 +229,6 @@ func QueryGroup(ctx context.Context, c client.Client, group string) (workflows.G
 		return v, err
 	}
 	return v, val.Get(&v)
-}
-
-// RefusedError is an update the group refused: its validator's own
-// sentence, e.g. "task t1 is claimed by lead".
-type RefusedError struct{ Message string }
-
-func (e *RefusedError) Error() string { return e.Message }
-
-// UpdateGroup runs update on the group workflow with arg, waits for its
-// answer and decodes it into out. A refusal comes back as a *RefusedError;
-// failing to reach the group (IsNotFound, unavailable) as the client's error.
-func UpdateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
-	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.GroupID(group),
-		UpdateName:   update,
-		Args:         []any{arg},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return err
-	}
-	if err := handle.Get(ctx, out); err != nil {
-		return &RefusedError{Message: workflows.ErrorText(err)}
-	}
-	return nil
 }
 
 // QueryEvents asks a session workflow for its events after seq.

@@ -160,10 +160,24 @@ func slicesSorted[V any](m map[string]V) []string {
 	return keys
 }
 
+// asAPIError maps an operation's error to the API's: the nidclient types
+// to their status and code, anything else to unavailable.
 func asAPIError(err error) *APIError {
-	var ae *APIError
-	if errors.As(err, &ae) {
+	var (
+		ae       *APIError
+		notFound *nidclient.NotFoundError
+		refused  *nidclient.RefusedError
+		bad      *nidclient.InvalidError
+	)
+	switch {
+	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &notFound):
+		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Field: notFound.Kind, Message: notFound.Message}
+	case errors.As(err, &refused):
+		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: refused.Message}
+	case errors.As(err, &bad):
+		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalid, Field: bad.Field, Message: bad.Message}
 	}
 	return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
 }
@@ -260,26 +274,6 @@ func groupName(field, g string, required bool) error {
 	return nil
 }
 
-// notFound turns a workflow that does not exist into the API's not_found
-// error, worded as the command line words it, and any other failure into
-// unavailable.
-func (a *API) notFound(ctx context.Context, err error, field, group, name string) error {
-	if !nidclient.IsNotFound(err) {
-		who := group
-		if name != "" {
-			who += "/" + name
-		}
-		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: nidclient.NotAnswering(who, err).Error()}
-	}
-	var missing error
-	if name != "" {
-		missing = nidclient.UnknownSession(ctx, a.c, group, name)
-	} else {
-		missing = nidclient.UnknownGroup(ctx, a.c, group)
-	}
-	return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Field: field, Message: missing.Error()}
-}
-
 type groupRequest struct {
 	Group string `json:"group"`
 }
@@ -301,7 +295,7 @@ func (a *API) sessionList(ctx context.Context, r *http.Request) (any, error) {
 	if err := groupName("group", req.Group, false); err != nil {
 		return nil, err
 	}
-	sessions, err := nidclient.ListSessions(ctx, a.c, req.Group)
+	sessions, err := nidclient.Sessions(ctx, a.c, req.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -326,9 +320,9 @@ func (a *API) sessionGet(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := nidclient.QuerySession(ctx, a.c, group, name)
+	v, err := nidclient.GetSession(ctx, a.c, group, name)
 	if err != nil {
-		return nil, a.notFound(ctx, err, "session", group, name)
+		return nil, err
 	}
 	id := workflows.SessionID(group, name)
 	return SessionAnswer{SessionView: v, WorkflowID: id, WorkflowURL: a.workflowURL(id)}, nil
@@ -363,22 +357,11 @@ func (a *API) sessionRotate(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !workflows.ValidRotateMode(req.Mode) {
-		return nil, invalid("mode", "%q is not a rotation mode: use auto, compact or handoff, or leave it out for the group's", req.Mode)
-	}
-	v, err := nidclient.QuerySession(ctx, a.c, group, name)
+	answer, err := nidclient.Rotate(ctx, a.c, group, name, req.Mode)
 	if err != nil {
-		return nil, a.notFound(ctx, err, "session", group, name)
+		return nil, err
 	}
-	ref := group + "/" + name
-	if err := workflows.CheckRotatable(ref, v); err != nil {
-		return nil, &APIError{Status: http.StatusConflict, Code: CodeConflict, Field: "session", Message: err.Error()}
-	}
-	sig := workflows.RotateRequest{Mode: req.Mode, Reason: workflows.ReasonManual}
-	if err := a.c.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalRotate, sig); err != nil {
-		return nil, a.notFound(ctx, err, "session", group, name)
-	}
-	return RotateAnswer{Session: ref, RotateAnswer: workflows.RotateOutcome(ref, req.Mode, v)}, nil
+	return RotateAnswer{Session: group + "/" + name, RotateAnswer: answer}, nil
 }
 
 type sendRequest struct {
@@ -401,12 +384,8 @@ func (a *API) sessionSend(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(req.Text) == "" {
-		return nil, invalid("text", "missing: the prompt for the session's next turn")
-	}
-	err = a.c.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalMessage, workflows.Message{Text: req.Text})
-	if err != nil {
-		return nil, a.notFound(ctx, err, "session", group, name)
+	if err := nidclient.Send(ctx, a.c, group, name, req.Text); err != nil {
+		return nil, err
 	}
 	return SendAnswer{Session: group + "/" + name, Queued: true}, nil
 }
@@ -454,8 +433,8 @@ func (a *API) sessionTranscript(ctx context.Context, r *http.Request) (any, erro
 	if len(entries) == 0 && req.After == 0 {
 		// No transcript on this host: say whether the session exists at
 		// all rather than answer an empty list for a typo.
-		if _, qerr := nidclient.QuerySession(ctx, a.c, group, name); qerr != nil {
-			return nil, a.notFound(ctx, qerr, "session", group, name)
+		if _, err := nidclient.GetSession(ctx, a.c, group, name); err != nil {
+			return nil, err
 		}
 	}
 	limit := cmp.Or(req.Limit, defaultTranscriptLimit)
@@ -490,11 +469,7 @@ func (a *API) groupGet(ctx context.Context, r *http.Request) (any, error) {
 	if err := groupName("group", req.Group, true); err != nil {
 		return nil, err
 	}
-	v, err := nidclient.QueryGroup(ctx, a.c, req.Group)
-	if err != nil {
-		return nil, a.notFound(ctx, err, "group", req.Group, "")
-	}
-	return v, nil
+	return nidclient.GetGroup(ctx, a.c, req.Group)
 }
 
 type groupSetRequest struct {
@@ -531,46 +506,11 @@ func (a *API) groupSet(ctx context.Context, r *http.Request) (any, error) {
 			return nil, invalid(f.name, "must be a JSON object of the fields to change")
 		}
 	}
-	v, err := nidclient.QueryGroup(ctx, a.c, req.Group)
+	res, err := nidclient.SetGroup(ctx, a.c, req.Group, nidclient.GroupSettings{RotateJSON: string(rotate), BudgetJSON: string(budget)})
 	if err != nil {
-		return nil, a.notFound(ctx, err, "group", req.Group, "")
+		return nil, err
 	}
-	// The group validates too; checking both first names the field without
-	// a round trip through its history, and changes nothing if either is bad.
-	if len(rotate) > 0 {
-		if _, err := config.ApplyRotateJSON(v.Policy, string(rotate)); err != nil {
-			return nil, invalid("rotate", "%s", err)
-		}
-	}
-	if len(budget) > 0 {
-		if _, err := config.ApplyBudgetJSON(v.Board.Budget, string(budget)); err != nil {
-			return nil, invalid("budget", "%s", err)
-		}
-	}
-	answer := GroupSetAnswer{Group: req.Group, Rotate: v.Policy, Budget: v.Board.Budget}
-	if len(rotate) > 0 {
-		if err := a.updateGroup(ctx, req.Group, "rotate", workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: string(rotate)}, &answer.Rotate); err != nil {
-			return nil, err
-		}
-	}
-	if len(budget) > 0 {
-		if err := a.updateGroup(ctx, req.Group, "budget", workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: string(budget)}, &answer.Budget); err != nil {
-			return nil, err
-		}
-	}
-	return answer, nil
-}
-
-func (a *API) updateGroup(ctx context.Context, group, field, update string, arg, out any) error {
-	err := nidclient.UpdateGroup(ctx, a.c, group, update, arg, out)
-	var refused *nidclient.RefusedError
-	switch {
-	case errors.As(err, &refused):
-		return invalid(field, "%s", refused.Message)
-	case err != nil:
-		return a.notFound(ctx, err, "group", group, "")
-	}
-	return nil
+	return GroupSetAnswer{Group: req.Group, Rotate: res.Rotate, Budget: res.Budget}, nil
 }
 
 // BoardAnswer is the board.read answer: the board, and its text as agents'
@@ -589,9 +529,9 @@ func (a *API) boardRead(ctx context.Context, r *http.Request) (any, error) {
 	if err := groupName("group", req.Group, true); err != nil {
 		return nil, err
 	}
-	v, err := nidclient.QueryGroup(ctx, a.c, req.Group)
+	v, err := nidclient.GetGroup(ctx, a.c, req.Group)
 	if err != nil {
-		return nil, a.notFound(ctx, err, "group", req.Group, "")
+		return nil, err
 	}
 	return BoardAnswer{Group: req.Group, Board: v.Board, Text: workflows.BoardText(v.Board, "")}, nil
 }
@@ -609,26 +549,9 @@ func (a *API) inboxList(ctx context.Context, r *http.Request) (any, error) {
 	if err := groupName("group", req.Group, false); err != nil {
 		return nil, err
 	}
-	groups := []string{req.Group}
-	if req.Group == "" {
-		var err error
-		if groups, err = nidclient.ListGroups(ctx, a.c); err != nil {
-			return nil, err
-		}
+	items, err := nidclient.Inbox(ctx, a.c, req.Group)
+	if err != nil {
+		return nil, err
 	}
-	items := []workflows.InboxItem{}
-	for _, g := range groups {
-		v, err := nidclient.QueryGroup(ctx, a.c, g)
-		if nidclient.IsNotFound(err) && req.Group == "" {
-			continue // it ended between the list and the query
-		}
-		if err != nil {
-			return nil, a.notFound(ctx, err, "group", g, "")
-		}
-		items = append(items, v.Inbox...)
-	}
-	slices.SortStableFunc(items, func(x, y workflows.InboxItem) int {
-		return cmp.Or(x.At.Compare(y.At), cmp.Compare(x.Group, y.Group), cmp.Compare(x.Seq, y.Seq))
-	})
 	return InboxAnswer{Items: items}, nil
 }

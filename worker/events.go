@@ -2,19 +2,13 @@ package worker
 
 import (
 	"bytes"
-	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/nid-dev/nid/nidclient"
-	"github.com/nid-dev/nid/workflows"
 )
 
 // Event stream settings. Temporal has no push for workflow state, so the
@@ -24,7 +18,6 @@ const (
 	eventsEvery     = 500 * time.Millisecond
 	eventsKeepAlive = 15 * time.Second
 	maxBacklog      = 200
-	eventsParallel  = 8
 )
 
 // SSE event names on GET /api/events.
@@ -89,24 +82,23 @@ func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusInternalServerError, Code: CodeUnavailable, Message: "streaming unsupported"})
 		return
 	}
-	if f.name != "" {
-		// An unknown session is an error now, not a silent empty stream.
-		if _, err := nidclient.QuerySession(r.Context(), a.c, f.group, f.name); err != nil {
-			writeError(w, asAPIError(a.notFound(r.Context(), err, "session", f.group, f.name)))
-			return
-		}
+	ctx := r.Context()
+	feed := nidclient.NewFeed(a.c, nidclient.FeedOptions{Group: f.group, Name: f.name, Backlog: f.backlog})
+	// The first poll comes before the answer's status: an unknown group or
+	// session is an error, not a silent empty stream.
+	poll, err := feed.Poll(ctx)
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
 
-	s := &stream{a: a, f: f, w: w, last: map[string]int64{}}
-	ctx := r.Context()
+	s := &stream{w: w}
 	ping := time.Now()
-	for first := true; ; first = false {
-		wrote := s.poll(ctx, first)
-		if wrote {
+	for {
+		if s.show(poll) {
 			ping = time.Now()
 		} else if time.Since(ping) > eventsKeepAlive {
 			fmt.Fprint(w, ": keep-alive\n\n")
@@ -118,14 +110,13 @@ func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-time.After(eventsEvery):
 		}
+		// A failed poll is skipped: the next one asks again.
+		poll, _ = feed.Poll(ctx)
 	}
 }
 
 type stream struct {
-	a    *API
-	f    streamFilter
-	w    http.ResponseWriter
-	last map[string]int64
+	w http.ResponseWriter
 	// sessions is the last session list sent.
 	sessions []byte
 }
@@ -138,59 +129,17 @@ func (s *stream) send(name string, v any) {
 	fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b)
 }
 
-// poll sends what changed since the last poll and reports whether it sent
-// anything. Failures are skipped: the next poll asks again.
-func (s *stream) poll(ctx context.Context, first bool) bool {
-	sessions, err := nidclient.ListSessions(ctx, s.a.c, s.f.group)
-	if err != nil {
-		return false
-	}
-	if s.f.name != "" {
-		sessions = slices.DeleteFunc(sessions, func(x nidclient.Session) bool { return x.Name != s.f.name })
-	}
+// show sends what a poll found, the session list only when it changed, and
+// reports whether it sent anything.
+func (s *stream) show(poll nidclient.FeedPoll) bool {
 	wrote := false
-	list := SessionList{Sessions: nonNil(sessions)}
+	list := SessionList{Sessions: nonNil(poll.Sessions)}
 	if b, _ := json.Marshal(list); !bytes.Equal(b, s.sessions) {
 		s.sessions = b
 		s.send(SSESessions, list)
 		wrote = true
 	}
-	targets := sessions
-	if s.f.name != "" && len(targets) == 0 {
-		// Visibility may lag behind a session that just started.
-		targets = []nidclient.Session{{Group: s.f.group, Name: s.f.name}}
-	}
-	results := make([][]workflows.Event, len(targets))
-	sem := make(chan struct{}, eventsParallel)
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		after := s.last[t.Ref()]
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			results[i], _ = nidclient.QueryEvents(ctx, s.a.c, t.Group, t.Name, after)
-		}()
-	}
-	wg.Wait()
-	var events []workflows.Event
-	for i, t := range targets {
-		evs := results[i]
-		last, seen := s.last[t.Ref()]
-		if !seen && first {
-			evs = evs[max(0, len(evs)-s.f.backlog):]
-		}
-		for _, e := range results[i] {
-			last = max(last, e.Seq)
-		}
-		s.last[t.Ref()] = last
-		events = append(events, evs...)
-	}
-	slices.SortStableFunc(events, func(x, y workflows.Event) int {
-		return cmp.Or(x.At.Compare(y.At), strings.Compare(x.Group+"/"+x.Session, y.Group+"/"+y.Session), cmp.Compare(x.Seq, y.Seq))
-	})
-	for _, e := range events {
+	for _, e := range poll.Events {
 		s.send(SSEEvent, e)
 		wrote = true
 	}

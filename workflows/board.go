@@ -128,8 +128,34 @@ func (b *BoardState) checkAcquire(session, name string) error {
 	case len(name) > MaxLockName:
 		return fmt.Errorf("lock name is %d bytes; the limit is %d", len(name), MaxLockName)
 	}
-	if l := b.lock(name); l != nil && l.Holder != session {
+	l := b.lock(name)
+	switch {
+	case l != nil && l.Holder != session:
 		return fmt.Errorf("lock %q is held by %s", name, l.Holder)
+	case l != nil:
+		return nil // already its own
+	case b.locksHeld(session) >= MaxLocksPerSession:
+		return fmt.Errorf("%s holds %d locks, the most a session may: release one first", session, MaxLocksPerSession)
+	case len(b.Locks) >= MaxLocks:
+		return fmt.Errorf("the group's sessions hold %d locks, the most a group may: release some first", MaxLocks)
+	}
+	return nil
+}
+
+func (b *BoardState) locksHeld(session string) int {
+	n := 0
+	for _, l := range b.Locks {
+		if l.Holder == session {
+			n++
+		}
+	}
+	return n
+}
+
+// checkRoom refuses n more tasks on a full board.
+func (b *BoardState) checkRoom(n int) error {
+	if len(b.Tasks)+n > MaxTasks {
+		return fmt.Errorf("the board holds %d tasks and keeps at most %d", len(b.Tasks), MaxTasks)
 	}
 	return nil
 }
@@ -198,6 +224,35 @@ func (b *BoardState) nextOpen() *Task {
 	return nil
 }
 
+// reserve grants session its turn seq while the budget lasts, counting the
+// turn as spent at once, so two sessions cannot both take the last one. It
+// says whether it granted.
+func (b *BoardState) reserve(session string, seq int64) bool {
+	if b.exhausted() != "" {
+		return false
+	}
+	if b.Grants == nil {
+		b.Grants = map[string]int64{}
+	}
+	b.Grants[session] = seq
+	b.charge(Charge{Session: session, Turns: 1})
+	return true
+}
+
+// claimNext gives session the next open task, unless it holds one or the
+// budget is spent; it returns the task claimed, if any.
+func (b *BoardState) claimNext(session string, now time.Time) *Task {
+	if b.held(session) != nil || b.exhausted() != "" {
+		return nil
+	}
+	t := b.nextOpen()
+	if t == nil {
+		return nil
+	}
+	claimed := b.claim(session, t.ID, now)
+	return &claimed
+}
+
 func (b *BoardState) charge(c Charge) {
 	b.Spent.Turns += c.Turns
 	b.Spent.Tokens += c.Tokens
@@ -247,61 +302,4 @@ func (v BoardView) HeldBy(session string) *Task {
 // HasOpen says whether a task waits to be claimed.
 func (v BoardView) HasOpen() bool {
 	return slices.ContainsFunc(v.Tasks, func(t Task) bool { return t.Status == TaskTodo })
-}
-
-// BudgetText renders a budget's limits and what is spent and left.
-func BudgetText(b config.Budget, s Spend) string {
-	part := func(name string, limit, spent float64, format string) string {
-		if limit <= 0 {
-			return fmt.Sprintf("%s "+format+" (no limit)", name, spent)
-		}
-		return fmt.Sprintf("%s "+format+" of "+format+" (%s left)", name, spent, limit, fmt.Sprintf(format, max(limit-spent, 0)))
-	}
-	return strings.Join([]string{
-		part("turns", float64(b.Turns), float64(s.Turns), "%.0f"),
-		part("tokens", float64(b.Tokens), float64(s.Tokens), "%.0f"),
-		part("usd", b.USD, s.USD, "%.2f"),
-	}, ", ")
-}
-
-// BoardText is what board_read shows and what a fresh conversation's first
-// message carries: the goal, each task with its status and holder, the
-// locks, and which of them are session's ("" for nobody's view).
-func BoardText(v BoardView, session string) string {
-	var b strings.Builder
-	b.WriteString("Board of group " + v.Group + "\n")
-	if v.Goal != "" {
-		b.WriteString("Goal: " + v.Goal + "\n")
-	}
-	if len(v.Tasks) == 0 {
-		b.WriteString("Tasks: none on the board.\n")
-	} else {
-		b.WriteString("Tasks:\n")
-		for _, t := range v.Tasks {
-			line := fmt.Sprintf("  %s [%s] %s", t.ID, t.Status, t.Title)
-			if t.Holder != "" && t.Status == TaskClaimed {
-				line += " (claimed by " + t.Holder + ")"
-			}
-			if session != "" && t.Holder == session && t.Status == TaskClaimed {
-				line += " <- yours"
-			}
-			b.WriteString(line + "\n")
-		}
-	}
-	if len(v.Locks) == 0 {
-		b.WriteString("Locks: none held.\n")
-	} else {
-		b.WriteString("Locks:\n")
-		for _, l := range v.Locks {
-			line := fmt.Sprintf("  %s (held by %s)", l.Name, l.Holder)
-			if session != "" && l.Holder == session {
-				line += " <- yours"
-			}
-			b.WriteString(line + "\n")
-		}
-	}
-	if v.Exhausted != "" {
-		b.WriteString("Budget: exhausted (" + v.Exhausted + "); no new turns until it is raised.\n")
-	}
-	return b.String()
 }

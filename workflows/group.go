@@ -38,9 +38,8 @@ type GroupState struct {
 type group struct {
 	name string
 	st   *GroupState
-	// team is false when replaying a history from before the board
-	// existed (VersionTeam): such a run pushes no boards.
-	team bool
+	// version is the rung of the version ladder this run follows.
+	version Version
 }
 
 // GroupWorkflow owns a group's policy, board, budget and inbox. It changes
@@ -64,7 +63,7 @@ func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
 }
 
 func (g *group) setup(ctx workflow.Context) error {
-	g.team = workflow.GetVersion(ctx, VersionTeam, workflow.DefaultVersion, 1) == 1
+	g.version = versionOf(ctx)
 	if err := workflow.SetQueryHandler(ctx, QueryGroup, g.view); err != nil {
 		return err
 	}
@@ -89,18 +88,8 @@ func (g *group) setup(ctx workflow.Context) error {
 			return err
 		}
 	}
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		// Await first, as the session's listen does, so a signal is never
-		// held in a blocked selector when the group continues as new.
-		sel := g.signalSelector(ctx)
-		for {
-			if err := workflow.Await(ctx, sel.HasPending); err != nil {
-				return
-			}
-			sel.Select(ctx)
-		}
-	})
-	if g.team {
+	listenSignals(ctx, g.signalSelector)
+	if g.has(VersionTeam) {
 		// Sessions wait for their first board; a restart of nid finds them
 		// waiting.
 		g.push(ctx, "")
@@ -108,19 +97,18 @@ func (g *group) setup(ctx workflow.Context) error {
 	return nil
 }
 
+// has says this run follows rung v of the version ladder.
+func (g *group) has(v Version) bool { return g.version >= v }
+
+// run waits until the history is full, then continues as new: everything
+// else a group does answers a signal or an update.
 func (g *group) run(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return historyFull(ctx, g.st.HistoryLimit) }); err != nil {
 		return err
 	}
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return err
-	}
-	// Signals that arrived but were not yet read travel with the state.
-	sel := g.signalSelector(ctx)
-	for sel.HasPending() {
-		sel.Select(ctx)
-	}
-	return workflow.NewContinueAsNewError(ctx, GroupWorkflowName, GroupInput{Name: g.name, State: g.st})
+	return continueAsNew(ctx, g.signalSelector, GroupWorkflowName, func() any {
+		return GroupInput{Name: g.name, State: g.st}
+	})
 }
 
 func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
@@ -205,10 +193,17 @@ func (g *group) validateSync(_ workflow.Context, req GroupSync) error {
 			problems = append(problems, fmt.Sprintf("session name %q is not valid", s))
 		}
 	}
+	added := 0
 	for _, t := range req.Tasks {
 		if err := checkTaskText(t.Title, t.Detail); err != nil {
 			problems = append(problems, err.Error())
 		}
+		if !g.hasTask(t.Title) {
+			added++
+		}
+	}
+	if err := g.st.Board.checkRoom(added); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("group %s: %s", g.name, strings.Join(problems, "; "))
@@ -229,11 +224,11 @@ func (g *group) sync(ctx workflow.Context, req GroupSync) (GroupView, error) {
 		g.st.Policy = req.Rotate
 		g.pushPolicy(ctx)
 	}
-	if g.team {
+	if g.has(VersionTeam) {
 		// Tasks from the file are added once, known by their title, so a
 		// restart does not put them on the board again.
 		for _, t := range req.Tasks {
-			if !slices.ContainsFunc(g.st.Board.Tasks, func(have Task) bool { return have.Title == t.Title }) {
+			if !g.hasTask(t.Title) {
 				g.st.Board.add(t.Title, t.Detail)
 			}
 		}
@@ -250,7 +245,16 @@ func (g *group) sync(ctx workflow.Context, req GroupSync) (GroupView, error) {
 	return g.view()
 }
 
+// hasTask says the board has a task titled title: tasks from the file are
+// known by their title.
+func (g *group) hasTask(title string) bool {
+	return slices.ContainsFunc(g.st.Board.Tasks, func(have Task) bool { return have.Title == title })
+}
+
 func (g *group) validateTaskAdd(_ workflow.Context, req BoardRequest) error {
+	if err := g.st.Board.checkRoom(1); err != nil {
+		return err
+	}
 	return checkTaskText(req.Title, req.Detail)
 }
 
@@ -340,6 +344,12 @@ func (g *group) stopSession(ctx workflow.Context, req BoardRequest) (BoardResult
 func (g *group) onCharge(ctx workflow.Context, c Charge) {
 	before := g.st.Board.exhausted()
 	g.st.Board.charge(c)
+	g.charged(ctx, before)
+}
+
+// charged tells the inbox and the sessions when a charge spent the budget
+// that was not spent before.
+func (g *group) charged(ctx workflow.Context, before string) {
 	limit := g.st.Board.exhausted()
 	if limit == "" || limit == before {
 		return
@@ -353,43 +363,37 @@ func (g *group) onCharge(ctx workflow.Context, c Charge) {
 	g.push(ctx, "")
 }
 
-// onReserve grants a session one turn while the budget lasts, counting it
-// as spent at once, so two sessions cannot both take the last turn.
+// onReserve grants a session one turn while the budget lasts (see
+// BoardState.reserve) and answers it with the board.
 func (g *group) onReserve(ctx workflow.Context, r Reserve) {
 	if g.member(r.Session) != nil {
 		return
 	}
-	if g.st.Board.exhausted() != "" {
+	if !g.st.Board.reserve(r.Session, r.Seq) {
 		g.push(ctx, r.Session)
 		return
 	}
-	if g.st.Board.Grants == nil {
-		g.st.Board.Grants = map[string]int64{}
-	}
-	g.st.Board.Grants[r.Session] = r.Seq
-	g.onCharge(ctx, Charge{Session: r.Session, Turns: 1})
+	g.charged(ctx, "")
 	if g.st.Board.exhausted() == "" {
 		g.push(ctx, r.Session)
 	}
 }
 
-// onClaimNext gives a session without a task the next open one.
+// onClaimNext gives a session without a task the next open one (see
+// BoardState.claimNext).
 func (g *group) onClaimNext(ctx workflow.Context, c ClaimNext) {
 	if g.member(c.Session) != nil {
 		return
 	}
-	if g.st.Board.held(c.Session) == nil && g.st.Board.exhausted() == "" {
-		if t := g.st.Board.nextOpen(); t != nil {
-			g.st.Board.claim(c.Session, t.ID, workflow.Now(ctx))
-			g.push(ctx, "")
-			return
-		}
+	if g.st.Board.claimNext(c.Session, workflow.Now(ctx)) != nil {
+		g.push(ctx, "")
+		return
 	}
 	g.push(ctx, c.Session)
 }
 
 // push sends the board to every running session (or only to one), in name
-// order. Paths a pre-VersionTeam history can reach check g.team first;
+// order. Paths a pre-VersionTeam history can reach check g.has(VersionTeam) first;
 // the others answer signals and updates such histories never had.
 func (g *group) push(ctx workflow.Context, only string) {
 	g.st.BoardRev++
@@ -424,14 +428,4 @@ func logUndelivered(ctx workflow.Context, what, session string, err error) {
 	default:
 		workflow.GetLogger(ctx).Warn(what+" not delivered", "session", session, "error", err)
 	}
-}
-
-// historyFull says a workflow should continue as new: the server suggests
-// it, or its history passed limit (defaultHistoryLimit when 0).
-func historyFull(ctx workflow.Context, limit int) bool {
-	info := workflow.GetInfo(ctx)
-	if limit <= 0 {
-		limit = defaultHistoryLimit
-	}
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit
 }

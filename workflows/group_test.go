@@ -2,8 +2,10 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -349,4 +351,52 @@ func TestGroupReservationsNeverGrantMoreTurnsThanTheBudget(t *testing.T) {
 	require.EqualValues(t, 1, v.Board.Spent.Turns)
 	require.Equal(t, "turns", v.Board.Exhausted)
 	require.Equal(t, "turns", h.lastBoard("worker").Exhausted, "the other session hears it is refused")
+}
+
+// Locks are capped per session and per group; a refusal says which cap and
+// takes back nothing already held.
+func TestLockCapsRefuseAndKeepWhatIsHeld(t *testing.T) {
+	h := newGroupHarness(t)
+	in := groupInput()
+	in.Sessions = nil
+	for i := 0; i < MaxLocks/MaxLocksPerSession+1; i++ {
+		in.Sessions = append(in.Sessions, fmt.Sprintf("s%d", i))
+	}
+	in.State = &GroupState{Sessions: in.Sessions, Board: BoardState{Prompts: config.DefaultPrompts()}}
+	for _, s := range in.Sessions[:len(in.Sessions)-1] {
+		for j := 0; j < MaxLocksPerSession; j++ {
+			in.State.Board.Locks = append(in.State.Board.Locks, Lock{Name: fmt.Sprintf("%s/f%02d", s, j), Holder: s})
+		}
+	}
+	last := in.Sessions[len(in.Sessions)-1]
+	perSession := h.update(time.Minute, UpdateLockAcquire, BoardRequest{Session: "s0", Lock: "one/more"}, nil)
+	again := h.update(2*time.Minute, UpdateLockAcquire, BoardRequest{Session: "s0", Lock: "s0/f00"}, nil)
+	perGroup := h.update(3*time.Minute, UpdateLockAcquire, BoardRequest{Session: last, Lock: "src/app.go"}, nil)
+	release := h.update(4*time.Minute, UpdateLockRelease, BoardRequest{Session: "s1", Lock: "s1/f00"}, nil)
+	after := h.update(5*time.Minute, UpdateLockAcquire, BoardRequest{Session: last, Lock: "src/app.go"}, nil)
+	v := h.run(in, time.Hour)
+
+	require.EqualError(t, perSession.rejected, "s0 holds 32 locks, the most a session may: release one first")
+	require.NoError(t, again.rejected, "taking a lock it holds is no new lock")
+	require.EqualError(t, perGroup.rejected, "the group's sessions hold 256 locks, the most a group may: release some first")
+	require.NoError(t, release.rejected)
+	require.NoError(t, after.rejected, "room again once one is released")
+	require.Len(t, v.Board.Locks, MaxLocks)
+	require.True(t, slices.ContainsFunc(v.Board.Locks, func(l Lock) bool { return l.Name == "s0/f31" && l.Holder == "s0" }))
+}
+
+func TestABoardKeepsAtMostMaxTasks(t *testing.T) {
+	h := newGroupHarness(t)
+	in := groupInput()
+	in.State = &GroupState{Sessions: in.Sessions, Board: BoardState{Prompts: config.DefaultPrompts()}}
+	for i := 0; i < MaxTasks; i++ {
+		in.State.Board.add(fmt.Sprintf("task %d", i), "")
+	}
+	add := h.update(time.Minute, UpdateTaskAdd, BoardRequest{Title: "one too many"}, nil)
+	sync := h.update(2*time.Minute, UpdateSync, GroupSync{Rotate: in.Policy, Tasks: []config.Task{{Title: "task 1"}, {Title: "new"}}}, nil)
+	v := h.run(in, time.Hour)
+	require.EqualError(t, add.rejected, "the board holds 300 tasks and keeps at most 300")
+	require.Error(t, sync.rejected)
+	require.Contains(t, sync.rejected.Error(), "keeps at most 300")
+	require.Len(t, v.Board.Tasks, MaxTasks)
 }

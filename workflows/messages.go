@@ -1,5 +1,11 @@
 package workflows
 
+// messages.go names every workflow, signal, query and update nid has, with
+// their payloads, grouped by the workflow that receives them: first what
+// all of them share (names, ids), then the session's, the rotation's and
+// the group's, then the search attributes. The CLI, the HTTP server and the
+// MCP endpoint use these names and never spell one twice.
+
 import (
 	"fmt"
 	"strings"
@@ -24,126 +30,6 @@ const (
 // agent processes live on one host.
 const TaskQueue = "nid"
 
-// Signal names.
-const (
-	// SignalRotate carries a RotateRequest from `nid rotate`, the dashboard
-	// or HTTP session.rotate.
-	SignalRotate = "rotate"
-	// SignalHandoffWrite carries a HandoffWrite: the agent called its
-	// handoff_write tool.
-	SignalHandoffWrite = "handoff_write"
-	// SignalMessage carries a Message from the human: the session's next prompt.
-	SignalMessage = "message"
-	// SignalPolicy carries a PolicyChange from the group to its sessions.
-	SignalPolicy = "policy"
-	// SignalInbox carries an InboxItem from a session to its group.
-	SignalInbox = "inbox"
-	// SignalConfig carries a SessionConfig: what nid.yaml says of a session
-	// when nid up starts or finds it.
-	SignalConfig = "config"
-	// SignalRateLimit carries a RateLimit from a running turn: the vendor
-	// answers 429 or 529 and the agent's CLI is retrying, or got through.
-	SignalRateLimit = "rate_limit"
-)
-
-// Query names.
-const (
-	// QuerySession returns a SessionView.
-	QuerySession = "session"
-	// QueryEvents takes a sequence number and returns the session's recent
-	// events after it ([]Event).
-	QueryEvents = "events"
-	// QueryGroup returns a GroupView.
-	QueryGroup = "group"
-)
-
-// Update names.
-const (
-	// UpdateSetPolicy takes a SetPolicy and returns the group's new
-	// config.Rotate after validation.
-	UpdateSetPolicy = "set_policy"
-	// UpdateSync takes a GroupSync: `nid up` tells a running group what the
-	// file now says.
-	UpdateSync = "sync"
-)
-
-// Search attributes nid keeps current on every session workflow (and the
-// group and session names on rotations and groups), so the Temporal Web UI can
-// filter and `nid ls` needs one list call.
-const (
-	SearchGroup          = "NidGroup"
-	SearchSession        = "NidSession"
-	SearchAgent          = "NidAgent"
-	SearchStatus         = "NidStatus"
-	SearchContextPercent = "NidContextPercent"
-	SearchRotations      = "NidRotations"
-)
-
-// SearchAttributes lists nid's custom search attributes and their types, for
-// registering them on a namespace.
-func SearchAttributes() map[string]enumspb.IndexedValueType {
-	return map[string]enumspb.IndexedValueType{
-		SearchGroup:          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		SearchSession:        enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		SearchAgent:          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		SearchStatus:         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		SearchContextPercent: enumspb.INDEXED_VALUE_TYPE_DOUBLE,
-		SearchRotations:      enumspb.INDEXED_VALUE_TYPE_INT,
-	}
-}
-
-// MemoContext is the memo key holding a session's ContextRecord, so a
-// visibility list shows the whole CONTEXT column without a query per session.
-const MemoContext = "context"
-
-// Session statuses.
-const (
-	StatusIdle           = "idle"
-	StatusWorking        = "working"
-	StatusRotating       = "rotating"
-	StatusRateLimited    = "rate-limited"
-	StatusPaused         = "paused"
-	StatusNeedsAttention = "needs-attention"
-	StatusStopped        = "stopped"
-)
-
-// Why a rotation happened.
-const (
-	ReasonContext  = "context"  // context percent reached the policy's threshold
-	ReasonMaxTurns = "maxTurns" // turns since the last rotation reached maxTurns
-	ReasonManual   = "manual"   // nid rotate, the Rotate button, session.rotate
-	ReasonAgent    = "agent"    // the agent called handoff_write by itself
-	ReasonVendor   = "vendor"   // the agent's CLI compacted by itself
-	// ReasonContextFull: the vendor refused a turn because the conversation
-	// no longer fits its window; only a handoff helps.
-	ReasonContextFull = "context-full"
-)
-
-// Where a handoff summary came from.
-const (
-	SummaryFromAgent      = "agent"       // handoff_write
-	SummaryFromLastOutput = "last-output" // the agent never wrote one
-)
-
-// Event kinds.
-const (
-	EventStarted        = "started"
-	EventTurn           = "turn"
-	EventRotation       = "rotation"
-	EventRotationFailed = "rotation-failed"
-	EventRotateQueued   = "rotate-queued"
-	EventHandoffWritten = "handoff-written"
-	EventMessage        = "message"
-	EventPolicy         = "policy"
-	EventTurnFailed     = "turn-failed"
-	EventConfig         = "config"
-	EventResumed        = "resumed"
-	EventTask           = "task"
-	EventBudget         = "budget"
-	EventStopped        = "stopped"
-	EventRateLimited    = "rate-limited"
-)
-
 // SessionID is the workflow id of a session: nid/<group>/<session>.
 func SessionID(group, name string) string { return "nid/" + group + "/" + name }
 
@@ -167,6 +53,43 @@ func ParseSessionRef(ref string) (group, name string, err error) {
 	}
 	return group, name, nil
 }
+
+// ======== Session: nid/<group>/<session> ========
+
+// Signals a session receives.
+const (
+	// SignalRotate carries a RotateRequest from `nid rotate`, the dashboard
+	// or HTTP session.rotate.
+	SignalRotate = "rotate"
+	// SignalHandoffWrite carries a HandoffWrite: the agent called its
+	// handoff_write tool. A session hands it to its running rotation, if
+	// any.
+	SignalHandoffWrite = "handoff_write"
+	// SignalMessage carries a Message from the human: the session's next prompt.
+	SignalMessage = "message"
+	// SignalPolicy carries a PolicyChange from the group to its sessions.
+	SignalPolicy = "policy"
+	// SignalConfig carries a SessionConfig: what nid.yaml says of a session
+	// when nid up starts or finds it.
+	SignalConfig = "config"
+	// SignalRateLimit carries a RateLimit from a running turn: the vendor
+	// answers 429 or 529 and the agent's CLI is retrying, or got through.
+	SignalRateLimit = "rate_limit"
+	// SignalBoard carries a BoardView from the group to its sessions after
+	// every change.
+	SignalBoard = "board"
+	// SignalStop tells a session to stop its agent and take no more turns.
+	SignalStop = "stop"
+)
+
+// Queries a session answers.
+const (
+	// QuerySession returns a SessionView.
+	QuerySession = "session"
+	// QueryEvents takes a sequence number and returns the session's recent
+	// events after it ([]Event).
+	QueryEvents = "events"
+)
 
 // RotateRequest asks a session to rotate. An empty Mode means the group's
 // mode, or auto when the group says off.
@@ -207,127 +130,6 @@ type PolicyChange struct {
 	Rotate config.Rotate `json:"rotate"`
 }
 
-// SetPolicy is the UpdateSetPolicy payload: a JSON object of the fields to
-// change, as typed after `rotate=` in `nid group set`.
-type SetPolicy struct {
-	RotateJSON string `json:"rotateJSON"`
-}
-
-// GroupSync is what `nid up` found in nid.yaml for a running group.
-type GroupSync struct {
-	Goal     string        `json:"goal"`
-	Rotate   config.Rotate `json:"rotate"`
-	Sessions []string      `json:"sessions"`
-	// Tasks, Budget and Prompts are the file's; tasks are added once (by
-	// title), the budget and prompts apply when the file changed them.
-	Tasks   []config.Task  `json:"tasks,omitempty"`
-	Budget  config.Budget  `json:"budget"`
-	Prompts config.Prompts `json:"prompts"`
-}
-
-// InboxItem is something the human should look at.
-type InboxItem struct {
-	Seq     int64     `json:"seq"`
-	At      time.Time `json:"at"`
-	Group   string    `json:"group"`
-	Session string    `json:"session,omitempty"`
-	Kind    string    `json:"kind"`
-	Text    string    `json:"text"`
-}
-
-// RotationMark is the context record's note of the last rotation.
-type RotationMark struct {
-	Method string    `json:"method"`
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
-	OK     bool      `json:"ok"`
-}
-
-// ContextRecord is Session.context: how full the session's context is, where
-// the numbers came from, and its rotations.
-type ContextRecord struct {
-	UsedTokens   int64 `json:"usedTokens"`
-	WindowTokens int64 `json:"windowTokens"`
-	// Percent is nil when the window or the use is unknown: a meter never
-	// shows a guess as a fact.
-	Percent *float64 `json:"percent,omitempty"`
-	Source  string   `json:"source"`
-	// Turns counts turns since the last rotation.
-	Turns        int           `json:"turns"`
-	TotalTurns   int           `json:"totalTurns"`
-	Rotations    int           `json:"rotations"`
-	LastRotation *RotationMark `json:"lastRotation,omitempty"`
-}
-
-// RotationEvent is the rotation part of an Event.
-type RotationEvent struct {
-	Number          int    `json:"number"`
-	Method          string `json:"method"`
-	Reason          string `json:"reason"`
-	OK              bool   `json:"ok"`
-	FellBack        bool   `json:"fellBack,omitempty"`
-	OldConversation string `json:"oldConversation,omitempty"`
-	NewConversation string `json:"newConversation,omitempty"`
-	Summary         string `json:"summary,omitempty"`
-	SummarySource   string `json:"summarySource,omitempty"`
-	BeforeTokens    int64  `json:"beforeTokens"`
-	AfterTokens     int64  `json:"afterTokens"`
-	Error           string `json:"error,omitempty"`
-}
-
-// Event is one line of a session's feed.
-type Event struct {
-	Seq      int64          `json:"seq"`
-	At       time.Time      `json:"at"`
-	Group    string         `json:"group"`
-	Session  string         `json:"session"`
-	Kind     string         `json:"kind"`
-	Text     string         `json:"text"`
-	Rotation *RotationEvent `json:"rotation,omitempty"`
-	// Context is the context record after a turn event.
-	Context *ContextRecord `json:"context,omitempty"`
-}
-
-// SessionView is the QuerySession answer: the Session object.
-type SessionView struct {
-	Group         string         `json:"group"`
-	Name          string         `json:"name"`
-	Agent         string         `json:"agent"`
-	Status        string         `json:"status"`
-	Conversation  string         `json:"conversation,omitempty"`
-	Context       ContextRecord  `json:"context"`
-	Policy        config.Rotate  `json:"policy"`
-	PendingRotate *RotateRequest `json:"pendingRotate,omitempty"`
-	// Rotating is the rotation running now, if any.
-	Rotating *RotateRequest `json:"rotating,omitempty"`
-	// HandoffPending is true when the agent wrote a handoff that the next
-	// turn boundary will act on.
-	HandoffPending bool    `json:"handoffPending,omitempty"`
-	QueuedMessages int     `json:"queuedMessages"`
-	LastOutput     string  `json:"lastOutput,omitempty"`
-	Events         []Event `json:"events"`
-	// Worktree and Branch are the session's own (empty without a repo);
-	// WorkDir is where its agent runs.
-	Worktree string `json:"worktree,omitempty"`
-	Branch   string `json:"branch,omitempty"`
-	WorkDir  string `json:"workdir,omitempty"`
-	// Task is the task it holds; Locks the locks it holds.
-	Task  *Task    `json:"task,omitempty"`
-	Locks []string `json:"locks,omitempty"`
-}
-
-// GroupView is the QueryGroup answer.
-type GroupView struct {
-	Name     string        `json:"name"`
-	Goal     string        `json:"goal,omitempty"`
-	Policy   config.Rotate `json:"policy"`
-	Sessions []string      `json:"sessions"`
-	// Stopped lists the sessions stopped with nid stop.
-	Stopped []string    `json:"stopped,omitempty"`
-	Inbox   []InboxItem `json:"inbox"`
-	Board   BoardView   `json:"board"`
-}
-
 // SessionInput starts (or continues as new) a session workflow.
 type SessionInput struct {
 	Group         string               `json:"group"`
@@ -345,17 +147,134 @@ type SessionInput struct {
 	State *SessionState `json:"state,omitempty"`
 }
 
-// GroupInput starts (or continues as new) a group workflow.
-type GroupInput struct {
-	Name     string         `json:"name"`
-	Goal     string         `json:"goal,omitempty"`
-	Policy   config.Rotate  `json:"policy"`
-	Sessions []string       `json:"sessions"`
-	Tasks    []config.Task  `json:"tasks,omitempty"`
-	Budget   config.Budget  `json:"budget"`
-	Prompts  config.Prompts `json:"prompts"`
-	State    *GroupState    `json:"state,omitempty"`
+// SessionView is the QuerySession answer: the Session object.
+type SessionView struct {
+	Group         string         `json:"group"`
+	Name          string         `json:"name"`
+	Agent         string         `json:"agent"`
+	Status        string         `json:"status"`
+	Conversation  string         `json:"conversation,omitempty"`
+	Context       ContextRecord  `json:"context"`
+	Policy        config.Rotate  `json:"policy"`
+	PendingRotate *RotateRequest `json:"pendingRotate,omitempty"`
+	// Rotating is the rotation running now, if any.
+	Rotating *RotateRequest `json:"rotating,omitempty"`
+	// HandoffPending is true when the agent wrote a handoff that the next
+	// turn boundary will act on.
+	HandoffPending bool `json:"handoffPending,omitempty"`
+	// ContextFull is true when the vendor refused a turn because the
+	// conversation no longer fits its window: a handoff runs next.
+	ContextFull    bool    `json:"contextFull,omitempty"`
+	QueuedMessages int     `json:"queuedMessages"`
+	QueuedBytes    int     `json:"queuedBytes"`
+	LastOutput     string  `json:"lastOutput,omitempty"`
+	Events         []Event `json:"events"`
+	// Worktree and Branch are the session's own (empty without a repo);
+	// WorkDir is where its agent runs.
+	Worktree string `json:"worktree,omitempty"`
+	Branch   string `json:"branch,omitempty"`
+	WorkDir  string `json:"workdir,omitempty"`
+	// Task is the task it holds; Locks the locks it holds.
+	Task  *Task    `json:"task,omitempty"`
+	Locks []string `json:"locks,omitempty"`
 }
+
+// Session statuses.
+const (
+	StatusIdle           = "idle"
+	StatusWorking        = "working"
+	StatusRotating       = "rotating"
+	StatusRateLimited    = "rate-limited"
+	StatusPaused         = "paused"
+	StatusNeedsAttention = "needs-attention"
+	StatusStopped        = "stopped"
+)
+
+// Why a rotation happened.
+const (
+	ReasonContext  = "context"  // context percent reached the policy's threshold
+	ReasonMaxTurns = "maxTurns" // turns since the last rotation reached maxTurns
+	ReasonManual   = "manual"   // nid rotate, the Rotate button, session.rotate
+	ReasonAgent    = "agent"    // the agent called handoff_write by itself
+	ReasonVendor   = "vendor"   // the agent's CLI compacted by itself
+	// ReasonContextFull: the vendor refused a turn because the conversation
+	// no longer fits its window; only a handoff helps.
+	ReasonContextFull = "context-full"
+)
+
+// ContextRecord is Session.context: how full the session's context is, where
+// the numbers came from, and its rotations.
+type ContextRecord struct {
+	UsedTokens   int64 `json:"usedTokens"`
+	WindowTokens int64 `json:"windowTokens"`
+	// Percent is nil when the window or the use is unknown: a meter never
+	// shows a guess as a fact.
+	Percent *float64 `json:"percent,omitempty"`
+	Source  string   `json:"source"`
+	// Turns counts turns since the last rotation.
+	Turns        int           `json:"turns"`
+	TotalTurns   int           `json:"totalTurns"`
+	Rotations    int           `json:"rotations"`
+	LastRotation *RotationMark `json:"lastRotation,omitempty"`
+}
+
+// RotationMark is the context record's note of the last rotation.
+type RotationMark struct {
+	Method string    `json:"method"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+	OK     bool      `json:"ok"`
+}
+
+// Event is one line of a session's feed.
+type Event struct {
+	Seq      int64          `json:"seq"`
+	At       time.Time      `json:"at"`
+	Group    string         `json:"group"`
+	Session  string         `json:"session"`
+	Kind     string         `json:"kind"`
+	Text     string         `json:"text"`
+	Rotation *RotationEvent `json:"rotation,omitempty"`
+	// Context is the context record after a turn event.
+	Context *ContextRecord `json:"context,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventStarted        = "started"
+	EventTurn           = "turn"
+	EventRotation       = "rotation"
+	EventRotationFailed = "rotation-failed"
+	EventRotateQueued   = "rotate-queued"
+	EventHandoffWritten = "handoff-written"
+	EventMessage        = "message"
+	EventPolicy         = "policy"
+	EventTurnFailed     = "turn-failed"
+	EventConfig         = "config"
+	EventResumed        = "resumed"
+	EventTask           = "task"
+	EventBudget         = "budget"
+	EventStopped        = "stopped"
+	EventRateLimited    = "rate-limited"
+)
+
+// RotationEvent is the rotation part of an Event.
+type RotationEvent struct {
+	Number          int    `json:"number"`
+	Method          string `json:"method"`
+	Reason          string `json:"reason"`
+	OK              bool   `json:"ok"`
+	FellBack        bool   `json:"fellBack,omitempty"`
+	OldConversation string `json:"oldConversation,omitempty"`
+	NewConversation string `json:"newConversation,omitempty"`
+	Summary         string `json:"summary,omitempty"`
+	SummarySource   string `json:"summarySource,omitempty"`
+	BeforeTokens    int64  `json:"beforeTokens"`
+	AfterTokens     int64  `json:"afterTokens"`
+	Error           string `json:"error,omitempty"`
+}
+
+// ======== Rotation: nid/<group>/<session>/rotation-<n> ========
 
 // RotationInput is what a rotation child workflow needs.
 type RotationInput struct {
@@ -392,10 +311,44 @@ type RotationResult struct {
 	Cost Charge `json:"cost"`
 }
 
-// Board update names (on the group workflow). Claims and locks need an
-// answer, granted or refused with the holder named, so they are updates
-// whose validators refuse before anything is written.
+// Where a handoff summary came from.
 const (
+	SummaryFromAgent      = "agent"       // handoff_write
+	SummaryFromLastOutput = "last-output" // the agent never wrote one
+)
+
+// ======== Group: nid/<group> ========
+
+// Signals a group receives.
+const (
+	// SignalInbox carries an InboxItem from a session to its group.
+	SignalInbox = "inbox"
+	// SignalCharge carries a Charge from a session to its group.
+	SignalCharge = "charge"
+	// SignalClaimNext carries a ClaimNext: a session without a task asks
+	// the group for the next open one.
+	SignalClaimNext = "claim_next"
+	// SignalReserve carries a Reserve: a session of a group with a budget
+	// asks for one turn before it starts it.
+	SignalReserve = "reserve"
+)
+
+// QueryGroup is the query a group answers: it returns a GroupView.
+const QueryGroup = "group"
+
+// Updates a group takes. Each needs an answer, so each is an update whose
+// validator refuses (naming the holder, the key, what is allowed) before
+// anything is written.
+const (
+	// UpdateSetPolicy takes a SetPolicy and returns the group's new
+	// config.Rotate after validation.
+	UpdateSetPolicy = "set_policy"
+	// UpdateSetBudget takes a SetBudget and returns the new config.Budget.
+	UpdateSetBudget = "set_budget"
+	// UpdateSync takes a GroupSync: `nid up` tells a running group what the
+	// file now says.
+	UpdateSync = "sync"
+	// The board updates take a BoardRequest and return a BoardResult.
 	UpdateTaskAdd     = "task_add"
 	UpdateTaskClaim   = "task_claim"
 	UpdateTaskDone    = "task_done"
@@ -403,57 +356,84 @@ const (
 	UpdateLockRelease = "lock_release"
 	// UpdateStopSession releases a session's claims and locks and stops it.
 	UpdateStopSession = "stop_session"
-	// UpdateSetBudget takes a SetBudget and returns the new config.Budget.
-	UpdateSetBudget = "set_budget"
 )
 
-// Team signals.
-const (
-	// SignalBoard carries a BoardView from the group to its sessions after
-	// every change.
-	SignalBoard = "board"
-	// SignalCharge carries a Charge from a session to its group.
-	SignalCharge = "charge"
-	// SignalClaimNext carries a ClaimNext: a session without a task asks
-	// the group for the next open one.
-	SignalClaimNext = "claim_next"
-	// SignalStop tells a session to stop its agent and take no more turns.
-	SignalStop = "stop"
-	// SignalReserve carries a Reserve: a session of a group with a budget
-	// asks for one turn before it starts it.
-	SignalReserve = "reserve"
-)
-
-// Task statuses.
-const (
-	TaskTodo    = "todo"
-	TaskClaimed = "claimed"
-	TaskDone    = "done"
-)
-
-// Task is one task on a group's board.
-type Task struct {
-	ID        string     `json:"id"`
-	Title     string     `json:"title"`
-	Detail    string     `json:"detail,omitempty"`
-	Status    string     `json:"status"`
-	Holder    string     `json:"holder,omitempty"`
-	ClaimedAt *time.Time `json:"claimedAt,omitempty"`
-	DoneAt    *time.Time `json:"doneAt,omitempty"`
+// SetPolicy is the UpdateSetPolicy payload: a JSON object of the fields to
+// change, as typed after `rotate=` in `nid group set`.
+type SetPolicy struct {
+	RotateJSON string `json:"rotateJSON"`
 }
 
-// Lock is a named lock (typically a path) held by one session.
-type Lock struct {
-	Name   string    `json:"name"`
-	Holder string    `json:"holder"`
-	At     time.Time `json:"at"`
+// SetBudget is the UpdateSetBudget payload: a JSON object of the fields to
+// change, as typed after `budget=` in `nid group set`.
+type SetBudget struct {
+	BudgetJSON string `json:"budgetJSON"`
 }
 
-// Spend is what a group has used of its budget.
-type Spend struct {
-	Turns  int64   `json:"turns"`
-	Tokens int64   `json:"tokens"`
-	USD    float64 `json:"usd"`
+// GroupSync is what `nid up` found in nid.yaml for a running group.
+type GroupSync struct {
+	Goal     string        `json:"goal"`
+	Rotate   config.Rotate `json:"rotate"`
+	Sessions []string      `json:"sessions"`
+	// Tasks, Budget and Prompts are the file's; tasks are added once (by
+	// title), the budget and prompts apply when the file changed them.
+	Tasks   []config.Task  `json:"tasks,omitempty"`
+	Budget  config.Budget  `json:"budget"`
+	Prompts config.Prompts `json:"prompts"`
+}
+
+// GroupInput starts (or continues as new) a group workflow.
+type GroupInput struct {
+	Name     string         `json:"name"`
+	Goal     string         `json:"goal,omitempty"`
+	Policy   config.Rotate  `json:"policy"`
+	Sessions []string       `json:"sessions"`
+	Tasks    []config.Task  `json:"tasks,omitempty"`
+	Budget   config.Budget  `json:"budget"`
+	Prompts  config.Prompts `json:"prompts"`
+	State    *GroupState    `json:"state,omitempty"`
+}
+
+// GroupView is the QueryGroup answer.
+type GroupView struct {
+	Name     string        `json:"name"`
+	Goal     string        `json:"goal,omitempty"`
+	Policy   config.Rotate `json:"policy"`
+	Sessions []string      `json:"sessions"`
+	// Stopped lists the sessions stopped with nid stop.
+	Stopped []string    `json:"stopped,omitempty"`
+	Inbox   []InboxItem `json:"inbox"`
+	Board   BoardView   `json:"board"`
+}
+
+// InboxItem is something the human should look at.
+type InboxItem struct {
+	Seq     int64     `json:"seq"`
+	At      time.Time `json:"at"`
+	Group   string    `json:"group"`
+	Session string    `json:"session,omitempty"`
+	Kind    string    `json:"kind"`
+	Text    string    `json:"text"`
+}
+
+// BoardRequest is the payload of every board update. Session names the
+// session acting; the other fields are the ones the update needs.
+type BoardRequest struct {
+	Session string `json:"session,omitempty"`
+	TaskID  string `json:"taskID,omitempty"`
+	Title   string `json:"title,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+	Lock    string `json:"lock,omitempty"`
+}
+
+// BoardResult answers a board update.
+type BoardResult struct {
+	Task *Task `json:"task,omitempty"`
+	Lock *Lock `json:"lock,omitempty"`
+	// Released lists what a stopped session let go of ("task t3", "lock
+	// src/app.go").
+	Released []string  `json:"released,omitempty"`
+	Board    BoardView `json:"board"`
 }
 
 // BoardView is a group's board and budget, as sessions and board_read see it.
@@ -478,30 +458,36 @@ type BoardView struct {
 	Rev int64 `json:"rev,omitempty"`
 }
 
-// BoardRequest is the payload of every board update. Session names the
-// session acting; the other fields are the ones the update needs.
-type BoardRequest struct {
-	Session string `json:"session,omitempty"`
-	TaskID  string `json:"taskID,omitempty"`
-	Title   string `json:"title,omitempty"`
-	Detail  string `json:"detail,omitempty"`
-	Lock    string `json:"lock,omitempty"`
+// Task is one task on a group's board.
+type Task struct {
+	ID        string     `json:"id"`
+	Title     string     `json:"title"`
+	Detail    string     `json:"detail,omitempty"`
+	Status    string     `json:"status"`
+	Holder    string     `json:"holder,omitempty"`
+	ClaimedAt *time.Time `json:"claimedAt,omitempty"`
+	DoneAt    *time.Time `json:"doneAt,omitempty"`
 }
 
-// BoardResult answers a board update.
-type BoardResult struct {
-	Task *Task `json:"task,omitempty"`
-	Lock *Lock `json:"lock,omitempty"`
-	// Released lists what a stopped session let go of ("task t3", "lock
-	// src/app.go").
-	Released []string  `json:"released,omitempty"`
-	Board    BoardView `json:"board"`
+// Task statuses.
+const (
+	TaskTodo    = "todo"
+	TaskClaimed = "claimed"
+	TaskDone    = "done"
+)
+
+// Lock is a named lock (typically a path) held by one session.
+type Lock struct {
+	Name   string    `json:"name"`
+	Holder string    `json:"holder"`
+	At     time.Time `json:"at"`
 }
 
-// SetBudget is the UpdateSetBudget payload: a JSON object of the fields to
-// change, as typed after `budget=` in `nid group set`.
-type SetBudget struct {
-	BudgetJSON string `json:"budgetJSON"`
+// Spend is what a group has used of its budget.
+type Spend struct {
+	Turns  int64   `json:"turns"`
+	Tokens int64   `json:"tokens"`
+	USD    float64 `json:"usd"`
 }
 
 // Charge is what one turn (or a rotation's turns) cost.
@@ -524,10 +510,45 @@ type ClaimNext struct {
 	Session string `json:"session"`
 }
 
-// MaxLockName bounds a lock's name; MaxTaskTitle and MaxTaskDetail a task's
-// text. They travel in every board push.
+// Caps on a board, which travels in every board push and in every
+// session's state: a lock's name, a task's text, how many locks a session
+// and a group hold, and how many tasks a board keeps.
 const (
-	MaxLockName   = 512
-	MaxTaskTitle  = 200
-	MaxTaskDetail = 4 << 10
+	MaxLockName        = 512
+	MaxTaskTitle       = 200
+	MaxTaskDetail      = 4 << 10
+	MaxLocksPerSession = 32
+	MaxLocks           = 256
+	MaxTasks           = 300
 )
+
+// ======== Search attributes and memo ========
+
+// Search attributes nid keeps current on every session workflow (and the
+// group and session names on rotations and groups), so the Temporal Web UI can
+// filter and `nid ls` needs one list call.
+const (
+	SearchGroup          = "NidGroup"
+	SearchSession        = "NidSession"
+	SearchAgent          = "NidAgent"
+	SearchStatus         = "NidStatus"
+	SearchContextPercent = "NidContextPercent"
+	SearchRotations      = "NidRotations"
+)
+
+// SearchAttributes lists nid's custom search attributes and their types, for
+// registering them on a namespace.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	return map[string]enumspb.IndexedValueType{
+		SearchGroup:          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SearchSession:        enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SearchAgent:          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SearchStatus:         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SearchContextPercent: enumspb.INDEXED_VALUE_TYPE_DOUBLE,
+		SearchRotations:      enumspb.INDEXED_VALUE_TYPE_INT,
+	}
+}
+
+// MemoContext is the memo key holding a session's ContextRecord, so a
+// visibility list shows the whole CONTEXT column without a query per session.
+const MemoContext = "context"

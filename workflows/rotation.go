@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -200,29 +199,4 @@ func (r *rotation) receiveHandoff(ctx workflow.Context, wait time.Duration) stri
 		return ""
 	}
 	return hw.Summary
-}
-
-// HandoffRequestPrompt is the turn that asks an agent for its handoff.
-const HandoffRequestPrompt = "nid is rotating your conversation: you will continue in a fresh one. " +
-	"Call the handoff_write tool now with a self-contained handoff: the tasks you hold, what is done, " +
-	"the next steps, decisions made and gotchas. Your fresh conversation starts from it and nothing else."
-
-// FreshMessage is the first message of a conversation started by a handoff:
-// the handoff (or, said plainly, the last output standing in for one) and the
-// board.
-func FreshMessage(ref activities.SessionRef, reason, summary, source, board string) string {
-	var b strings.Builder
-	b.WriteString(fmt.Sprintf("You are session %s/%s. nid rotated your conversation (handoff, reason: %s); you keep the same session, worktree, branch, tasks and locks.\n\n", ref.Group, ref.Name, reason))
-	if source == SummaryFromLastOutput {
-		b.WriteString("Your previous conversation wrote no handoff. Its last output stands in for one:\n")
-	} else {
-		b.WriteString("Handoff from your previous conversation:\n")
-	}
-	if strings.TrimSpace(summary) == "" {
-		summary = "(nothing: the previous conversation produced no output)"
-	}
-	b.WriteString(summary)
-	b.WriteString("\n\nThe board (what board_read shows):\n")
-	b.WriteString(board)
-	return b.String()
 }

@@ -44,6 +44,15 @@ func GroupSearchAttributes(group string) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(groupKey.ValueSet(group))
 }
 
+// published is what a session's search attributes and memo last said.
+type published struct {
+	status    string
+	percent   *float64
+	rotations int
+	context   ContextRecord
+	valid     bool
+}
+
 // publish keeps the search attributes and the memo in step with the state,
 // writing only what changed: each upsert is a history event.
 func (s *session) publish(ctx workflow.Context) {

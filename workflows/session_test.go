@@ -132,6 +132,8 @@ type harness struct {
 	group *fakeGroup
 	inbox []InboxItem
 	mu    sync.Mutex
+	// ask, when set, is what a test asks of the session mid-turn.
+	ask func()
 }
 
 func newHarness(t *testing.T) *harness {
@@ -194,11 +196,7 @@ func (g *fakeGroup) push() {
 func (g *fakeGroup) claimNext(session string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.board.held(session) == nil && g.board.exhausted() == "" {
-		if t := g.board.nextOpen(); t != nil {
-			g.board.claim(session, t.ID, time.Time{})
-		}
-	}
+	g.board.claimNext(session, time.Time{})
 	g.push()
 }
 
@@ -216,12 +214,7 @@ func (g *fakeGroup) charge(c Charge) {
 func (g *fakeGroup) reserve(r Reserve) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.board.exhausted() == "" {
-		if g.board.Grants == nil {
-			g.board.Grants = map[string]int64{}
-		}
-		g.board.Grants[r.Session] = r.Seq
-		g.board.charge(Charge{Turns: 1})
+	if g.board.reserve(r.Session, r.Seq) {
 		g.charges = append(g.charges, Charge{Session: r.Session, Turns: 1})
 	}
 	before := g.last
@@ -394,7 +387,7 @@ func TestManualRotateWhileWorkingWaitsForTheTurn(t *testing.T) {
 			queued = append(queued, e.Text)
 		}
 	}
-	require.Equal(t, []string{"rotate (handoff) requested: runs when the current turn ends"}, queued)
+	require.Equal(t, []string{"web/lead is working: it rotates (handoff) when the current turn ends"}, queued)
 	rots := rotations(v)
 	require.Len(t, rots, 1)
 	require.Equal(t, config.ModeHandoff, rots[0].Method)
@@ -783,4 +776,230 @@ func TestAnOlderBoardDoesNotTakeBackAGrant(t *testing.T) {
 	require.Equal(t, 5, v.Context.TotalTurns, "every granted turn runs")
 	require.EqualValues(t, 5, chargedTurns(h.group.charges), "and is counted once")
 	require.Equal(t, StatusPaused, v.Status)
+}
+
+// A manual request that arrives while the agent's own handoff waits for its
+// turn to end joins that handoff: one rotation, not a second one on the
+// fresh conversation.
+func TestManualRotateDuringTheAgentsHandoffJoinsIt(t *testing.T) {
+	h := newHarness(t)
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "message 2" {
+			h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "cluttered: done A, next B"})
+			h.env.SignalWorkflow(SignalRotate, RotateRequest{})
+		}
+	}
+	h.send(time.Minute, 3)
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	rots := rotations(v)
+	require.Len(t, rots, 1, "the request joins the agent's handoff")
+	require.Equal(t, ReasonAgent, rots[0].Reason)
+	require.Equal(t, config.ModeHandoff, rots[0].Method)
+	require.Nil(t, v.PendingRotate)
+	var queued []string
+	for _, e := range v.Events {
+		if e.Kind == EventRotateQueued {
+			queued = append(queued, e.Text)
+		}
+	}
+	require.Equal(t, []string{"web/lead wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it"}, queued)
+}
+
+// A request already pending when the agent writes its own handoff is served
+// by that handoff.
+func TestPendingRequestJoinsTheAgentsHandoff(t *testing.T) {
+	h := newHarness(t)
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "message 2" {
+			h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeCompact})
+			h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "done A, next B"})
+		}
+	}
+	h.send(time.Minute, 3)
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	rots := rotations(v)
+	require.Len(t, rots, 1, "no second rotation on the fresh conversation")
+	require.Equal(t, ReasonAgent, rots[0].Reason)
+	require.Equal(t, "done A, next B", rots[0].Summary)
+	require.Nil(t, v.PendingRotate)
+	work := h.agent.turnsOfKind(activities.TurnWork)
+	require.Equal(t, "conv-2", work[2].Conversation, "message 3 goes to the fresh conversation")
+}
+
+// What the session records of a manual request is what DecideRotate, run by
+// `nid rotate` on the view it queried just before, answered.
+func TestTheAnswerIsWhatTheSessionDoes(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup arranges the scenario; it returns when to query and signal.
+		setup func(h *harness) time.Duration
+		mode  string
+		want  string
+	}{
+		{"idle", func(h *harness) time.Duration { h.send(time.Minute, 1); return 10 * time.Minute },
+			"", "rotating web/lead now (compact)"},
+		{"never took a turn", func(h *harness) time.Duration { return time.Minute },
+			config.ModeHandoff, "rotate request ignored: web/lead has taken no turn yet: there is no conversation to rotate"},
+		{"working", func(h *harness) time.Duration { midTurn(h, "message 2"); return 0 },
+			config.ModeHandoff, "web/lead is working: it rotates (handoff) when the current turn ends"},
+		{"stopped", func(h *harness) time.Duration {
+			h.send(time.Minute, 1)
+			h.at(5*time.Minute, func() { h.env.SignalWorkflow(SignalStop, struct{}{}) })
+			return 10 * time.Minute
+		}, "", "rotate request ignored: web/lead is stopped (nid stop): it takes no more turns, messages or rotations"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			at := tt.setup(h)
+			var answer RotateAnswer
+			var refused error
+			ask := func() {
+				d := DecideRotate(tt.mode, h.view())
+				answer, refused = d.Answer("web/lead"), d.Err("web/lead")
+				h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: tt.mode})
+			}
+			if at > 0 {
+				h.at(at, ask)
+			} else {
+				h.ask = ask
+			}
+			v := h.run(sessionInput(policy(config.ModeCompact, 85, 0)), time.Hour)
+			require.Equal(t, []string{tt.want}, eventTexts(v, EventRotateQueued))
+			require.Equal(t, tt.want, answer.Text)
+			if strings.HasPrefix(tt.want, "rotate request ignored") {
+				require.Error(t, refused)
+				require.Empty(t, rotations(v))
+			} else {
+				require.NoError(t, refused)
+				require.Len(t, rotations(v), 1)
+			}
+		})
+	}
+}
+
+// midTurn makes the agent ask the harness's question (h.ask) during the
+// turn whose prompt is prompt. Three messages are sent.
+func midTurn(h *harness, prompt string) {
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == prompt {
+			h.ask()
+		}
+	}
+	h.send(time.Minute, 3)
+}
+
+// The cases a workflow test cannot arrange at one instant: the decision on
+// a view, and what it tells the CLI.
+func TestDecideRotate(t *testing.T) {
+	pct := 90.0
+	busy := SessionView{Status: StatusWorking, Conversation: "c1", Context: ContextRecord{TotalTurns: 3, Percent: &pct},
+		Policy: policy(config.ModeCompact, 85, 0)}
+	with := func(f func(v *SessionView)) SessionView { v := busy; f(&v); return v }
+	tests := []struct {
+		name    string
+		mode    string
+		view    SessionView
+		version Version
+		when    string
+		method  string
+		text    string
+	}{
+		{"working", "", busy, versionLatest, RotateAfterTurn, config.ModeCompact,
+			"web/lead is working: it rotates (compact) when the current turn ends"},
+		{"rate limited", config.ModeHandoff, with(func(v *SessionView) { v.Status = StatusRateLimited }), versionLatest, RotateAfterTurn, config.ModeHandoff,
+			"web/lead is rate-limited: it rotates (handoff) when the current turn ends"},
+		{"off group", "", with(func(v *SessionView) { v.Status, v.Policy.Mode = StatusIdle, config.ModeOff }), versionLatest, RotateNow, config.ModeAuto,
+			"rotating web/lead now (auto)"},
+		{"agent's handoff waits", config.ModeCompact, with(func(v *SessionView) { v.HandoffPending = true }), versionLatest, RotateAfterTurn, config.ModeHandoff,
+			"web/lead wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it"},
+		{"agent's handoff, before the one decision", config.ModeCompact, with(func(v *SessionView) { v.HandoffPending = true }), VersionTeam, RotateAfterTurn, config.ModeCompact,
+			"web/lead is working: it rotates (compact) when the current turn ends"},
+		{"context full", "", with(func(v *SessionView) { v.Status, v.ContextFull = StatusIdle, true }), versionLatest, RotateAfterTurn, config.ModeHandoff,
+			"web/lead's conversation no longer fits its window and rotates (handoff) next: this request joins it"},
+		{"pending", "", with(func(v *SessionView) { v.PendingRotate = &RotateRequest{Mode: config.ModeHandoff} }), versionLatest, RotateAfterTurn, config.ModeHandoff,
+			"a rotation is already pending for web/lead: this request joins it (handoff); it runs when the current turn ends"},
+		{"manual running, same mode", "", with(func(v *SessionView) {
+			v.Status, v.Rotating = StatusRotating, &RotateRequest{Mode: config.ModeHandoff, Reason: ReasonManual}
+		}), versionLatest, RotateJoined, config.ModeHandoff, "web/lead is rotating now (handoff): this request joins that rotation"},
+		{"policy rotation running", config.ModeHandoff, with(func(v *SessionView) {
+			v.Status, v.Rotating = StatusRotating, &RotateRequest{Mode: config.ModeCompact, Reason: ReasonContext}
+		}), versionLatest, RotateAfterTurn, config.ModeHandoff, "web/lead is in another rotation now: it rotates (handoff) when that one ends"},
+		{"fresh session", "", SessionView{Status: StatusIdle}, versionLatest, "", "",
+			"rotate request ignored: web/lead has taken no turn yet: there is no conversation to rotate"},
+		{"fresh session, before the one decision", "", SessionView{Status: StatusIdle}, VersionTeam, RotateNow, config.ModeAuto,
+			"rotating web/lead now (auto)"},
+		{"stopped", "", with(func(v *SessionView) { v.Status = StatusStopped }), versionLatest, "", "",
+			"rotate request ignored: web/lead is stopped (nid stop): it takes no more turns, messages or rotations"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := decideRotate(tt.mode, tt.view, tt.version)
+			a := d.Answer("web/lead")
+			require.Equal(t, tt.text, a.Text)
+			require.Equal(t, tt.when, a.When)
+			require.Equal(t, tt.method, a.Mode)
+			require.Equal(t, tt.when == "", d.Err("web/lead") != nil)
+		})
+	}
+}
+
+// A session holds at most MaxQueuedMessages: the rest are refused in its
+// feed, and those it holds all run.
+func TestMessagesPastTheQueueCapAreRefused(t *testing.T) {
+	h := newHarness(t)
+	h.agent.perTurn = 10
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "first" {
+			for i := 0; i < MaxQueuedMessages+3; i++ {
+				h.env.SignalWorkflow(SignalMessage, Message{Text: fmt.Sprintf("message %d", i+1)})
+			}
+		}
+	}
+	h.at(time.Minute, func() { h.env.SignalWorkflow(SignalMessage, Message{Text: "first"}) })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	var refused []string
+	for _, text := range eventTexts(v, EventMessage) {
+		if strings.HasPrefix(text, "message not queued") {
+			refused = append(refused, text)
+		}
+	}
+	require.Len(t, refused, 3)
+	require.Equal(t, "message not queued: web/lead has 20 messages queued, the most it holds: send more once its turns have taken some", refused[0])
+	require.Equal(t, 1+MaxQueuedMessages, v.Context.TotalTurns, "every message it held ran")
+}
+
+func TestAStoppedSessionQueuesNoMessage(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalStop, struct{}{}) })
+	h.send(20*time.Minute, 1)
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.Equal(t, 1, v.Context.TotalTurns)
+	require.Equal(t, 0, v.QueuedMessages)
+	texts := eventTexts(v, EventMessage)
+	require.Equal(t, "message not queued: web/lead is stopped (nid stop): it takes no more turns, messages or rotations", texts[len(texts)-1])
+}
+
+func TestMessageRefusal(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		view SessionView
+		want string
+	}{
+		{"fine", "hi", SessionView{Status: StatusWorking, QueuedMessages: 3, QueuedBytes: 100}, ""},
+		{"stopped", "hi", SessionView{Status: StatusStopped}, stoppedRefusal},
+		{"too large", strings.Repeat("x", MaxMessageBytes+1), SessionView{Status: StatusIdle}, "does not take a message of 65537 bytes: the limit is 65536"},
+		{"queue full", "hi", SessionView{Status: StatusWorking, QueuedMessages: MaxQueuedMessages}, "has 20 messages queued, the most it holds: send more once its turns have taken some"},
+		{"queue bytes", strings.Repeat("x", 1000), SessionView{Status: StatusWorking, QueuedMessages: 5, QueuedBytes: MaxQueuedBytes - 999},
+			"has 261145 bytes of messages queued; with this one it would hold more than 262144: send it once its turns have taken some"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, MessageRefusal(tt.text, tt.view), tt.name)
+	}
 }

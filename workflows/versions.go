@@ -1,32 +1,74 @@
 package workflows
 
-// Every behaviour change to a workflow that running histories could observe
-// is guarded by workflow.GetVersion with a change id listed here, newest last,
-// each with what it changed. A recorded history under testdata/ covers each
-// rung, and TestReplay replays them all, so sessions that have been running
-// for weeks survive an upgrade.
+import "go.temporal.io/sdk/workflow"
+
+// Version is a rung of nid's workflow version ladder. Every behaviour change
+// to a workflow that running histories could observe adds a rung here,
+// newest last, with what it changed; code branches on s.has(VersionX). A
+// recorded history under testdata/ covers each rung, and TestReplay replays
+// them all, so sessions that have been running for weeks survive an
+// upgrade.
 //
-// The ladder. v1 is the first release; its histories (testdata/v1-*.json)
-// must keep replaying.
+// A run reads its rung once, when it starts (versionOf): a history keeps
+// the rung it recorded, and a new run (a new workflow, or a continue-as-new)
+// takes the newest. So an old session upgrades at its next continue-as-new,
+// carrying its state.
+type Version int
 
-// VersionTeam (1): the board, claims, locks and budget. Groups push their
-// board to sessions; sessions prepare a worktree, ask for tasks, charge
-// every turn to the group and pause while the budget is exhausted.
-// Histories: testdata/v2-*.json, and v2-rec-compact-can.json.gz (a whole
-// session run ending in continue-as-new) with v2-rec-compact-run-2.json.gz
-// (the run that took its state over).
-const VersionTeam = "team"
+const (
+	// VersionInitial is the first release; its histories
+	// (testdata/v1-*.json) must keep replaying.
+	VersionInitial Version = Version(workflow.DefaultVersion)
 
-// Real agents (claude, codex, exec) needed no version: every change they
-// brought runs only on input a v1 history never holds. The rate_limit
-// signal (the rate-limited status), the ContextFull error type (a forced
-// handoff with reason context-full, which skips the handoff request) and
-// AgentSpec.TurnTimeout (the activity's start-to-close timeout, which replay
-// does not compare) leave the commands of every recorded path as they were.
+	// VersionTeam: the board, claims, locks and budget. Groups push their
+	// board to sessions; sessions prepare a worktree, ask for tasks, charge
+	// every turn to the group and pause while the budget is exhausted.
+	// Histories: testdata/v2-*.json, and v2-rec-compact-can.json.gz (a
+	// whole session run ending in continue-as-new) with
+	// v2-rec-compact-run-2.json.gz (the run that took its state over).
+	VersionTeam Version = 1
 
-// Board revisions needed no version either: a group numbers its pushes
-// (BoardView.Rev) and a session ignores a board older than its own, and it
-// decides whether a turn was reserved when the turn starts rather than when
-// it ends. Histories before them carry no Rev, which is always taken, and
-// the charge a session sends differs only in its payload, which replay does
-// not compare.
+	// VersionOneRotateDecision: a manual rotate request is decided by one
+	// function, decideRotate, which `nid rotate` and the HTTP API show too.
+	// A request made while the agent's own handoff (or a context-full
+	// handoff) waits for its turn to end joins that handoff, and that
+	// handoff takes a request already pending, instead of a second
+	// rotation running on the fresh conversation. A session that never
+	// took a turn has nothing to rotate and says so. Histories:
+	// testdata/v3-*.json.
+	VersionOneRotateDecision Version = 2
+
+	// VersionBoundedQueue: a message to a stopped session, or past the
+	// caps of MessageRefusal (size, count, bytes queued), is not queued;
+	// the feed says why. Histories: testdata/v3-*.json.
+	VersionBoundedQueue Version = 3
+
+	// versionLatest is the rung new runs take.
+	versionLatest = VersionBoundedQueue
+)
+
+// versionChangeID is the change id the ladder is recorded under. It is
+// named after the ladder's first rung, which was recorded before the ladder
+// existed; histories carry it, so it never changes.
+const versionChangeID = "team"
+
+// versionOf reads the run's rung: the one its history recorded, or the
+// newest for a run that starts now.
+func versionOf(ctx workflow.Context) Version {
+	return Version(workflow.GetVersion(ctx, versionChangeID, workflow.DefaultVersion, workflow.Version(versionLatest)))
+}
+
+// Changes that needed no rung, and why.
+//
+// Real agents (claude, codex, exec): every change they brought runs only on
+// input a v1 history never holds. The rate_limit signal (the rate-limited
+// status), the ContextFull error type (a forced handoff with reason
+// context-full, which skips the handoff request) and AgentSpec.TurnTimeout
+// (the activity's start-to-close timeout, which replay does not compare)
+// leave the commands of every recorded path as they were.
+//
+// Board revisions: a group numbers its pushes (BoardView.Rev) and a session
+// ignores a board older than its own, and it decides whether a turn was
+// reserved when the turn starts rather than when it ends. Histories before
+// them carry no Rev, which is always taken, and the charge a session sends
+// differs only in its payload, which replay does not compare.

@@ -1,0 +1,176 @@
+package nidclient
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/workflows"
+)
+
+// feedParallel bounds the events queries a feed has in flight at once.
+const feedParallel = 8
+
+// FeedOptions says which sessions a feed follows and how much of their past
+// it shows first.
+type FeedOptions struct {
+	// Group is empty for every group; Name is empty for every session of
+	// Group.
+	Group, Name string
+	// Backlog is how many past events of each session the first poll
+	// shows.
+	Backlog int
+}
+
+// Feed follows the events of running sessions, as `nid watch` and the HTTP
+// API's event stream show them. Temporal has no push for workflow state, so
+// a feed polls: one visibility list and one events query per session each
+// time it is asked.
+type Feed struct {
+	c    client.Client
+	opts FeedOptions
+	// last is the sequence number of the last event returned, by session.
+	last   map[string]int64
+	polled bool
+}
+
+// NewFeed returns a feed over Temporal client c.
+func NewFeed(c client.Client, opts FeedOptions) *Feed {
+	return &Feed{c: c, opts: opts, last: map[string]int64{}}
+}
+
+// FeedPoll is what one poll found.
+type FeedPoll struct {
+	// Sessions are the sessions followed, as visibility lists them.
+	Sessions []Session
+	// Events are the events new since the last poll, oldest first.
+	Events []workflows.Event
+	// Problem says a session did not answer this time (the others are
+	// still in Events); it is asked again at the next poll.
+	Problem error
+}
+
+// Poll returns what is new since the last poll. It fails when the sessions
+// cannot be listed, and, on its first poll, with a *NotFoundError when the
+// group or session followed is not running.
+func (f *Feed) Poll(ctx context.Context) (FeedPoll, error) {
+	first := !f.polled
+	sessions, err := f.sessions(ctx, first)
+	if err != nil {
+		return FeedPoll{}, err
+	}
+	targets := sessions
+	if f.opts.Name != "" && len(targets) == 0 {
+		// Visibility may lag behind a session that just started.
+		targets = []Session{{Group: f.opts.Group, Name: f.opts.Name}}
+	}
+	results := f.fetch(ctx, targets)
+	poll := FeedPoll{Sessions: sessions}
+	for i, t := range targets {
+		r := results[i]
+		if r.err != nil {
+			switch {
+			case IsNotFound(r.err) && f.opts.Name == "":
+				// It ended between the list and the query.
+			case IsNotFound(r.err) && first:
+				return FeedPoll{}, sessionError(ctx, f.c, t.Group, t.Name, r.err)
+			case IsNotFound(r.err):
+				poll.Problem = cmp.Or(poll.Problem, fmt.Errorf("%s is not running", t.Ref()))
+			default:
+				poll.Problem = cmp.Or(poll.Problem, NotAnswering(t.Ref(), r.err))
+			}
+			continue
+		}
+		evs := r.events
+		last, seen := f.last[t.Ref()]
+		if !seen && first && len(evs) > f.opts.Backlog {
+			// On the first poll a session shows only its recent past; one
+			// that appears later is new, and all of it is news.
+			evs = evs[len(evs)-f.opts.Backlog:]
+		}
+		for _, e := range r.events {
+			last = max(last, e.Seq)
+		}
+		f.last[t.Ref()] = last
+		poll.Events = append(poll.Events, evs...)
+	}
+	slices.SortStableFunc(poll.Events, func(a, b workflows.Event) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Group+"/"+a.Session, b.Group+"/"+b.Session), cmp.Compare(a.Seq, b.Seq))
+	})
+	f.polled = true
+	return poll, nil
+}
+
+// sessions lists the sessions followed; on the first poll a group with none
+// must be running.
+func (f *Feed) sessions(ctx context.Context, first bool) ([]Session, error) {
+	if first {
+		sessions, err := Sessions(ctx, f.c, f.opts.Group)
+		if err != nil {
+			return nil, err
+		}
+		return f.only(sessions), nil
+	}
+	sessions, err := ListSessions(ctx, f.c, f.opts.Group)
+	if err != nil {
+		return nil, err
+	}
+	return f.only(sessions), nil
+}
+
+func (f *Feed) only(sessions []Session) []Session {
+	if f.opts.Name == "" {
+		return sessions
+	}
+	return slices.DeleteFunc(sessions, func(s Session) bool { return s.Name != f.opts.Name })
+}
+
+type fetched struct {
+	events []workflows.Event
+	err    error
+}
+
+// fetch queries each target for its events after the last one returned.
+func (f *Feed) fetch(ctx context.Context, targets []Session) []fetched {
+	results := make([]fetched, len(targets))
+	sem := make(chan struct{}, feedParallel)
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		after := f.last[t.Ref()]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i].events, results[i].err = QueryEvents(ctx, f.c, t.Group, t.Name, after)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// Sessions lists the running sessions of group (every group when empty), as
+// ListSessions does, but a group that is not running is a *NotFoundError
+// naming the groups that are, not an empty list.
+func Sessions(ctx context.Context, c client.Client, group string) ([]Session, error) {
+	sessions, err := ListSessions(ctx, c, group)
+	if err != nil {
+		return nil, &UnavailableError{Who: "Temporal", Err: err}
+	}
+	if len(sessions) > 0 || group == "" {
+		return sessions, nil
+	}
+	groups, err := ListGroups(ctx, c)
+	if err != nil {
+		return nil, &UnavailableError{Who: "Temporal", Err: err}
+	}
+	if !slices.Contains(groups, group) {
+		return nil, &NotFoundError{Kind: "group", Ref: group, Message: GroupMissing(group, groups).Error()}
+	}
+	return sessions, nil
+}

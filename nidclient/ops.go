@@ -1,0 +1,232 @@
+package nidclient
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// The operations the command line and the HTTP API share. Each validates
+// its input, reaches the workflow, and returns one of the error types in
+// errors.go; the clients only print or map them.
+
+// GetSession is a session's view, or a *NotFoundError naming the sessions
+// that exist, or an *UnavailableError.
+func GetSession(ctx context.Context, c client.Client, group, name string) (workflows.SessionView, error) {
+	v, err := QuerySession(ctx, c, group, name)
+	if err != nil {
+		return v, sessionError(ctx, c, group, name, err)
+	}
+	return v, nil
+}
+
+// GetGroup is a group's view, or a *NotFoundError naming the groups that
+// exist, or an *UnavailableError.
+func GetGroup(ctx context.Context, c client.Client, group string) (workflows.GroupView, error) {
+	v, err := QueryGroup(ctx, c, group)
+	if err != nil {
+		return v, groupError(ctx, c, group, err)
+	}
+	return v, nil
+}
+
+// Rotate asks a session to rotate by mode (empty: its group's) and says
+// what the session will do, as the session itself decides it
+// (workflows.DecideRotate). A request the session would ignore is a
+// *RefusedError and is not sent.
+func Rotate(ctx context.Context, c client.Client, group, name, mode string) (workflows.RotateAnswer, error) {
+	if !workflows.ValidRotateMode(mode) {
+		return workflows.RotateAnswer{}, &InvalidError{Field: "mode",
+			Message: fmt.Sprintf("mode: %q is not a rotation mode: use auto, compact or handoff, or leave it out for the group's", mode)}
+	}
+	v, err := GetSession(ctx, c, group, name)
+	if err != nil {
+		return workflows.RotateAnswer{}, err
+	}
+	ref := group + "/" + name
+	d := workflows.DecideRotate(mode, v)
+	if err := d.Err(ref); err != nil {
+		return workflows.RotateAnswer{}, &RefusedError{Message: err.Error()}
+	}
+	req := workflows.RotateRequest{Mode: mode, Reason: workflows.ReasonManual}
+	if err := c.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalRotate, req); err != nil {
+		return workflows.RotateAnswer{}, sessionError(ctx, c, group, name, err)
+	}
+	return d.Answer(ref), nil
+}
+
+// Send queues text as a session's next prompt. A message the session would
+// not queue (workflows.MessageRefusal) is refused here and not sent.
+func Send(ctx context.Context, c client.Client, group, name, text string) error {
+	ref := group + "/" + name
+	switch {
+	case strings.TrimSpace(text) == "":
+		return &InvalidError{Field: "text", Message: "text: missing: the prompt for " + ref + "'s next turn"}
+	case len(text) > workflows.MaxMessageBytes:
+		return &InvalidError{Field: "text", Message: fmt.Sprintf("text: %d bytes; a message is at most %d", len(text), workflows.MaxMessageBytes)}
+	}
+	v, err := GetSession(ctx, c, group, name)
+	if err != nil {
+		return err
+	}
+	if refusal := workflows.MessageRefusal(text, v); refusal != "" {
+		return &RefusedError{Message: ref + " " + refusal}
+	}
+	if err := c.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalMessage, workflows.Message{Text: text}); err != nil {
+		return sessionError(ctx, c, group, name, err)
+	}
+	return nil
+}
+
+// GroupSettings are what SetGroup changes: each a JSON object of the fields
+// to change, as typed after rotate= and budget= in `nid group set`; an
+// empty one is left alone.
+type GroupSettings struct {
+	RotateJSON string
+	BudgetJSON string
+}
+
+// GroupSetResult is a group's policy and budget after SetGroup, and what it
+// has spent.
+type GroupSetResult struct {
+	Rotate config.Rotate
+	Budget config.Budget
+	Spent  workflows.Spend
+}
+
+// SetGroup changes a running group's settings. Both are validated before
+// either is sent, so a bad one changes nothing; an *InvalidError names the
+// setting at fault.
+func SetGroup(ctx context.Context, c client.Client, group string, set GroupSettings) (GroupSetResult, error) {
+	rotate, budget := strings.TrimSpace(set.RotateJSON), strings.TrimSpace(set.BudgetJSON)
+	if rotate == "" && budget == "" {
+		return GroupSetResult{}, &InvalidError{Field: "rotate",
+			Message: `nothing to set: give rotate and/or budget, each a JSON object of the fields to change, e.g. {"mode": "handoff"} or {"turns": 500}`}
+	}
+	v, err := GetGroup(ctx, c, group)
+	if err != nil {
+		return GroupSetResult{}, err
+	}
+	res := GroupSetResult{Rotate: v.Policy, Budget: v.Board.Budget, Spent: v.Board.Spent}
+	// The group validates too; checking both here first names the setting
+	// without a round trip through its history.
+	if rotate != "" {
+		if _, err := config.ApplyRotateJSON(v.Policy, rotate); err != nil {
+			return res, &InvalidError{Field: "rotate", Message: "rotate: " + err.Error()}
+		}
+	}
+	if budget != "" {
+		if _, err := config.ApplyBudgetJSON(v.Board.Budget, budget); err != nil {
+			return res, &InvalidError{Field: "budget", Message: "budget: " + err.Error()}
+		}
+	}
+	if rotate != "" {
+		if err := updateGroup(ctx, c, group, "rotate", workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: rotate}, &res.Rotate); err != nil {
+			return res, err
+		}
+	}
+	if budget != "" {
+		if err := updateGroup(ctx, c, group, "budget", workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: budget}, &res.Budget); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// updateGroup runs a settings update; a refusal is an *InvalidError of the
+// setting it was about.
+func updateGroup(ctx context.Context, c client.Client, group, field, update string, arg, out any) error {
+	err := UpdateGroup(ctx, c, group, update, arg, out)
+	if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+		return &InvalidError{Field: field, Message: field + ": " + refused.Message}
+	}
+	return err
+}
+
+// UpdateGroup runs update on the group workflow with arg, waits for its
+// answer and decodes it into out. A refusal comes back as a *RefusedError;
+// a group that is not running as a *NotFoundError; no answer as an
+// *UnavailableError.
+func UpdateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
+	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.GroupID(group),
+		UpdateName:   update,
+		Args:         []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return groupError(ctx, c, group, err)
+	}
+	if err := handle.Get(ctx, out); err != nil {
+		return &RefusedError{Message: workflows.ErrorText(err)}
+	}
+	return nil
+}
+
+// Inbox gathers the inbox items of one group, or of every running group
+// when group is empty, oldest first.
+func Inbox(ctx context.Context, c client.Client, group string) ([]workflows.InboxItem, error) {
+	groups := []string{group}
+	if group == "" {
+		var err error
+		if groups, err = ListGroups(ctx, c); err != nil {
+			return nil, &UnavailableError{Who: "Temporal", Err: err}
+		}
+	}
+	items := []workflows.InboxItem{}
+	for _, g := range groups {
+		v, err := QueryGroup(ctx, c, g)
+		if IsNotFound(err) && group == "" {
+			continue // it ended between the list and the query
+		}
+		if err != nil {
+			return nil, groupError(ctx, c, g, err)
+		}
+		items = append(items, v.Inbox...)
+	}
+	slices.SortStableFunc(items, func(x, y workflows.InboxItem) int {
+		return cmp.Or(x.At.Compare(y.At), cmp.Compare(x.Group, y.Group), cmp.Compare(x.Seq, y.Seq))
+	})
+	return items, nil
+}
+
+// AddTask puts a task on a group's board.
+func AddTask(ctx context.Context, c client.Client, group, title, detail string) (workflows.Task, error) {
+	var res workflows.BoardResult
+	if err := UpdateGroup(ctx, c, group, workflows.UpdateTaskAdd, workflows.BoardRequest{Title: title, Detail: detail}, &res); err != nil {
+		return workflows.Task{}, err
+	}
+	return *res.Task, nil
+}
+
+// Stopped is what Stop did: what the session let go of, and the status it
+// was in (a busy session stops its agent when the step it is in ends).
+type Stopped struct {
+	Released []string
+	Was      string
+}
+
+// Stop stops a session: its group releases its claims and locks and tells
+// it to take no more turns. A session already stopped is a *RefusedError.
+func Stop(ctx context.Context, c client.Client, group, name string) (Stopped, error) {
+	v, err := GetSession(ctx, c, group, name)
+	if err != nil {
+		return Stopped{}, err
+	}
+	if v.Status == workflows.StatusStopped {
+		return Stopped{}, &RefusedError{Message: group + "/" + name + " is already stopped"}
+	}
+	var res workflows.BoardResult
+	if err := UpdateGroup(ctx, c, group, workflows.UpdateStopSession, workflows.BoardRequest{Session: name}, &res); err != nil {
+		return Stopped{}, err
+	}
+	return Stopped{Released: res.Released, Was: v.Status}, nil
+}

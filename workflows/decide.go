@@ -1,0 +1,187 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// This file holds the one decision of what a manual rotate request does. The
+// session workflow acts on it when the signal arrives (session.onRotate);
+// `nid rotate`, the dashboard and the HTTP API show the same decision, made
+// on the session's view, as their answer. Change it here and both follow.
+
+// RotateModes are the methods a manual rotation may ask for.
+func RotateModes() []string { return []string{config.ModeAuto, config.ModeCompact, config.ModeHandoff} }
+
+// ValidRotateMode reports whether mode may be asked of a manual rotation;
+// the empty mode means the group's.
+func ValidRotateMode(mode string) bool { return mode == "" || slices.Contains(RotateModes(), mode) }
+
+// When a manual rotation runs.
+const (
+	// RotateNow: the session is idle and rotates at once.
+	RotateNow = "now"
+	// RotateAfterTurn: the session is busy (or in another rotation) and
+	// rotates when that ends.
+	RotateAfterTurn = "after-turn"
+	// RotateJoined: a rotation is running and the request joins it.
+	RotateJoined = "joined"
+)
+
+// What a request joins, if anything.
+const (
+	joinNothing = iota // a new pending request
+	joinRunning        // the manual rotation running now, same method
+	joinHandoff        // the handoff the agent wrote (or a context-full one), waiting for the turn to end
+	joinPending        // the manual request already pending
+)
+
+// RotateDecision is what a manual rotate request does. Refused, when not
+// empty, says why the session ignores it.
+type RotateDecision struct {
+	When    string
+	Mode    string
+	Refused string
+	join    int
+	status  string
+	// full: the handoff joined is the one a full context forces.
+	full bool
+}
+
+// DecideRotate decides a manual request for mode (empty: the group's) made of
+// the session whose view is v. It is pure: the session calls it on its own
+// view when the request arrives, and the CLI and the API on the view they
+// queried.
+func DecideRotate(mode string, v SessionView) RotateDecision {
+	return decideRotate(mode, v, versionLatest)
+}
+
+// decideRotate decides by the rules of rung version: a run recorded before
+// VersionOneRotateDecision never joined a handoff and rotated a session with
+// no conversation yet.
+func decideRotate(mode string, v SessionView, version Version) RotateDecision {
+	d := RotateDecision{status: v.Status}
+	rules := version >= VersionOneRotateDecision
+	switch {
+	case v.Status == StatusStopped:
+		d.Refused = stoppedRefusal
+	case rules && v.Context.TotalTurns == 0 && v.Conversation == "" && v.Status != StatusWorking &&
+		v.Status != StatusRateLimited && v.Status != StatusRotating:
+		// During its first turn a session is about to have a conversation.
+		d.Refused = "has taken no turn yet: there is no conversation to rotate"
+	case v.Rotating != nil && v.Rotating.Reason == ReasonManual && (mode == "" || mode == v.Rotating.Mode):
+		d.When, d.Mode, d.join = RotateJoined, v.Rotating.Mode, joinRunning
+	case rules && (v.HandoffPending || v.ContextFull):
+		d.When, d.Mode, d.join, d.full = RotateAfterTurn, config.ModeHandoff, joinHandoff, !v.HandoffPending
+	case v.PendingRotate != nil:
+		if mode == "" {
+			mode = v.PendingRotate.Mode
+		}
+		d.When, d.Mode, d.join = RotateAfterTurn, EffectiveMode(mode, v.Policy), joinPending
+	case v.Status == StatusWorking || v.Status == StatusRateLimited || v.Status == StatusRotating:
+		d.When, d.Mode = RotateAfterTurn, EffectiveMode(mode, v.Policy)
+	default:
+		d.When, d.Mode = RotateNow, EffectiveMode(mode, v.Policy)
+	}
+	return d
+}
+
+// Err is the refusal as an error naming the session ref, or nil.
+func (d RotateDecision) Err(ref string) error {
+	if d.Refused == "" {
+		return nil
+	}
+	return fmt.Errorf("%s %s", ref, d.Refused)
+}
+
+// Answer is the decision as `nid rotate` and session.rotate say it, the
+// session named ref.
+func (d RotateDecision) Answer(ref string) RotateAnswer {
+	return RotateAnswer{When: d.When, Mode: d.Mode, Text: d.sentence(ref)}
+}
+
+// sentence says the decision of a request for ref: the session's name in
+// answers, "the session" in its own feed.
+func (d RotateDecision) sentence(ref string) string {
+	switch {
+	case d.Refused != "":
+		return fmt.Sprintf("rotate request ignored: %s %s", ref, d.Refused)
+	case d.join == joinRunning:
+		return fmt.Sprintf("%s is rotating now (%s): this request joins that rotation", ref, d.Mode)
+	case d.join == joinHandoff && d.full:
+		return fmt.Sprintf("%s's conversation no longer fits its window and rotates (handoff) next: this request joins it", ref)
+	case d.join == joinHandoff:
+		return fmt.Sprintf("%s wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it", ref)
+	case d.join == joinPending:
+		return fmt.Sprintf("a rotation is already pending for %s: this request joins it (%s); it runs %s", ref, d.Mode, d.whenText())
+	case d.status == StatusRotating:
+		return fmt.Sprintf("%s is in another rotation now: it rotates (%s) when that one ends", ref, d.Mode)
+	case d.When == RotateAfterTurn:
+		return fmt.Sprintf("%s is %s: it rotates (%s) when the current turn ends", ref, d.status, d.Mode)
+	default:
+		return fmt.Sprintf("rotating %s now (%s)", ref, d.Mode)
+	}
+}
+
+func (d RotateDecision) whenText() string {
+	switch d.status {
+	case StatusWorking, StatusRateLimited:
+		return "when the current turn ends"
+	case StatusRotating:
+		return "when the running rotation ends"
+	}
+	return "now"
+}
+
+// RotateAnswer is what a manual rotate request will do: when it runs, by
+// which method, and a sentence saying so. `nid rotate`, the HTTP API and the
+// dashboard all show it.
+type RotateAnswer struct {
+	When string `json:"when"`
+	Mode string `json:"mode"`
+	Text string `json:"message"`
+}
+
+// EffectiveMode is the method a manual rotation runs: the one asked for,
+// else the group's, else auto when the group says off.
+func EffectiveMode(mode string, policy config.Rotate) string {
+	switch {
+	case mode != "":
+		return mode
+	case policy.Mode == "" || policy.Mode == config.ModeOff:
+		return config.ModeAuto
+	default:
+		return policy.Mode
+	}
+}
+
+// stoppedRefusal is what a stopped session says to a rotate request and a
+// message alike.
+const stoppedRefusal = "is stopped (nid stop): it takes no more turns, messages or rotations"
+
+// Caps on what the human queues for a session: each message travels in the
+// session's history and state until its turn takes it.
+const (
+	MaxMessageBytes   = 64 << 10
+	MaxQueuedMessages = 20
+	MaxQueuedBytes    = 256 << 10
+)
+
+// MessageRefusal says why the session whose view is v does not queue a
+// message of text, or "" when it does. The session applies it to every
+// message signal; `nid send` and session.send show it before signalling.
+func MessageRefusal(text string, v SessionView) string {
+	switch {
+	case v.Status == StatusStopped:
+		return stoppedRefusal
+	case len(text) > MaxMessageBytes:
+		return fmt.Sprintf("does not take a message of %d bytes: the limit is %d", len(text), MaxMessageBytes)
+	case v.QueuedMessages >= MaxQueuedMessages:
+		return fmt.Sprintf("has %d messages queued, the most it holds: send more once its turns have taken some", v.QueuedMessages)
+	case v.QueuedBytes+len(text) > MaxQueuedBytes:
+		return fmt.Sprintf("has %d bytes of messages queued; with this one it would hold more than %d: send it once its turns have taken some", v.QueuedBytes, MaxQueuedBytes)
+	}
+	return ""
+}

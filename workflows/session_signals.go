@@ -1,0 +1,138 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// The session's signal handlers. Each folds its signal into the state at
+// once; the run loop acts on it at its next boundary.
+
+func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
+	sel := workflow.NewSelector(ctx)
+	onSignal(ctx, sel, SignalRotate, s.onRotate)
+	onSignal(ctx, sel, SignalHandoffWrite, s.onHandoffWrite)
+	onSignal(ctx, sel, SignalMessage, s.onMessage)
+	onSignal(ctx, sel, SignalPolicy, s.onPolicy)
+	onSignal(ctx, sel, SignalConfig, s.onConfig)
+	onSignal(ctx, sel, SignalRateLimit, s.onRateLimit)
+	onSignal(ctx, sel, SignalBoard, s.onBoard)
+	onSignal(ctx, sel, SignalStop, s.onStop)
+	return sel
+}
+
+// onRotate takes a manual request as DecideRotate decides it: the answer
+// `nid rotate` gave is what happens.
+func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {
+	v, _ := s.view()
+	d := decideRotate(req.Mode, v, s.version)
+	switch {
+	case d.Refused != "", d.join == joinRunning, d.join == joinHandoff:
+	case d.join == joinPending:
+		if req.Mode != "" {
+			s.st.PendingRotate.Mode = req.Mode
+		}
+	default:
+		// Whoever sent it, a rotate signal is a manual request: the policy
+		// and the agent's own handoff have their own paths.
+		s.st.PendingRotate = &RotateRequest{Mode: req.Mode, Reason: ReasonManual}
+	}
+	s.record(ctx, Event{Kind: EventRotateQueued, Text: d.sentence(s.in.Group + "/" + s.in.Name)})
+}
+
+func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
+	if s.child != nil {
+		// A rotation is asking for this handoff: hand it to the child.
+		s.child.SignalChildWorkflow(ctx, SignalHandoffWrite, hw)
+		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "handoff written for the running rotation"})
+		return
+	}
+	s.st.Handoff = hw.Summary
+	s.st.HandoffPending = true
+	s.record(ctx, Event{Kind: EventHandoffWritten, Text: "agent wrote a handoff: rotating when this turn ends"})
+}
+
+func (s *session) onMessage(ctx workflow.Context, m Message) {
+	if s.has(VersionBoundedQueue) {
+		v, _ := s.view()
+		if refusal := MessageRefusal(m.Text, v); refusal != "" {
+			s.record(ctx, Event{Kind: EventMessage, Text: "message not queued: " + s.in.Group + "/" + s.in.Name + " " + refusal})
+			return
+		}
+	}
+	s.st.Messages = append(s.st.Messages, m.Text)
+	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip(m.Text, 80)})
+	if s.st.Status == StatusNeedsAttention {
+		// The human has looked: their message is the next turn.
+		s.st.Status = StatusIdle
+		s.st.TurnFailures = 0
+		s.record(ctx, Event{Kind: EventResumed, Text: "resumed by a message from the human"})
+	}
+}
+
+func (s *session) onConfig(ctx workflow.Context, c SessionConfig) {
+	if c.Goal == s.in.Goal && c.Spec == s.in.Spec {
+		return
+	}
+	s.in.Goal, s.in.Spec = c.Goal, c.Spec
+	s.published.valid = false // the agent kind is a search attribute too
+	s.record(ctx, Event{Kind: EventConfig, Text: "configuration changed: applies from the next turn"})
+}
+
+// onRateLimit shows a turn held up by the vendor's rate limiting as the
+// rate-limited status until it gets through or ends. A late signal for a
+// turn that already ended changes nothing.
+func (s *session) onRateLimit(ctx workflow.Context, r RateLimit) {
+	switch {
+	case r.Limited && s.st.Status == StatusWorking:
+		s.st.Status = StatusRateLimited
+		s.record(ctx, Event{Kind: EventRateLimited, Text: "rate limited: the vendor is overloaded or limiting; the agent retries"})
+	case !r.Limited && s.st.Status == StatusRateLimited:
+		s.st.Status = StatusWorking
+		s.record(ctx, Event{Kind: EventRateLimited, Text: "rate limit over: the turn goes on"})
+	default:
+		return
+	}
+	s.publish(ctx)
+}
+
+func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {
+	s.st.Policy = p.Rotate
+	s.record(ctx, Event{Kind: EventPolicy, Text: "policy: " + PolicyText(p.Rotate)})
+}
+
+func (s *session) onBoard(ctx workflow.Context, b BoardView) {
+	before := s.st.Board
+	if before != nil && b.Rev != 0 && b.Rev < before.Rev {
+		// Overtaken by a newer push: its grants and claims are out of date.
+		return
+	}
+	s.st.Board = &b
+	s.st.ClaimAsked = false
+	if b.Exhausted != "" && s.reserving() && !s.granted() {
+		// Refused: the budget ran out first. Ask again once it is raised.
+		s.st.UsedSeq = s.st.ReserveSeq
+	}
+	mine := b.HeldBy(s.in.Name)
+	if mine != nil && (before == nil || before.HeldBy(s.in.Name) == nil || before.HeldBy(s.in.Name).ID != mine.ID) {
+		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("claimed task %s: %s", mine.ID, clip(mine.Title, 60))})
+	}
+	if before != nil && before.Exhausted != b.Exhausted {
+		if b.Exhausted != "" {
+			s.record(ctx, Event{Kind: EventBudget, Text: "budget exhausted (" + b.Exhausted + "): paused"})
+		} else {
+			s.record(ctx, Event{Kind: EventBudget, Text: "budget raised: resuming"})
+		}
+	}
+}
+
+func (s *session) onStop(ctx workflow.Context, _ struct{}) {
+	if s.st.Stopped {
+		return
+	}
+	s.st.Stopped = true
+	s.st.Messages = nil
+	s.st.PendingRotate = nil
+	s.record(ctx, Event{Kind: EventStopped, Text: "stopped: its claims and locks are released"})
+}

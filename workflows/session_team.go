@@ -1,0 +1,114 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/activities"
+)
+
+// A session's place in its team: the board the group pushes, the task it
+// holds, and the budget it reserves and charges. All of it is VersionTeam
+// behaviour; a history from before it never reaches these paths.
+
+// teamStart asks the group for the board (and a task) when the session has
+// none yet, so a new or restarted session is never left without one.
+func (s *session) teamStart(ctx workflow.Context) {
+	if s.st.Board == nil && !s.st.Stopped {
+		s.askClaim(ctx)
+	}
+}
+
+// budgeted says the group's budget has a limit: each work turn is reserved
+// with the group before it starts.
+func (s *session) budgeted() bool {
+	return s.has(VersionTeam) && s.st.Board != nil && budgetLimited(s.st.Board.Budget)
+}
+
+// reserving says a reservation is asked for and not yet used.
+func (s *session) reserving() bool { return s.st.ReserveSeq > s.st.UsedSeq }
+
+// granted says the group granted the reservation not yet used.
+func (s *session) granted() bool {
+	return s.reserving() && s.st.Board != nil && s.st.Board.Grants[s.in.Name] >= s.st.ReserveSeq
+}
+
+// turnReady says a work turn may start now: there is a prompt and, on a
+// budget, either a grant or no request in flight yet (the loop asks).
+func (s *session) turnReady() bool {
+	if s.nextPrompt() == "" {
+		return false
+	}
+	return !s.budgeted() || s.granted() || !s.reserving()
+}
+
+func (s *session) askReserve(ctx workflow.Context) {
+	s.st.ReserveSeq++
+	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalReserve, Reserve{Session: s.in.Name, Seq: s.st.ReserveSeq}).Get(ctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("group did not take the reservation", "error", err)
+		s.st.UsedSeq = s.st.ReserveSeq
+	}
+}
+
+// exhausted says the group's budget is spent: no new turns, no policy
+// rotations.
+func (s *session) exhausted() bool {
+	return s.has(VersionTeam) && s.st.Board != nil && s.st.Board.Exhausted != ""
+}
+
+// needClaim says the session should ask the group for a task.
+func (s *session) needClaim() bool {
+	b := s.st.Board
+	return s.has(VersionTeam) && !s.st.Stopped && b != nil && !s.st.ClaimAsked && b.Exhausted == "" &&
+		b.HeldBy(s.in.Name) == nil && b.HasOpen()
+}
+
+func (s *session) askClaim(ctx workflow.Context) {
+	s.st.ClaimAsked = true
+	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalClaimNext, ClaimNext{Session: s.in.Name}).Get(ctx, nil)
+	if err != nil {
+		// No group (yet): wait for its first board push instead.
+		workflow.GetLogger(ctx).Warn("group did not take the claim request", "error", err)
+	}
+}
+
+// charge bills the group for turns the session ran.
+//
+// Without a budget limit the bill only feeds `nid group show`, so it is sent
+// every chargeBatch turns and whenever the session goes idle, not after
+// every turn: a turn never waits on the group.
+func (s *session) charge(ctx workflow.Context, c Charge) {
+	if !s.has(VersionTeam) {
+		return
+	}
+	u := &s.st.Unbilled
+	u.Turns, u.Tokens, u.USD = u.Turns+c.Turns, u.Tokens+c.Tokens, u.USD+c.USD
+	if s.budgeted() || u.Turns >= chargeBatch {
+		s.flushCharge(ctx)
+	}
+}
+
+// chargeBatch is how many turns a session without a budget limit bills at once.
+const chargeBatch = 10
+
+func (s *session) flushCharge(ctx workflow.Context) {
+	c := s.st.Unbilled
+	if !s.has(VersionTeam) || (c.Turns == 0 && c.Tokens == 0 && c.USD == 0) {
+		return
+	}
+	s.st.Unbilled = Charge{}
+	c.Session = s.in.Name
+	// Not awaited: the group may be gone (removed from the file) and the
+	// session must not wait on its bill.
+	workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalCharge, c)
+}
+
+// turnCharge is what one turn cost: the tokens the agent was billed for, or
+// the context it sent when it reports no bill.
+func turnCharge(r activities.TurnReport) Charge {
+	tokens := r.BilledTokens
+	if tokens == 0 {
+		tokens = r.Usage.UsedTokens
+	}
+	return Charge{Turns: 1, Tokens: tokens, USD: r.CostUSD}
+}

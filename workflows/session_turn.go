@@ -1,0 +1,264 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+)
+
+// A session's turns: which prompt goes next, the activity that runs it, and
+// folding its report into the context record.
+
+// nextPrompt is the prompt the next turn would send: the human's first,
+// then the goal, then a nudge to go on with it. A session with no goal and
+// no message is idle.
+func (s *session) nextPrompt() string {
+	if s.st.Status == StatusNeedsAttention {
+		return ""
+	}
+	if s.has(VersionTeam) {
+		return s.teamPrompt()
+	}
+	if len(s.st.Messages) > 0 {
+		return s.st.Messages[0]
+	}
+	if s.in.Goal == "" {
+		return ""
+	}
+	if !s.st.Briefed {
+		return briefing(s.in.Group, s.in.Name, s.in.Goal)
+	}
+	return continuePrompt(s.in.Goal)
+}
+
+func (s *session) takePrompt() string {
+	p := s.nextPrompt()
+	switch {
+	case len(s.st.Messages) > 0:
+		s.st.Messages = s.st.Messages[1:]
+	case s.has(VersionTeam):
+		s.tookTeamPrompt()
+	default:
+		s.st.Briefed = true
+	}
+	return p
+}
+
+// teamPrompt is the next prompt of a VersionTeam session: the human's
+// message first; then its task (briefed once, continued after); a board
+// without tasks means the group's goal, as before the board existed.
+func (s *session) teamPrompt() string {
+	// A turn granted before the budget ran out still runs.
+	if s.st.Stopped || (s.exhausted() && !s.granted()) || s.st.Board == nil {
+		return ""
+	}
+	if len(s.st.Messages) > 0 {
+		return s.st.Messages[0]
+	}
+	b := s.st.Board
+	p := b.Prompts.WithDefaults()
+	vars := []string{"group", s.in.Group, "session", s.in.Name, "goal", s.in.Goal, "board", BoardText(*b, s.in.Name)}
+	if len(b.Tasks) == 0 {
+		if s.in.Goal == "" {
+			return ""
+		}
+		if !s.st.Briefed {
+			return config.RenderPrompt(p.Goal, vars...)
+		}
+		return config.RenderPrompt(p.GoalContinue, vars...)
+	}
+	t := b.HeldBy(s.in.Name)
+	if t == nil {
+		return ""
+	}
+	vars = append(vars, "task.id", t.ID, "task.title", t.Title, "task.detail", t.Detail)
+	if s.st.BriefedTask != t.ID {
+		return config.RenderPrompt(p.Task, vars...)
+	}
+	return config.RenderPrompt(p.Continue, vars...)
+}
+
+// tookTeamPrompt notes what the prompt just taken briefed.
+func (s *session) tookTeamPrompt() {
+	if b := s.st.Board; b != nil {
+		if t := b.HeldBy(s.in.Name); t != nil {
+			s.st.BriefedTask = t.ID
+		}
+	}
+	s.st.Briefed = true
+}
+
+func activityOptions(queue string, timeout time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:           queue,
+		StartToCloseTimeout: timeout,
+		// A worker killed mid-turn is noticed within this, and the turn runs
+		// again on the next worker.
+		HeartbeatTimeout: 20 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    3,
+			NonRetryableErrorTypes: []string{
+				activities.ErrUnknownAgent, activities.ErrBadInput, activities.ErrAgentFailed,
+			},
+		},
+	}
+}
+
+// turnTimeout bounds one turn. The sim's own delay is known; a process
+// agent has its turnTimeout (config.DefaultTurnTimeout when unset), which
+// its adapter enforces by killing the process group. The activity gets a
+// minute more, so that the adapter's clear error is what the session sees.
+func turnTimeout(spec activities.AgentSpec) time.Duration {
+	if spec.Kind == config.AgentSim {
+		return spec.Sim.TurnDelay.D() + 2*time.Minute
+	}
+	if spec.TurnTimeout > 0 {
+		return spec.TurnTimeout.D() + time.Minute
+	}
+	return config.DefaultTurnTimeout + time.Minute
+}
+
+func (s *session) turn(ctx workflow.Context, prompt string) {
+	s.setStatus(ctx, StatusWorking)
+	// Whether the group already counted this turn is known now; a board
+	// arriving during the turn must not change the answer.
+	reserved := s.granted()
+	actx := workflow.WithActivityOptions(ctx, activityOptions(s.in.ActivityQueue, turnTimeout(s.in.Spec)))
+	var res activities.TurnResult
+	err := workflow.ExecuteActivity(actx, activities.RunTurnName, activities.TurnInput{
+		Session:      s.ref(),
+		Spec:         s.in.Spec,
+		Conversation: s.st.Conversation,
+		Prompt:       prompt,
+		Kind:         activities.TurnWork,
+		WorkDir:      s.workDir(),
+	}).Get(ctx, &res)
+	s.st.UsedSeq = s.st.ReserveSeq
+	if err != nil && isContextFull(err) {
+		s.contextFull(ctx, err)
+		return
+	}
+	if err != nil {
+		s.turnFailed(ctx, err)
+		return
+	}
+	c := turnCharge(res.TurnReport)
+	if reserved {
+		c.Turns = 0 // counted when the group granted it
+	}
+	s.charge(ctx, c)
+	s.st.TurnFailures = 0
+	s.st.Conversation = res.Conversation
+	s.st.LastOutput = res.Output
+	s.st.Context.Turns++
+	s.st.Context.TotalTurns++
+	if res.Vendor != nil {
+		s.vendorCompacted(ctx, *res.Vendor)
+	}
+	s.applyUsage(res.Usage)
+	rec := s.st.Context
+	s.record(ctx, Event{Kind: EventTurn, Text: fmt.Sprintf("turn %d", rec.TotalTurns), Context: &rec})
+	s.setStatus(ctx, StatusIdle)
+}
+
+func (s *session) turnFailed(ctx workflow.Context, err error) {
+	s.st.TurnFailures++
+	text := "turn failed: " + ErrorText(err)
+	s.record(ctx, Event{Kind: EventTurnFailed, Text: text})
+	if s.st.TurnFailures >= turnFailuresBeforeAttention {
+		s.toInbox(ctx, EventTurnFailed, fmt.Sprintf("%d turns failed in a row; last: %s", s.st.TurnFailures, ErrorText(err)))
+		s.setStatus(ctx, StatusNeedsAttention)
+		return
+	}
+	s.setStatus(ctx, StatusIdle)
+	// Give a failing agent room before the next automatic turn; a rotation
+	// or a message from the human still gets through at once.
+	s.publish(ctx)
+	_, _ = workflow.AwaitWithTimeout(ctx, time.Duration(s.st.TurnFailures)*10*time.Second, func() bool {
+		_, _, due := s.rotationDue()
+		return due || len(s.st.Messages) > 0
+	})
+}
+
+// contextFull handles a turn the vendor refused because the conversation no
+// longer fits its window: no retry can help, so the next boundary rotates
+// by handoff (see triggers) without asking this conversation for anything
+// more.
+func (s *session) contextFull(ctx workflow.Context, err error) {
+	s.st.ContextFull = true
+	s.record(ctx, Event{Kind: EventTurnFailed, Text: "turn failed: " + ErrorText(err) + "; rotating by handoff"})
+	s.setStatus(ctx, StatusIdle)
+}
+
+func isContextFull(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == activities.ErrContextFull
+}
+
+func (s *session) applyUsage(u activities.Usage) {
+	c := &s.st.Context
+	c.Source = u.Source
+	if c.Source == "" {
+		c.Source = activities.SourceUnknown
+	}
+	c.UsedTokens, c.WindowTokens, c.Percent = u.UsedTokens, u.WindowTokens, nil
+	if c.Source != activities.SourceUnknown && u.WindowTokens > 0 {
+		p := float64(u.UsedTokens) * 100 / float64(u.WindowTokens)
+		c.Percent = &p
+	}
+}
+
+// prepareWorkspace creates the session's worktree and branch once, on the
+// host that runs its activities; a rotation never changes them.
+func (s *session) prepareWorkspace(ctx workflow.Context) {
+	if !s.has(VersionTeam) || s.in.Repo == "" || s.st.Worktree != "" {
+		return
+	}
+	actx := workflow.WithActivityOptions(ctx, activityOptions(s.in.ActivityQueue, 5*time.Minute))
+	var res activities.WorkspaceResult
+	err := workflow.ExecuteActivity(actx, activities.PrepareWorkspaceName, activities.WorkspaceInput{
+		Session: s.ref(), Repo: s.in.Repo,
+	}).Get(ctx, &res)
+	if err != nil {
+		s.record(ctx, Event{Kind: EventTurnFailed, Text: "worktree not prepared: " + ErrorText(err)})
+		s.toInbox(ctx, EventTurnFailed, "worktree not prepared: "+ErrorText(err))
+		s.setStatus(ctx, StatusNeedsAttention)
+		return
+	}
+	s.st.Worktree, s.st.Branch = res.Worktree, res.Branch
+	s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("worktree %s on branch %s", res.Worktree, res.Branch)})
+}
+
+// workDir is where the session's agent runs.
+func (s *session) workDir() string {
+	if s.st.Worktree != "" {
+		return s.st.Worktree
+	}
+	return s.in.WorkDir
+}
+
+// stopAgent ends the agent's process once the session is stopped.
+func (s *session) stopAgent(ctx workflow.Context) {
+	if s.st.StopDone {
+		return
+	}
+	s.st.StopDone = true
+	if s.st.Conversation != "" {
+		actx := workflow.WithActivityOptions(ctx, activityOptions(s.in.ActivityQueue, time.Minute))
+		if err := workflow.ExecuteActivity(actx, activities.StopAgentName, activities.StopInput{
+			Session: s.ref(), Spec: s.in.Spec, Conversation: s.st.Conversation,
+		}).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("agent did not stop", "error", err)
+		}
+	}
+	s.setStatus(ctx, StatusStopped)
+}

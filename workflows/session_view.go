@@ -1,0 +1,88 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+)
+
+// What a session shows: its view and events (queries), its feed, its inbox
+// items, and its status. The search attributes and memo are in search.go.
+
+func (s *session) view() (SessionView, error) {
+	v := SessionView{
+		Group:          s.in.Group,
+		Name:           s.in.Name,
+		Agent:          s.in.Spec.Kind,
+		Status:         s.st.Status,
+		Conversation:   s.st.Conversation,
+		Context:        s.st.Context,
+		Policy:         s.st.Policy,
+		PendingRotate:  s.st.PendingRotate,
+		Rotating:       s.running,
+		HandoffPending: s.st.HandoffPending,
+		ContextFull:    s.st.ContextFull,
+		QueuedMessages: len(s.st.Messages),
+		LastOutput:     s.st.LastOutput,
+		Events:         s.st.Events,
+		Worktree:       s.st.Worktree,
+		Branch:         s.st.Branch,
+		WorkDir:        s.workDir(),
+	}
+	for _, m := range s.st.Messages {
+		v.QueuedBytes += len(m)
+	}
+	if s.st.Stopped {
+		// Stopped from the moment the stop is taken, though the agent
+		// stops when the step it is in ends.
+		v.Status = StatusStopped
+	}
+	if b := s.st.Board; b != nil {
+		v.Task = b.HeldBy(s.in.Name)
+		for _, l := range b.Locks {
+			if l.Holder == s.in.Name {
+				v.Locks = append(v.Locks, l.Name)
+			}
+		}
+	}
+	if v.Events == nil {
+		v.Events = []Event{}
+	}
+	return v, nil
+}
+
+func (s *session) eventsAfter(seq int64) ([]Event, error) {
+	out := []Event{}
+	for _, e := range s.st.Events {
+		if e.Seq > seq {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (s *session) record(ctx workflow.Context, e Event) {
+	s.st.NextSeq++
+	e.Seq = s.st.NextSeq
+	e.At = workflow.Now(ctx)
+	e.Group, e.Session = s.in.Group, s.in.Name
+	s.st.Events = append(s.st.Events, e)
+	if len(s.st.Events) > maxEvents {
+		s.st.Events = append([]Event(nil), s.st.Events[len(s.st.Events)-maxEvents:]...)
+	}
+}
+
+func (s *session) toInbox(ctx workflow.Context, kind, text string) {
+	item := InboxItem{At: workflow.Now(ctx), Group: s.in.Group, Session: s.in.Name, Kind: kind, Text: text}
+	// The group may be gone (removed from the file); the event is recorded
+	// here either way, so a failed delivery loses nothing.
+	_ = workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalInbox, item).Get(ctx, nil)
+}
+
+// setStatus publishes a busy status at once, before the turn or rotation
+// starts; an idle one is published only if the session then actually waits
+// (see awaitWork), so back-to-back turns cost one upsert, not two.
+func (s *session) setStatus(ctx workflow.Context, status string) {
+	s.st.Status = status
+	if status == StatusWorking || status == StatusRotating {
+		s.publish(ctx)
+	}
+}

@@ -1,0 +1,65 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// Every long-running workflow here (Session, Group) reads its signals the
+// same way: a coroutine beside the main loop folds each one into the state as
+// it arrives, and continue-as-new drains what is left before the state
+// travels on. signalSelector builds a fresh selector over a workflow's
+// signal channels; both the coroutine and the drain use it, so a signal has
+// one handler whichever of them reads it.
+type signalSelector func(ctx workflow.Context) workflow.Selector
+
+// onSignal makes sel decode the named signal's payload and hand it to fn.
+func onSignal[T any](ctx workflow.Context, sel workflow.Selector, name string, fn func(workflow.Context, T)) {
+	sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
+		var v T
+		c.Receive(ctx, &v)
+		fn(ctx, v)
+	})
+}
+
+// listenSignals starts the coroutine that folds signals into the state. A
+// signal that arrives mid-turn is seen at once (and shows in queries) but
+// acted on by the main loop at its next boundary.
+//
+// It waits for a pending signal before selecting: a selector blocked in
+// Select takes a signal off its channel the moment it arrives, and if the
+// main loop continues as new before this coroutine runs again, that signal
+// would be lost. Left on the channel, continueAsNew drains it.
+func listenSignals(ctx workflow.Context, selector signalSelector) {
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		sel := selector(ctx)
+		for {
+			if err := workflow.Await(ctx, sel.HasPending); err != nil {
+				return
+			}
+			sel.Select(ctx)
+		}
+	})
+}
+
+// continueAsNew ends the run once every update and signal handler has
+// finished, after folding the signals that arrived but were not yet read
+// into the state, and starts the next run of workflowType with the input
+// that state makes (built after the drain, so nothing is dropped).
+func continueAsNew(ctx workflow.Context, selector signalSelector, workflowType string, input func() any) error {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	sel := selector(ctx)
+	for sel.HasPending() {
+		sel.Select(ctx)
+	}
+	return workflow.NewContinueAsNewError(ctx, workflowType, input())
+}
+
+// historyFull says a workflow should continue as new: the server suggests
+// it, or its history passed limit (defaultHistoryLimit when 0).
+func historyFull(ctx workflow.Context, limit int) bool {
+	info := workflow.GetInfo(ctx)
+	if limit <= 0 {
+		limit = defaultHistoryLimit
+	}
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit
+}

@@ -1,0 +1,136 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+)
+
+// Every text nid's workflows write for agents and humans: prompts, the fresh
+// conversation's first message, the policy, budget and board as printed,
+// and errors as a human should read them.
+
+// PolicyText renders a rotate policy the way nid prints it everywhere.
+func PolicyText(r config.Rotate) string {
+	turns := "never"
+	if r.MaxTurns > 0 {
+		turns = fmt.Sprint(r.MaxTurns)
+	}
+	return fmt.Sprintf("mode=%s contextPercent=%d maxTurns=%s", r.Mode, r.ContextPercent, turns)
+}
+
+// briefing is the first prompt of a session from before VersionTeam; later
+// ones take the group's prompt templates (config.Prompts).
+func briefing(group, name, goal string) string {
+	return fmt.Sprintf("You are session %s/%s of the nid group %q.\nGoal: %s\nWork toward the goal. When your context feels cluttered, call the handoff_write tool with a self-contained handoff.", group, name, group, goal)
+}
+
+func continuePrompt(goal string) string {
+	return "Continue working toward the goal: " + goal
+}
+
+// ErrorText is an error's own message, without the wrapping an activity,
+// child workflow or refused update adds on its way: what a human should read.
+func ErrorText(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
+}
+
+// clip cuts s to at most n runes, marking the cut with an ellipsis.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// HandoffRequestPrompt is the turn that asks an agent for its handoff.
+const HandoffRequestPrompt = "nid is rotating your conversation: you will continue in a fresh one. " +
+	"Call the handoff_write tool now with a self-contained handoff: the tasks you hold, what is done, " +
+	"the next steps, decisions made and gotchas. Your fresh conversation starts from it and nothing else."
+
+// FreshMessage is the first message of a conversation started by a handoff:
+// the handoff (or, said plainly, the last output standing in for one) and the
+// board.
+func FreshMessage(ref activities.SessionRef, reason, summary, source, board string) string {
+	var b strings.Builder
+	b.WriteString(fmt.Sprintf("You are session %s/%s. nid rotated your conversation (handoff, reason: %s); you keep the same session, worktree, branch, tasks and locks.\n\n", ref.Group, ref.Name, reason))
+	if source == SummaryFromLastOutput {
+		b.WriteString("Your previous conversation wrote no handoff. Its last output stands in for one:\n")
+	} else {
+		b.WriteString("Handoff from your previous conversation:\n")
+	}
+	if strings.TrimSpace(summary) == "" {
+		summary = "(nothing: the previous conversation produced no output)"
+	}
+	b.WriteString(summary)
+	b.WriteString("\n\nThe board (what board_read shows):\n")
+	b.WriteString(board)
+	return b.String()
+}
+
+// BudgetText renders a budget's limits and what is spent and left.
+func BudgetText(b config.Budget, s Spend) string {
+	part := func(name string, limit, spent float64, format string) string {
+		if limit <= 0 {
+			return fmt.Sprintf("%s "+format+" (no limit)", name, spent)
+		}
+		return fmt.Sprintf("%s "+format+" of "+format+" (%s left)", name, spent, limit, fmt.Sprintf(format, max(limit-spent, 0)))
+	}
+	return strings.Join([]string{
+		part("turns", float64(b.Turns), float64(s.Turns), "%.0f"),
+		part("tokens", float64(b.Tokens), float64(s.Tokens), "%.0f"),
+		part("usd", b.USD, s.USD, "%.2f"),
+	}, ", ")
+}
+
+// BoardText is what board_read shows and what a fresh conversation's first
+// message carries: the goal, each task with its status and holder, the
+// locks, and which of them are session's ("" for nobody's view).
+func BoardText(v BoardView, session string) string {
+	var b strings.Builder
+	b.WriteString("Board of group " + v.Group + "\n")
+	if v.Goal != "" {
+		b.WriteString("Goal: " + v.Goal + "\n")
+	}
+	if len(v.Tasks) == 0 {
+		b.WriteString("Tasks: none on the board.\n")
+	} else {
+		b.WriteString("Tasks:\n")
+		for _, t := range v.Tasks {
+			line := fmt.Sprintf("  %s [%s] %s", t.ID, t.Status, t.Title)
+			if t.Holder != "" && t.Status == TaskClaimed {
+				line += " (claimed by " + t.Holder + ")"
+			}
+			if session != "" && t.Holder == session && t.Status == TaskClaimed {
+				line += " <- yours"
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	if len(v.Locks) == 0 {
+		b.WriteString("Locks: none held.\n")
+	} else {
+		b.WriteString("Locks:\n")
+		for _, l := range v.Locks {
+			line := fmt.Sprintf("  %s (held by %s)", l.Name, l.Holder)
+			if session != "" && l.Holder == session {
+				line += " <- yours"
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	if v.Exhausted != "" {
+		b.WriteString("Budget: exhausted (" + v.Exhausted + "); no new turns until it is raised.\n")
+	}
+	return b.String()
+}

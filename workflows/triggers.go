@@ -1,0 +1,125 @@
+package workflows
+
+import "github.com/nid-dev/nid/config"
+
+// trigger is one reason a session rotates at a turn boundary. due says the
+// method it asks for now ("" when it does not); take consumes what asked for
+// it when the rotation starts and returns the handoff summary the rotation
+// starts from, if any.
+type trigger struct {
+	reason string
+	due    func(s *session) string
+	take   func(s *session) string
+}
+
+// triggers is the one place a rotation trigger is added. They are read top
+// to bottom, the first one due wins, as DESIGN.md lists them: the agent's
+// own handoff, a conversation past its window, a manual request, then the
+// group's policy.
+func (s *session) triggers() []trigger {
+	return []trigger{
+		{
+			// The agent called handoff_write outside a rotation: rotate by
+			// handoff with its summary, without asking again.
+			reason: ReasonAgent,
+			due:    func(s *session) string { return when(s.st.HandoffPending, config.ModeHandoff) },
+			take: func(s *session) string {
+				summary := s.st.Handoff
+				s.st.HandoffPending, s.st.Handoff = false, ""
+				s.joinPendingRequest()
+				return summary
+			},
+		},
+		{
+			// The vendor refused a turn because the conversation no longer
+			// fits its window: only a fresh conversation helps.
+			reason: ReasonContextFull,
+			due:    func(s *session) string { return when(s.st.ContextFull, config.ModeHandoff) },
+			take: func(s *session) string {
+				s.st.ContextFull = false
+				s.joinPendingRequest()
+				return ""
+			},
+		},
+		{
+			// nid rotate, the Rotate button, session.rotate.
+			reason: ReasonManual,
+			due: func(s *session) string {
+				if s.st.PendingRotate == nil {
+					return ""
+				}
+				return EffectiveMode(s.st.PendingRotate.Mode, s.st.Policy)
+			},
+			take: func(s *session) string {
+				s.st.PendingRotate = nil
+				return ""
+			},
+		},
+		{
+			// The context reached the policy's threshold.
+			reason: ReasonContext,
+			due: func(s *session) string {
+				c, p := s.st.Context, s.st.Policy
+				return when(s.policyMayRotate() && c.Percent != nil && p.ContextPercent > 0 &&
+					*c.Percent >= float64(p.ContextPercent), p.Mode)
+			},
+			take: takeNothing,
+		},
+		{
+			// Turns since the last rotation reached the policy's maxTurns.
+			reason: ReasonMaxTurns,
+			due: func(s *session) string {
+				p := s.st.Policy
+				return when(s.policyMayRotate() && p.MaxTurns > 0 && s.st.Context.Turns >= p.MaxTurns, p.Mode)
+			},
+			take: takeNothing,
+		},
+	}
+}
+
+func takeNothing(*session) string { return "" }
+
+func when(due bool, mode string) string {
+	if !due {
+		return ""
+	}
+	return mode
+}
+
+// rotationDue is the rotation the session should run now, if any: none
+// while a turn or a rotation is running or once stopped, else the first
+// trigger due.
+func (s *session) rotationDue() (RotateRequest, trigger, bool) {
+	switch s.st.Status {
+	case StatusWorking, StatusRateLimited, StatusRotating:
+		return RotateRequest{}, trigger{}, false
+	}
+	if s.st.Stopped {
+		return RotateRequest{}, trigger{}, false
+	}
+	for _, t := range s.triggers() {
+		if mode := t.due(s); mode != "" {
+			return RotateRequest{Mode: mode, Reason: t.reason}, t, true
+		}
+	}
+	return RotateRequest{}, trigger{}, false
+}
+
+// policyMayRotate says the group's policy may start a rotation now. A
+// policy rotation costs a turn, so it waits while the budget is spent; it
+// never runs on a session waiting for the human, nor again before another
+// turn after one failed; off never rotates by itself.
+func (s *session) policyMayRotate() bool {
+	p := s.st.Policy
+	return p.Mode != config.ModeOff && p.Mode != "" &&
+		s.st.Status != StatusNeedsAttention && s.st.Context.TotalTurns > s.st.PolicyHeldAtTurn && !s.exhausted()
+}
+
+// joinPendingRequest lets a handoff the session runs anyway serve a manual
+// request already pending, rather than a second rotation running on the
+// fresh conversation.
+func (s *session) joinPendingRequest() {
+	if s.has(VersionOneRotateDecision) && s.st.PendingRotate != nil {
+		s.st.PendingRotate = nil
+	}
+}

@@ -25,6 +25,11 @@ const (
 	// ErrContextFull is a turn the vendor refused because the conversation
 	// no longer fits its context window: only a fresh conversation helps.
 	ErrContextFull = "ContextFull"
+	// ErrSandboxUnavailable is an agent that cannot run inside its
+	// vendor's sandbox on this host (bubblewrap missing, user namespaces
+	// refused): nid never runs it unsandboxed by itself. The message says
+	// what to install, or to set permissions: full.
+	ErrSandboxUnavailable = "SandboxUnavailable"
 )
 
 // MaxOutputBytes bounds the agent output kept in workflow history; the rest

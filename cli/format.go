@@ -121,3 +121,11 @@ func clip(s string, n int) string {
 	}
 	return string(r[:n]) + "…"
 }
+
+// plural is "1 item" or "n items".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -175,7 +175,7 @@ func runGroupShow(ctx context.Context, c client.Client, opts groupShowOptions, s
 		{"budget", budget},
 		{"sessions", strings.Join(sessions, ", ")},
 		{"tasks", taskCounts(b.Tasks)},
-		{"inbox", fmt.Sprintf("%d items", len(view.Inbox))},
+		{"inbox", plural(len(view.Inbox), "item")},
 	}
 	return writeTable(stdout, rows)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -229,4 +230,27 @@ func Stop(ctx context.Context, c client.Client, group, name string) (Stopped, er
 		return Stopped{}, err
 	}
 	return Stopped{Released: res.Released, Was: v.Status}, nil
+}
+
+// ClearInbox removes the inbox items of one group (every running group when
+// group is empty) that Inbox shows now; an item that arrives meanwhile
+// stays. It returns how many it removed.
+func ClearInbox(ctx context.Context, c client.Client, group string) (int, error) {
+	items, err := Inbox(ctx, c, group)
+	if err != nil {
+		return 0, err
+	}
+	through := map[string]int64{}
+	for _, it := range items {
+		through[it.Group] = max(through[it.Group], it.Seq)
+	}
+	removed := 0
+	for _, g := range slices.Sorted(maps.Keys(through)) {
+		var n int
+		if err := UpdateGroup(ctx, c, g, workflows.UpdateInboxClear, workflows.InboxClear{Through: through[g]}, &n); err != nil {
+			return removed, err
+		}
+		removed += n
+	}
+	return removed, nil
 }

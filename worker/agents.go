@@ -12,12 +12,11 @@ import (
 
 // Agents returns the adapters a worker runs, by agent kind.
 func Agents() map[string]activities.Agent {
-	return map[string]activities.Agent{
-		config.AgentSim:    activities.NewSim(),
-		config.AgentClaude: activities.NewClaude(),
-		config.AgentCodex:  activities.NewCodex(),
-		config.AgentExec:   activities.NewExec(),
+	agents := map[string]activities.Agent{}
+	for _, k := range activities.Kinds() {
+		agents[k.Name] = k.New()
 	}
+	return agents
 }
 
 // AgentSpec is what a session's workflow carries about its agent: the kind

@@ -36,6 +36,7 @@ const (
 	MethodGroupSet          = "group.set"
 	MethodBoardRead         = "board.read"
 	MethodInboxList         = "inbox.list"
+	MethodInboxClear        = "inbox.clear"
 )
 
 // Error codes of the API's JSON errors.
@@ -103,6 +104,7 @@ func NewAPI(c client.Client, opts APIOptions) *API {
 		MethodGroupSet:          a.groupSet,
 		MethodBoardRead:         a.boardRead,
 		MethodInboxList:         a.inboxList,
+		MethodInboxClear:        a.inboxClear,
 	}
 	return a
 }
@@ -554,4 +556,24 @@ func (a *API) inboxList(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return InboxAnswer{Items: items}, nil
+}
+
+// InboxCleared is the inbox.clear answer: how many items were removed.
+type InboxCleared struct {
+	Cleared int `json:"cleared"`
+}
+
+func (a *API) inboxClear(ctx context.Context, r *http.Request) (any, error) {
+	var req groupRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := groupName("group", req.Group, false); err != nil {
+		return nil, err
+	}
+	n, err := nidclient.ClearInbox(ctx, a.c, req.Group)
+	if err != nil {
+		return nil, err
+	}
+	return InboxCleared{Cleared: n}, nil
 }

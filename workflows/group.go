@@ -81,6 +81,7 @@ func (g *group) setup(ctx workflow.Context) error {
 		{UpdateLockAcquire, g.lockAcquire, g.validateLockAcquire},
 		{UpdateLockRelease, g.lockRelease, g.validateLockRelease},
 		{UpdateStopSession, g.stopSession, g.validateStopSession},
+		{UpdateInboxClear, g.inboxClear, g.validateInboxClear},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler,
@@ -120,13 +121,44 @@ func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
 	return sel
 }
 
+// addInbox adds an item, or counts it on the session's last item when that
+// is the same kind of news: a failure that repeats is one item with a
+// count, not a flood.
 func (g *group) addInbox(item InboxItem) {
+	if item.Session != "" {
+		for i := len(g.st.Inbox) - 1; i >= 0; i-- {
+			last := &g.st.Inbox[i]
+			if last.Session != item.Session {
+				continue
+			}
+			if last.Kind == item.Kind {
+				last.Count = max(last.Count, 1) + 1
+				last.At, last.Text = item.At, item.Text
+				return
+			}
+			break
+		}
+	}
 	g.st.NextSeq++
 	item.Seq = g.st.NextSeq
 	g.st.Inbox = append(g.st.Inbox, item)
 	if len(g.st.Inbox) > maxInbox {
 		g.st.Inbox = append([]InboxItem(nil), g.st.Inbox[len(g.st.Inbox)-maxInbox:]...)
 	}
+}
+
+func (g *group) validateInboxClear(_ workflow.Context, req InboxClear) error {
+	if req.Through < 0 {
+		return fmt.Errorf("through: %d is not an inbox item number (they start at 1; 0 clears every item)", req.Through)
+	}
+	return nil
+}
+
+// inboxClear removes the items the human has dealt with.
+func (g *group) inboxClear(_ workflow.Context, req InboxClear) (int, error) {
+	before := len(g.st.Inbox)
+	g.st.Inbox = slices.DeleteFunc(g.st.Inbox, func(it InboxItem) bool { return req.Through == 0 || it.Seq <= req.Through })
+	return before - len(g.st.Inbox), nil
 }
 
 func (g *group) board() BoardView { return g.st.Board.view(g.name, g.st.Goal) }

@@ -400,3 +400,38 @@ func TestABoardKeepsAtMostMaxTasks(t *testing.T) {
 	require.Contains(t, sync.rejected.Error(), "keeps at most 300")
 	require.Len(t, v.Board.Tasks, MaxTasks)
 }
+
+// A failure that repeats is one inbox item with a count; another kind of
+// news in between starts a new item. Clearing removes what the human saw.
+func TestInboxCountsRepeatsAndClears(t *testing.T) {
+	h := newGroupHarness(t)
+	h.env.RegisterDelayedCallback(func() {
+		for i := 1; i <= 3; i++ {
+			h.env.SignalWorkflow(SignalInbox, InboxItem{Group: "web", Session: "lead", Kind: EventRotationFailed, Text: fmt.Sprintf("compact failed %d", i)})
+		}
+		h.env.SignalWorkflow(SignalInbox, InboxItem{Group: "web", Session: "worker", Kind: EventRotationFailed, Text: "worker failed"})
+		h.env.SignalWorkflow(SignalInbox, InboxItem{Group: "web", Session: "lead", Kind: EventRotationFailed, Text: "compact failed 4"})
+		h.env.SignalWorkflow(SignalInbox, InboxItem{Group: "web", Session: "lead", Kind: EventTurnFailed, Text: "turns failed"})
+	}, time.Minute)
+	var before GroupView
+	h.env.RegisterDelayedCallback(func() {
+		q, err := h.env.QueryWorkflow(QueryGroup)
+		require.NoError(t, err)
+		require.NoError(t, q.Get(&before))
+	}, 2*time.Minute)
+	bad := h.update(3*time.Minute, UpdateInboxClear, InboxClear{Through: -1}, nil)
+	cleared := h.update(4*time.Minute, UpdateInboxClear, InboxClear{Through: 2}, new(int))
+	v := h.run(groupInput(), time.Hour)
+
+	require.Len(t, before.Inbox, 3)
+	require.Equal(t, "compact failed 4", before.Inbox[0].Text)
+	require.Equal(t, 4, before.Inbox[0].Count, "the lead's repeats, with the worker's item between them on another session")
+	require.Equal(t, "worker failed", before.Inbox[1].Text)
+	require.Equal(t, "turns failed", before.Inbox[2].Text)
+	require.Equal(t, 0, before.Inbox[2].Count)
+	require.Error(t, bad.rejected)
+	require.NoError(t, cleared.err)
+	require.Equal(t, 2, cleared.value)
+	require.Len(t, v.Inbox, 1)
+	require.Equal(t, "turns failed", v.Inbox[0].Text)
+}

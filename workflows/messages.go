@@ -188,6 +188,9 @@ const (
 	StatusPaused         = "paused"
 	StatusNeedsAttention = "needs-attention"
 	StatusStopped        = "stopped"
+	// StatusRetrying: a turn failed and the session waits a little before
+	// it tries again.
+	StatusRetrying = "retrying"
 )
 
 // Why a rotation happened.
@@ -356,6 +359,9 @@ const (
 	UpdateLockRelease = "lock_release"
 	// UpdateStopSession releases a session's claims and locks and stops it.
 	UpdateStopSession = "stop_session"
+	// UpdateInboxClear takes an InboxClear and returns how many items it
+	// removed.
+	UpdateInboxClear = "inbox_clear"
 )
 
 // SetPolicy is the UpdateSetPolicy payload: a JSON object of the fields to
@@ -406,6 +412,12 @@ type GroupView struct {
 	Board   BoardView   `json:"board"`
 }
 
+// InboxClear is the UpdateInboxClear payload: the items the human has dealt
+// with, those numbered up to Through (0: every item).
+type InboxClear struct {
+	Through int64 `json:"through,omitempty"`
+}
+
 // InboxItem is something the human should look at.
 type InboxItem struct {
 	Seq     int64     `json:"seq"`
@@ -413,7 +425,10 @@ type InboxItem struct {
 	Group   string    `json:"group"`
 	Session string    `json:"session,omitempty"`
 	Kind    string    `json:"kind"`
-	Text    string    `json:"text"`
+	// Text is the newest occurrence's; Count how many there were (0 and 1
+	// both mean once).
+	Text  string `json:"text"`
+	Count int    `json:"count,omitempty"`
 }
 
 // BoardRequest is the payload of every board update. Session names the

@@ -26,6 +26,9 @@ const (
 	// turnFailuresBeforeAttention stops automatic turns after this many
 	// failed turns in a row, so a broken agent is not driven in a loop.
 	turnFailuresBeforeAttention = 3
+	// rotationFailuresBeforeAttention stops policy rotations (and turns)
+	// after this many failed rotations in a row.
+	rotationFailuresBeforeAttention = 3
 )
 
 // SessionState is everything a session carries across continue-as-new.
@@ -51,10 +54,12 @@ type SessionState struct {
 	// another turn has run: the policy is only checked when TotalTurns is
 	// past it.
 	PolicyHeldAtTurn int `json:"policyHeldAtTurn"`
-	// TurnFailures counts failed turns in a row.
-	TurnFailures int     `json:"turnFailures,omitempty"`
-	Events       []Event `json:"events,omitempty"`
-	NextSeq      int64   `json:"nextSeq"`
+	// TurnFailures counts failed turns in a row; RotationFailures failed
+	// rotations.
+	TurnFailures     int     `json:"turnFailures,omitempty"`
+	RotationFailures int     `json:"rotationFailures,omitempty"`
+	Events           []Event `json:"events,omitempty"`
+	NextSeq          int64   `json:"nextSeq"`
 	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
 	HistoryLimit int `json:"historyLimit,omitempty"`
 	// ContextFull is set when the vendor refused a turn because the
@@ -84,8 +89,10 @@ type session struct {
 	in    SessionInput
 	st    *SessionState
 	child workflow.ChildWorkflowFuture
-	// running is the rotation in progress, if any.
-	running *RotateRequest
+	// running is the rotation in progress, if any; cancelRotation cancels
+	// it.
+	running        *RotateRequest
+	cancelRotation workflow.CancelFunc
 	// published is what the search attributes and memo last said, so an
 	// unchanged record is not written to history again.
 	published published
@@ -160,6 +167,10 @@ func (s *session) run(ctx workflow.Context) error {
 			continue
 		}
 		if req, t, due := s.rotationDue(); due {
+			if s.needsReservation(req.Reason) {
+				s.askReserve(ctx)
+				continue
+			}
 			s.rotate(ctx, req, t.take(s))
 			continue
 		}
@@ -182,7 +193,8 @@ func (s *session) run(ctx workflow.Context) error {
 			s.askReserve(ctx)
 			continue
 		}
-		s.turn(ctx, s.takePrompt())
+		prompt, fromHuman := s.takePrompt()
+		s.turn(ctx, prompt, fromHuman)
 	}
 }
 

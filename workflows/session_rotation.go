@@ -15,6 +15,10 @@ import (
 func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string) {
 	s.st.RotationAttempts++
 	n := s.st.RotationAttempts
+	reserved := s.granted()
+	if s.has(VersionRotationBudget) {
+		s.st.UsedSeq = s.st.ReserveSeq
+	}
 	s.setStatus(ctx, StatusRotating)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            RotationID(s.in.Group, s.in.Name, n),
@@ -23,6 +27,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 		StaticSummary:         fmt.Sprintf("rotation %d of %s/%s: %s (%s)", n, s.in.Group, s.in.Name, req.Mode, req.Reason),
 	})
 	s.running = &req
+	cctx, s.cancelRotation = workflow.WithCancel(cctx)
 	s.child = workflow.ExecuteChildWorkflow(cctx, RotationWorkflowName, RotationInput{
 		Number:        n,
 		Session:       s.ref(),
@@ -39,13 +44,27 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 	})
 	var res RotationResult
 	err := s.child.Get(ctx, &res)
-	s.child, s.running = nil, nil
+	s.child, s.running, s.cancelRotation = nil, nil, nil
 
+	if err != nil && s.st.Stopped && temporal.IsCanceledError(err) {
+		// Stopped mid-rotation: not a failure for the inbox.
+		s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation (%s) cancelled: the session was stopped", req.Mode, req.Reason)})
+		s.setStatus(ctx, StatusIdle)
+		return
+	}
 	if err != nil {
 		res = RotationResult{RotationEvent: RotationEvent{Method: req.Mode, Reason: req.Reason, Error: ErrorText(err), OldConversation: s.st.Conversation}}
 	}
 	res.Number = n
-	s.charge(ctx, res.Cost)
+	cost := res.Cost
+	if s.has(VersionRotationBudget) {
+		// A rotation costs one turn, counted when it was reserved.
+		cost.Turns = 1
+		if reserved {
+			cost.Turns = 0
+		}
+	}
+	s.charge(ctx, cost)
 	s.applyRotation(ctx, res)
 }
 
@@ -68,18 +87,10 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	}
 	ev := res.RotationEvent
 	if !res.OK {
-		s.st.Context.LastRotation = &RotationMark{Method: res.Method, Reason: res.Reason, At: now, OK: false}
-		s.st.PolicyHeldAtTurn = s.st.Context.TotalTurns
-		s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation failed (%s): %s", res.Method, res.Reason, res.Error), Rotation: &ev})
-		s.toInbox(ctx, EventRotationFailed, fmt.Sprintf("%s rotation (%s) failed: %s", res.Method, res.Reason, res.Error))
-		if res.Stuck {
-			s.st.Conversation = ""
-			s.setStatus(ctx, StatusNeedsAttention)
-			return
-		}
-		s.setStatus(ctx, StatusIdle)
+		s.rotationFailed(ctx, res, ev)
 		return
 	}
+	s.st.RotationFailures = 0
 	s.st.Conversation = res.NewConversation
 	s.st.Context.Rotations++
 	s.st.Context.Turns = 0
@@ -106,4 +117,46 @@ func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompa
 		OldConversation: s.st.Conversation, NewConversation: s.st.Conversation,
 		BeforeTokens: v.BeforeTokens, AfterTokens: v.AfterTokens,
 	}})
+}
+
+// rotationFailed records a rotation that did not complete and tells the
+// inbox. Failures settle rather than loop: the policy waits longer after
+// each failure in a row, and after rotationFailuresBeforeAttention the
+// session needs the human, told what to change.
+func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev RotationEvent) {
+	s.st.Context.LastRotation = &RotationMark{Method: res.Method, Reason: res.Reason, At: workflow.Now(ctx), OK: false}
+	s.st.PolicyHeldAtTurn = s.st.Context.TotalTurns
+	s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation failed (%s): %s", res.Method, res.Reason, res.Error), Rotation: &ev})
+	text := fmt.Sprintf("%s rotation (%s) failed: %s", res.Method, res.Reason, res.Error)
+	attention := res.Stuck
+	if s.has(VersionFailuresSettle) {
+		s.st.RotationFailures++
+		n := s.st.RotationFailures
+		s.st.PolicyHeldAtTurn += 1<<(n-1) - 1
+		if n >= rotationFailuresBeforeAttention && !res.Stuck {
+			attention = true
+			text = fmt.Sprintf("%d rotations failed in a row, the last: %s; policy rotations and turns stop until you act: %s",
+				n, text, s.rotationAdvice(res))
+		}
+	}
+	s.toInbox(ctx, EventRotationFailed, text)
+	if res.Stuck {
+		s.st.Conversation = ""
+	}
+	if attention {
+		s.setStatus(ctx, StatusNeedsAttention)
+		return
+	}
+	s.setStatus(ctx, StatusIdle)
+}
+
+// rotationAdvice says what the human can change after rotations keep
+// failing.
+func (s *session) rotationAdvice(res RotationResult) string {
+	ref := s.in.Group + "/" + s.in.Name
+	if res.Method == config.ModeCompact && !activities.KindOf(s.in.Spec.Kind).Compacts {
+		return fmt.Sprintf("%s agents cannot compact, so set the group's rotate mode to handoff or auto (nid group set %s rotate='{\"mode\":\"auto\"}') and send %s a message to resume",
+			s.in.Spec.Kind, s.in.Group, ref)
+	}
+	return fmt.Sprintf("see why in nid watch %s, mend it (nid group set %s rotate=... changes the policy), then send %s a message to resume", ref, s.in.Group, ref)
 }

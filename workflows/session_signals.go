@@ -61,12 +61,17 @@ func (s *session) onMessage(ctx workflow.Context, m Message) {
 			return
 		}
 	}
-	s.st.Messages = append(s.st.Messages, m.Text)
+	if s.st.Status == StatusNeedsAttention && s.has(VersionFailuresSettle) {
+		// The human has looked: their message is the next turn.
+		s.st.Messages = append([]string{m.Text}, s.st.Messages...)
+	} else {
+		s.st.Messages = append(s.st.Messages, m.Text)
+	}
 	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip(m.Text, 80)})
 	if s.st.Status == StatusNeedsAttention {
 		// The human has looked: their message is the next turn.
 		s.st.Status = StatusIdle
-		s.st.TurnFailures = 0
+		s.st.TurnFailures, s.st.RotationFailures = 0, 0
 		s.record(ctx, Event{Kind: EventResumed, Text: "resumed by a message from the human"})
 	}
 }
@@ -135,4 +140,11 @@ func (s *session) onStop(ctx workflow.Context, _ struct{}) {
 	s.st.Messages = nil
 	s.st.PendingRotate = nil
 	s.record(ctx, Event{Kind: EventStopped, Text: "stopped: its claims and locks are released"})
+	if s.has(VersionStopAtOnce) {
+		if s.cancelRotation != nil {
+			s.cancelRotation()
+			s.record(ctx, Event{Kind: EventStopped, Text: "the running rotation is cancelled: no fresh conversation starts"})
+		}
+		s.publish(ctx)
+	}
 }

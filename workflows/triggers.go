@@ -99,10 +99,33 @@ func (s *session) rotationDue() (RotateRequest, trigger, bool) {
 	}
 	for _, t := range s.triggers() {
 		if mode := t.due(s); mode != "" {
+			if !s.rotationAffordable(t.reason) {
+				break
+			}
 			return RotateRequest{Mode: mode, Reason: t.reason}, t, true
 		}
 	}
 	return RotateRequest{}, trigger{}, false
+}
+
+// rotationAffordable says a rotation for reason may start as far as the
+// group's budget goes. Since VersionRotationBudget a rotation costs a turn:
+// all but a manual one wait while the budget is spent, and on a limited
+// budget wait for the turn the loop reserves (see needsReservation).
+func (s *session) rotationAffordable(reason string) bool {
+	if !s.has(VersionRotationBudget) || reason == ReasonManual {
+		return true
+	}
+	if s.exhausted() && !s.granted() {
+		return false
+	}
+	return !s.budgeted() || s.granted() || !s.reserving()
+}
+
+// needsReservation says a rotation for reason must first reserve its turn
+// with the group.
+func (s *session) needsReservation(reason string) bool {
+	return s.has(VersionRotationBudget) && reason != ReasonManual && s.budgeted() && !s.granted()
 }
 
 // policyMayRotate says the group's policy may start a rotation now. A
@@ -111,8 +134,12 @@ func (s *session) rotationDue() (RotateRequest, trigger, bool) {
 // turn after one failed; off never rotates by itself.
 func (s *session) policyMayRotate() bool {
 	p := s.st.Policy
+	spent := s.exhausted()
+	if s.has(VersionRotationBudget) {
+		spent = spent && !s.granted() // its turn was reserved before the budget ran out
+	}
 	return p.Mode != config.ModeOff && p.Mode != "" &&
-		s.st.Status != StatusNeedsAttention && s.st.Context.TotalTurns > s.st.PolicyHeldAtTurn && !s.exhausted()
+		s.st.Status != StatusNeedsAttention && s.st.Context.TotalTurns > s.st.PolicyHeldAtTurn && !spent
 }
 
 // joinPendingRequest lets a handoff the session runs anyway serve a manual

@@ -268,7 +268,12 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown NID_ variable",
 			env:  []string{"NID_TEMPORAL_PROT=7300"},
-			want: []string{`NID_TEMPORAL_PROT: unknown environment variable (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
+			want: []string{`NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
+		},
+		{
+			name: "a near miss is a typo",
+			env:  []string{"NID_HTTP_LISTN=127.0.0.1:1"},
+			want: []string{`NID_HTTP_LISTN: unknown environment variable; did you mean NID_HTTP_LISTEN? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
 		},
 		{
 			name: "NID_ variable of the wrong type",
@@ -307,10 +312,10 @@ groups:
     sessions:
       - agent: gpt
 `)
-	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{"NID_COLOUR=blue"}})
+	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{"NID_STAT=blue", "NID_COLOUR=blue"}})
 	require.Error(t, err)
 	require.Equal(t, path+`: 7 problems:
-  NID_COLOUR: unknown environment variable (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)
+  NID_STAT: unknown environment variable; did you mean NID_STATE? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)
   groups.API: "API" must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')
   groups.API.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)
   groups.web.rotate.contextPercent: 0 is outside 1..100
@@ -721,4 +726,14 @@ func TestRepoMustBeAGitRepository(t *testing.T) {
 		Sessions: []config.Session{{Agent: "sim", Name: "lead", Sim: config.DefaultSim()}},
 	}}
 	require.NoError(t, c.Validate())
+}
+
+// Variables far from any of nid's are someone else's: a shell's NID_FOO, or
+// what an older nid handed its agents, do not stop nid.
+func TestOtherNIDVariablesAreNotNids(t *testing.T) {
+	cfg, err := config.Load(config.LoadOptions{File: writeFile(t, ""), Environ: []string{
+		"NID_SESSION=g/x", "NID_CONVERSATION=abc", "NID_TURN_KIND=work", "NID_MCP_URL=http://127.0.0.1:1/mcp", "NID_FOO=1",
+	}})
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultStateDir, cfg.State)
 }

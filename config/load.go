@@ -96,7 +96,13 @@ func Load(opts LoadOptions) (*Config, error) {
 			// Keys are camelCase, variables upper case: match either way.
 			key, ok := envKeys[strings.ToUpper(name)]
 			if !ok {
-				envProblems = append(envProblems, problem{name, "unknown environment variable (known: " + strings.Join(slices.Sorted(maps.Keys(envKeys)), ", ") + ")"})
+				// A near miss of a known variable is a typo worth stopping
+				// for; any other NID_ variable is someone else's (a shell
+				// profile's, a script's), not nid's to refuse.
+				if near := nearestEnv(strings.ToUpper(name), envKeys); near != "" {
+					envProblems = append(envProblems, problem{name, "unknown environment variable; did you mean " + near + "? (known: " + strings.Join(slices.Sorted(maps.Keys(envKeys)), ", ") + ")"})
+				}
+				return "", nil
 			}
 			return key, value
 		},
@@ -171,6 +177,39 @@ func scalarKeys(t reflect.Type, prefix string) map[string]string {
 		}
 	}
 	return out
+}
+
+// nearestEnv is the known variable name is a typo of, if any: at most two
+// letters added, dropped or changed.
+func nearestEnv(name string, known map[string]string) string {
+	best, bestDist := "", 3
+	for _, k := range slices.Sorted(maps.Keys(known)) {
+		if d := editDistance(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func envName(key string) string {

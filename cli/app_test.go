@@ -50,6 +50,14 @@ func TestArgumentErrors(t *testing.T) {
 		{"watch half a session", []string{"watch", "web/"}, `"web/" is not a session`},
 		{"inbox two groups", []string{"inbox", "web", "api"}, "too many arguments"},
 		{"up takes no arguments", []string{"up", "now"}, `nid up takes no arguments (got "now")`},
+
+		// Every command reads the global flags after its name too, the
+		// ones with subcommands included.
+		{"board --config", []string{"board", "--config", "/nonexistent/nid.yaml"}, "/nonexistent/nid.yaml"},
+		{"board add --config", []string{"board", "add", "web", "t", "--config", "/nonexistent/nid.yaml"}, "/nonexistent/nid.yaml"},
+		{"inbox --config", []string{"inbox", "--config", "/nonexistent/nid.yaml"}, "/nonexistent/nid.yaml"},
+		{"inbox clear --config", []string{"inbox", "clear", "--config", "/nonexistent/nid.yaml"}, "/nonexistent/nid.yaml"},
+		{"board --address", []string{"board", "--address"}, "flag needs an argument: -address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

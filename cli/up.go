@@ -92,7 +92,7 @@ func (a *app) upOptions(cCtx *cli.Context, embed worker.StartEmbedded, startGrou
 	if len(args) > 0 {
 		return upOptions{}, fmt.Errorf("%s takes no arguments (got %q)", helpName(cCtx), args[0])
 	}
-	cfg, err := a.loadConfig(cCtx)
+	cfg, err := a.loadConfigFor(cCtx, true)
 	if err != nil {
 		return upOptions{}, err
 	}

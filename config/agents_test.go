@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ groups:
 `
 
 func TestAgentFor(t *testing.T) {
-	cfg, err := config.Load(config.LoadOptions{File: writeFile(t, agentsFile), Environ: []string{}})
+	file := writeFile(t, agentsFile)
+	cfg, err := config.Load(config.LoadOptions{File: file, Environ: []string{}})
 	require.NoError(t, err)
 	tests := []struct {
 		session string
@@ -35,7 +37,7 @@ func TestAgentFor(t *testing.T) {
 			Env: map[string]string{"ANTHROPIC_API_KEY": "sk-default", "HOME": "/home/agents"}, Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(20 * time.Minute)}},
 		{"worker", config.AgentSettings{Command: "codex", Args: []string{"-c", "model_reasoning_effort=high"},
 			Env: map[string]string{"OPENAI_API_KEY": "sk-openai"}, TurnTimeout: config.Duration(5 * time.Minute)}},
-		{"script", config.AgentSettings{Command: "./agent.sh", Env: map[string]string{}, TurnTimeout: config.Duration(config.DefaultTurnTimeout)}},
+		{"script", config.AgentSettings{Command: filepath.Join(filepath.Dir(file), "agent.sh"), Env: map[string]string{}, TurnTimeout: config.Duration(config.DefaultTurnTimeout)}},
 	}
 	for _, tt := range tests {
 		got, ok := cfg.AgentFor("web", tt.session)

@@ -37,6 +37,8 @@ func TestLoadReportsBadInput(t *testing.T) {
 		// notWant are lines the error must not contain: a key whose value
 		// has the wrong type is reported once, as such.
 		notWant []string
+		// worker loads as nid up does, with the checks only it needs.
+		worker bool
 	}{
 		{
 			name: "negative budget",
@@ -69,9 +71,10 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`groups.web.prompts.task: {{task.name}} is not a placeholder (allowed: {{group}}, {{session}}, {{goal}}, {{task.id}}, {{task.title}}, {{task.detail}}, {{board}})`},
 		},
 		{
-			name: "repo that is not a git repository",
-			yaml: group("    repo: /\n" + oneSim),
-			want: []string{`groups.web.repo: "/" is not a git repository`},
+			name:   "repo that is not a git repository",
+			yaml:   group("    repo: /\n" + oneSim),
+			worker: true,
+			want:   []string{`groups.web.repo: "/" is not a git repository`},
 		},
 		{
 			name: "repo with a workdir",
@@ -271,6 +274,14 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
 		},
 		{
+			name: "a group named as a command word",
+			yaml: "groups:\n  help:\n    sessions: [{agent: sim}]\n  clear:\n    sessions: [{agent: sim}]\n",
+			want: []string{
+				`groups.clear: "clear" is a word nid's commands take (add, clear, h, help), so nid ls clear would not name the group: choose another name`,
+				`groups.help: "help" is a word nid's commands take (add, clear, h, help), so nid ls help would not name the group: choose another name`,
+			},
+		},
+		{
 			name: "a near miss is a typo",
 			env:  []string{"NID_HTTP_LISTN=127.0.0.1:1"},
 			want: []string{`NID_HTTP_LISTN: unknown environment variable; did you mean NID_HTTP_LISTEN? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
@@ -287,7 +298,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 			if env == nil {
 				env = []string{}
 			}
-			_, err := config.Load(config.LoadOptions{File: writeFile(t, tt.yaml), Environ: env})
+			_, err := config.Load(config.LoadOptions{File: writeFile(t, tt.yaml), Environ: env, Worker: tt.worker})
 			require.Error(t, err)
 			for _, line := range tt.want {
 				require.Contains(t, err.Error(), line)
@@ -339,10 +350,13 @@ func TestLoadFile(t *testing.T) {
 		require.ErrorContains(t, err, missing)
 	})
 	t.Run("no file at all", func(t *testing.T) {
-		t.Chdir(t.TempDir())
+		dir := t.TempDir()
+		t.Chdir(dir)
 		c, err := config.Load(config.LoadOptions{Environ: []string{}})
 		require.NoError(t, err)
-		require.Equal(t, config.Default(), c)
+		want := config.Default()
+		want.State = filepath.Join(dir, config.DefaultStateDir)
+		require.Equal(t, want, c)
 		require.Empty(t, c.GroupNames())
 		require.True(t, c.Embedded())
 		require.Equal(t, config.DefaultAddress, c.Address())
@@ -512,7 +526,7 @@ groups:
 		{Agent: "sim", Name: "fast", Sim: config.Sim{Window: 200_000, TokensPerTurn: 20_000, TurnDelay: 0, TaskTurns: 5}},
 	}, web.Sessions)
 	require.Equal(t, config.Default().Temporal, c.Temporal)
-	require.Equal(t, config.DefaultStateDir, c.State)
+	require.Equal(t, config.DefaultStateDir, filepath.Base(c.State))
 	require.Equal(t, config.DefaultHTTPListen, c.HTTP.Listen)
 }
 
@@ -520,8 +534,10 @@ func TestSampleFile(t *testing.T) {
 	c, err := config.Load(config.LoadOptions{File: "../nid.yaml", Environ: []string{}})
 	require.NoError(t, err)
 	require.NoError(t, c.Validate())
+	top, err := filepath.Abs("..")
+	require.NoError(t, err)
 	want := &config.Config{
-		State:    ".nid",
+		State:    filepath.Join(top, ".nid"),
 		Temporal: config.Temporal{Namespace: "default", Port: 7233, UIPort: 8233},
 		HTTP:     config.HTTP{Listen: "127.0.0.1:7777"},
 		Groups: map[string]config.Group{
@@ -735,5 +751,41 @@ func TestOtherNIDVariablesAreNotNids(t *testing.T) {
 		"NID_SESSION=g/x", "NID_CONVERSATION=abc", "NID_TURN_KIND=work", "NID_MCP_URL=http://127.0.0.1:1/mcp", "NID_FOO=1",
 	}})
 	require.NoError(t, err)
-	require.Equal(t, config.DefaultStateDir, cfg.State)
+	require.Equal(t, config.DefaultStateDir, filepath.Base(cfg.State))
+}
+
+// Relative paths in a file are the file's: nid --config other/nid.yaml reads
+// other/'s repo and state, whatever the current directory; and a command
+// that only reads is not stopped by a repo it never uses.
+func TestRelativePathsAreTheFiles(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	require.NoError(t, os.MkdirAll(filepath.Join(other, "repo"), 0o755))
+	require.NoError(t, exec.Command("git", "init", "-q", filepath.Join(other, "repo")).Run())
+	path := filepath.Join(other, "nid.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`state: st
+groups:
+  web:
+    repo: repo
+    sessions:
+      - {agent: exec, name: tool, command: ./bin/agent.sh}
+      - {agent: exec, name: path, command: agent-on-path}
+  api:
+    workdir: ../shared
+    sessions: [{agent: sim}]
+`), 0o644))
+	t.Chdir(dir)
+	cfg, err := config.Load(config.LoadOptions{File: "other/nid.yaml", Environ: []string{}, Worker: true})
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(other, "st"), cfg.State)
+	require.Equal(t, filepath.Join(other, "repo"), cfg.Groups["web"].Repo)
+	require.Equal(t, filepath.Join(dir, "shared"), cfg.Groups["api"].WorkDir)
+	require.Equal(t, filepath.Join(other, "bin", "agent.sh"), cfg.Groups["web"].Sessions[0].Command)
+	require.Equal(t, "agent-on-path", cfg.Groups["web"].Sessions[1].Command)
+
+	require.NoError(t, os.RemoveAll(filepath.Join(other, "repo")))
+	_, err = config.Load(config.LoadOptions{File: "other/nid.yaml", Environ: []string{}})
+	require.NoError(t, err, "a read command does not need the repo")
+	_, err = config.Load(config.LoadOptions{File: "other/nid.yaml", Environ: []string{}, Worker: true})
+	require.ErrorContains(t, err, `groups.web.repo: "`+filepath.Join(other, "repo")+`" is not a git repository`)
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -47,6 +48,11 @@ type LoadOptions struct {
 	// Flags override everything else, by koanf key path:
 	// {"temporal.port": 7300}.
 	Flags map[string]any
+	// Worker says the configuration is for a process that runs sessions
+	// (nid up, nid worker): only then must each group's repo be a git
+	// repository on this host. Commands that only read leave it false, so
+	// a repo they never use cannot stop them.
+	Worker bool
 }
 
 // Load builds the configuration from built-in defaults, then the YAML file,
@@ -120,7 +126,11 @@ func Load(opts LoadOptions) (*Config, error) {
 	var d decoder
 	d.decode("", k.Raw(), reflect.ValueOf(c).Elem())
 	c.nameSessions()
+	c.resolvePaths(filepath.Dir(file))
 	ps := merge(append(envProblems, d.problems...), c.problems())
+	if opts.Worker {
+		ps = merge(ps, c.repoProblems())
+	}
 	if len(ps) > 0 {
 		return nil, &invalidError{source: file, problems: ps}
 	}
@@ -145,6 +155,40 @@ func readFile(name string) (string, []byte, error) {
 		return "", nil, fmt.Errorf("config file: %w", err)
 	}
 	return name, data, nil
+}
+
+// resolvePaths makes the file's relative paths relative to the file's own
+// directory, as a reader of the file expects, rather than to wherever nid
+// was started: the state directory, each group's repo and workdir, and a
+// command named by a path (./agent.sh; a bare name is looked up on PATH).
+func (c *Config) resolvePaths(dir string) {
+	if d, err := filepath.Abs(dir); err == nil {
+		dir = d
+	}
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	c.State = abs(c.State)
+	command := func(cmd string) string {
+		if strings.ContainsRune(cmd, filepath.Separator) {
+			return abs(cmd)
+		}
+		return cmd
+	}
+	for name, g := range c.Groups {
+		g.Repo, g.WorkDir = abs(g.Repo), abs(g.WorkDir)
+		for i := range g.Sessions {
+			g.Sessions[i].Command = command(g.Sessions[i].Command)
+		}
+		c.Groups[name] = g
+	}
+	for kind, a := range c.Agents {
+		a.Command = command(a.Command)
+		c.Agents[kind] = a
+	}
 }
 
 // nameSessions gives each session without a name its agent kind's name.

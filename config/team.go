@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 )
@@ -143,9 +142,6 @@ func (g Group) teamProblems(path string) []problem {
 		if g.WorkDir != "" {
 			ps = append(ps, problem{path + ".workdir", "not allowed with repo: each session works in its own worktree of the repo"})
 		}
-		if msg := gitRepoProblem(g.Repo); msg != "" {
-			ps = append(ps, problem{path + ".repo", msg})
-		}
 	}
 	for i, t := range g.Tasks {
 		if strings.TrimSpace(t.Title) == "" {
@@ -157,13 +153,21 @@ func (g Group) teamProblems(path string) []problem {
 	return ps
 }
 
-func gitRepoProblem(repo string) string {
-	if !filepath.IsAbs(repo) {
-		abs, err := filepath.Abs(repo)
-		if err == nil {
-			repo = abs
+// repoProblems says which groups' repos are not git repositories on this
+// host. Only a process that runs sessions needs them (LoadOptions.Worker).
+func (c *Config) repoProblems() []problem {
+	var ps []problem
+	for _, name := range c.GroupNames() {
+		if repo := c.Groups[name].Repo; repo != "" {
+			if msg := gitRepoProblem(repo); msg != "" {
+				ps = append(ps, problem{"groups." + name + ".repo", msg})
+			}
 		}
 	}
+	return ps
+}
+
+func gitRepoProblem(repo string) string {
 	out, err := exec.Command("git", "-C", repo, "rev-parse", "--is-inside-work-tree").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "true" {
 		detail := strings.TrimSpace(string(out))

@@ -96,6 +96,10 @@ func listenProblem(addr string) string {
 	return ""
 }
 
+// reservedGroupNames are words the commands that take a GROUP also take as
+// a subcommand or help: a group named so could not be addressed.
+var reservedGroupNames = []string{"add", "clear", "h", "help"}
+
 // nameRule is the message for a name ValidName refuses.
 func nameRule(name string) string {
 	return fmt.Sprintf("%q must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')", name)
@@ -106,6 +110,10 @@ func (g Group) problems(name string) []problem {
 	var ps []problem
 	if !ValidName(name) {
 		ps = append(ps, problem{path, nameRule(name)})
+	}
+	if slices.Contains(reservedGroupNames, name) {
+		ps = append(ps, problem{path, fmt.Sprintf("%q is a word nid's commands take (%s), so nid ls %s would not name the group: choose another name",
+			name, strings.Join(reservedGroupNames, ", "), name)})
 	}
 	ps = append(ps, g.Rotate.problems(path+".rotate")...)
 	ps = append(ps, g.teamProblems(path)...)

@@ -634,6 +634,11 @@ func TestApplyRotateJSON(t *testing.T) {
 			wantErr: []string{`maxTurns: "many" is not a number`},
 		},
 		{
+			name:    "a number in quotes",
+			js:      `{"contextPercent":"80"}`,
+			wantErr: []string{`contextPercent: "80" is a string: write a number without quotes`},
+		},
+		{
 			name:    "not whole",
 			js:      `{"contextPercent":80.5}`,
 			wantErr: []string{`contextPercent: 80.5 is not a whole number`},

@@ -42,8 +42,11 @@ func join(path, key string) string {
 //
 // Values are read weakly where the source cannot do better: environment
 // variables are always strings, so "7233" is a number and "true" a bool.
+// JSON can say what it means, so a strict decoder (nid group set, the API)
+// refuses a string where a number or a bool belongs.
 type decoder struct {
 	problems []problem
+	strict   bool
 }
 
 func (d *decoder) add(path, format string, args ...any) {
@@ -80,6 +83,31 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 			return
 		}
 		v.SetString(s)
+	case reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
+		if _, isString := raw.(string); isString && d.strict {
+			// "80" reads as 80 from the environment, but JSON meant it.
+			var weak decoder
+			if weak.scalar(path, raw, reflect.New(v.Type()).Elem()); len(weak.problems) > 0 {
+				d.problems = append(d.problems, weak.problems...)
+				return
+			}
+			want := "a number"
+			if v.Kind() == reflect.Bool {
+				want = "true or false"
+			}
+			d.add(path, "%s is a string: write %s without quotes", describe(raw), want)
+			return
+		}
+		d.scalar(path, raw, v)
+	default:
+		// Only reachable by adding a field of a new kind to Config.
+		panic(fmt.Sprintf("config: cannot decode into %s at %s", v.Type(), path))
+	}
+}
+
+// scalar sets a number or a bool.
+func (d *decoder) scalar(path string, raw any, v reflect.Value) {
+	switch v.Kind() {
 	case reflect.Int, reflect.Int64:
 		n, msg := asInt(raw)
 		if msg == "" && v.OverflowInt(n) {
@@ -104,9 +132,6 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 			return
 		}
 		v.SetBool(b)
-	default:
-		// Only reachable by adding a field of a new kind to Config.
-		panic(fmt.Sprintf("config: cannot decode into %s at %s", v.Type(), path))
 	}
 }
 

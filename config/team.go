@@ -197,6 +197,13 @@ func ApplyBudgetJSON(base Budget, js string) (Budget, error) {
 	return b, nil
 }
 
+// ShapeError is JSON that does not have the shape of the setting: not an
+// object, an unknown key, a value of the wrong type (the API's bad_json),
+// as opposed to a well-formed value that is not allowed.
+type ShapeError struct{ err error }
+
+func (e *ShapeError) Error() string { return e.err.Error() }
+
 // applyJSON decodes the JSON object js onto *v (only the fields it names),
 // then checks the result; every problem comes back at once, named under
 // what.
@@ -205,15 +212,19 @@ func applyJSON(what, example, js string, v any, check func() []problem) error {
 	dec.UseNumber()
 	var raw any
 	if err := dec.Decode(&raw); err != nil {
-		return fmt.Errorf("%s: %q is not JSON (%v); write an object such as %s", what, js, err, example)
+		return &ShapeError{fmt.Errorf("%s: %q is not JSON (%v); write an object such as %s", what, js, err, example)}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: %q has more after its JSON object; write one object such as %s", what, js, example)
+		return &ShapeError{fmt.Errorf("%s: %q has more after its JSON object; write one object such as %s", what, js, example)}
 	}
 	if _, ok := raw.(map[string]any); !ok {
-		return fmt.Errorf("%s: %s is not a JSON object; write one such as %s", what, describe(raw), example)
+		return &ShapeError{fmt.Errorf("%s: %s is not a JSON object; write one such as %s", what, describe(raw), example)}
 	}
-	var d decoder
+	d := decoder{strict: true}
 	d.decode("", raw, reflect.ValueOf(v).Elem())
-	return joinLines(merge(d.problems, check()))
+	err := joinLines(merge(d.problems, check()))
+	if len(d.problems) > 0 {
+		return &ShapeError{err: err}
+	}
+	return err
 }

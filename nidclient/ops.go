@@ -121,12 +121,12 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 	// without a round trip through its history.
 	if rotate != "" {
 		if _, err := config.ApplyRotateJSON(v.Policy, rotate); err != nil {
-			return res, &InvalidError{Field: "rotate", Message: "rotate: " + err.Error()}
+			return res, settingError("rotate", err)
 		}
 	}
 	if budget != "" {
 		if _, err := config.ApplyBudgetJSON(v.Board.Budget, budget); err != nil {
-			return res, &InvalidError{Field: "budget", Message: "budget: " + err.Error()}
+			return res, settingError("budget", err)
 		}
 	}
 	if rotate != "" {
@@ -140,6 +140,12 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 		}
 	}
 	return res, nil
+}
+
+// settingError is a setting's validation error as an *InvalidError.
+func settingError(field string, err error) error {
+	var shape *config.ShapeError
+	return &InvalidError{Field: field, Message: field + ": " + err.Error(), Shape: errors.As(err, &shape)}
 }
 
 // updateGroup runs a settings update; a refusal is an *InvalidError of the

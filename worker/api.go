@@ -178,6 +178,8 @@ func asAPIError(err error) *APIError {
 		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Field: notFound.Kind, Message: notFound.Message}
 	case errors.As(err, &refused):
 		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: refused.Message}
+	case errors.As(err, &bad) && bad.Shape:
+		return &APIError{Status: http.StatusBadRequest, Code: CodeBadJSON, Field: bad.Field, Message: bad.Message}
 	case errors.As(err, &bad):
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalid, Field: bad.Field, Message: bad.Message}
 	}
@@ -230,6 +232,9 @@ func badJSON(err error) *APIError {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		return &APIError{Code: CodeBadJSON, Field: te.Field, Message: fmt.Sprintf("%s: must be a %s, not a %s", te.Field, jsonType(te.Type.Kind().String()), te.Value)}
+	}
+	if errors.As(err, &te) {
+		return &APIError{Code: CodeBadJSON, Message: fmt.Sprintf("the body must be one JSON object, not a %s", strings.NewReplacer("array", "list", "bool", "boolean").Replace(te.Value))}
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {

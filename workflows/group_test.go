@@ -321,7 +321,7 @@ func TestGroupBudgetExhaustsOnceAndRaisingResumes(t *testing.T) {
 	require.Equal(t, "turns", spent.Board.Exhausted)
 	require.EqualValues(t, 5, spent.Board.Spent.Turns, "turns already running are still counted")
 	require.Len(t, spent.Inbox, 1, "one exhaustion is one inbox item")
-	require.Contains(t, spent.Inbox[0].Text, "budget exhausted (turns): turns 3 of 3 (0 left)")
+	require.Contains(t, spent.Inbox[0].Text, "budget exhausted (turns): turns 3 of 3 spent (0 left)")
 	require.Equal(t, "turns", h.lastBoardAt(SessionID("web", "worker"), 1).Exhausted, "sessions hear of it")
 	require.Error(t, bad.rejected)
 	require.NoError(t, raised.rejected)

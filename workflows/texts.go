@@ -78,13 +78,14 @@ func FreshMessage(ref activities.SessionRef, reason, summary, source, board stri
 	return b.String()
 }
 
-// BudgetText renders a budget's limits and what is spent and left.
+// BudgetText renders a budget's limits and what is spent and left:
+// "turns 40 of 60 spent (20 left), tokens 512000 spent (no limit), ...".
 func BudgetText(b config.Budget, s Spend) string {
 	part := func(name string, limit, spent float64, format string) string {
 		if limit <= 0 {
-			return fmt.Sprintf("%s "+format+" (no limit)", name, spent)
+			return fmt.Sprintf("%s "+format+" spent (no limit)", name, spent)
 		}
-		return fmt.Sprintf("%s "+format+" of "+format+" (%s left)", name, spent, limit, fmt.Sprintf(format, max(limit-spent, 0)))
+		return fmt.Sprintf("%s "+format+" of "+format+" spent (%s left)", name, spent, limit, fmt.Sprintf(format, max(limit-spent, 0)))
 	}
 	return strings.Join([]string{
 		part("turns", float64(b.Turns), float64(s.Turns), "%.0f"),

@@ -199,19 +199,39 @@ func (s *session) run(ctx workflow.Context) error {
 }
 
 // awaitWork waits for ready, publishing the status first when the session
-// is about to sit still.
+// is about to sit still. Since VersionRotationBudget it also wakes when the
+// budget runs out or is raised while it waits, so a waiting session shows
+// paused exactly while the budget is spent.
 func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
-	if !ready() {
-		s.flushCharge(ctx)
-		switch {
-		case s.st.Status == StatusIdle && s.exhausted():
-			s.st.Status = StatusPaused
-		case s.st.Status == StatusPaused && !s.exhausted():
-			s.st.Status = StatusIdle
+	if !s.has(VersionRotationBudget) {
+		if !ready() {
+			s.sitStill(ctx)
 		}
-		s.publish(ctx)
+		return workflow.Await(ctx, ready)
 	}
-	return workflow.Await(ctx, ready)
+	for !ready() {
+		s.sitStill(ctx)
+		paused := s.st.Status == StatusPaused
+		if err := workflow.Await(ctx, func() bool {
+			return ready() || (s.st.Status == StatusIdle || s.st.Status == StatusPaused) && s.exhausted() != paused
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sitStill bills what is unbilled and publishes the status of a session
+// about to wait: paused while the budget is spent, else as it was.
+func (s *session) sitStill(ctx workflow.Context) {
+	s.flushCharge(ctx)
+	switch {
+	case s.st.Status == StatusIdle && s.exhausted():
+		s.st.Status = StatusPaused
+	case s.st.Status == StatusPaused && !s.exhausted():
+		s.st.Status = StatusIdle
+	}
+	s.publish(ctx)
 }
 
 // historyFull says the session should continue as new. The main loop only

@@ -182,6 +182,10 @@ type fakeGroup struct {
 	// staleAfterGrant makes every grant followed by an older board, as a
 	// push from another handler of the real group can be.
 	staleAfterGrant bool
+	// othersTakeFrom makes another session spend the last turn of the
+	// budget just before this session's reservation number othersTakeFrom
+	// (and later ones) arrives, which is then refused.
+	othersTakeFrom int64
 	last            BoardView
 }
 
@@ -214,6 +218,17 @@ func (g *fakeGroup) charge(c Charge) {
 func (g *fakeGroup) reserve(r Reserve) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.othersTakeFrom > 0 && r.Seq >= g.othersTakeFrom {
+		// The refusal reaches the session a while later, after it sat down
+		// to wait for its grant.
+		g.board.charge(Charge{Session: "other", Turns: 1})
+		g.h.env.RegisterDelayedCallback(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.push()
+		}, time.Minute)
+		return
+	}
 	if g.board.reserve(r.Session, r.Seq) {
 		g.charges = append(g.charges, Charge{Session: r.Session, Turns: 1})
 	}
@@ -1155,4 +1170,22 @@ func TestRotationsReserveTheirTurnOfBudget(t *testing.T) {
 	require.Equal(t, 2, v.Context.Rotations)
 	require.Len(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), 2)
 	require.Equal(t, StatusPaused, v.Status)
+}
+
+// A session whose reservation the spent budget refused while it waited
+// shows paused, like its siblings, not idle.
+func TestASessionRefusedItsTurnShowsPaused(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.Budget = config.Budget{Turns: 2}
+	h.agent.perTurn = 100
+	// Another session spends the last turn just before this one's second
+	// reservation reaches the group, which refuses it.
+	h.group.othersTakeFrom = 2
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Goal = "Spend it all"
+	var waiting SessionView
+	h.at(10*time.Minute, func() { waiting = h.view() })
+	h.run(in, time.Hour)
+	require.Equal(t, 1, waiting.Context.TotalTurns)
+	require.Equal(t, StatusPaused, waiting.Status)
 }

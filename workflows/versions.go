@@ -67,8 +67,9 @@ const (
 	// makes. Every rotation but a manual one waits while the budget is
 	// spent and reserves its turn with the group first, as a work turn
 	// does, so a turns budget is never overspent by them; a manual
-	// rotation runs anyway and is charged its turn. Histories:
-	// testdata/v3-*.json.
+	// rotation runs anyway and is charged its turn. A session waiting when
+	// the budget runs out (its reservation refused) shows paused, not
+	// idle. Histories: testdata/v3-*.json.
 	VersionRotationBudget Version = 6
 
 	// versionLatest is the rung new runs take.

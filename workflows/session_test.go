@@ -186,7 +186,7 @@ type fakeGroup struct {
 	// budget just before this session's reservation number othersTakeFrom
 	// (and later ones) arrives, which is then refused.
 	othersTakeFrom int64
-	last            BoardView
+	last           BoardView
 }
 
 func (g *fakeGroup) push() {

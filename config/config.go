@@ -190,18 +190,24 @@ type AgentSettings struct {
 // turnTimeout.
 const DefaultTurnTimeout = 30 * time.Minute
 
+// Session returns the session named name in group; ok is false when the
+// config has no such session.
+func (c *Config) Session(group, name string) (s Session, ok bool) {
+	for _, x := range c.Groups[group].Sessions {
+		if x.Name == name {
+			return x, true
+		}
+	}
+	return Session{}, false
+}
+
 // AgentFor resolves a session's agent settings: the agents: entry of its
 // kind, then the session's own values over it (env merged key by key), then
 // the built-in defaults (command claude or codex found on PATH, turn timeout
 // DefaultTurnTimeout). ok is false when the config has no such session.
 func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
-	var sess *Session
-	for i, x := range c.Groups[group].Sessions {
-		if x.Name == session {
-			sess = &c.Groups[group].Sessions[i]
-		}
-	}
-	if sess == nil {
+	sess, ok := c.Session(group, session)
+	if !ok {
 		return AgentSettings{}, false
 	}
 	base := c.Agents[sess.Agent]

@@ -21,7 +21,7 @@ import (
 const DefaultFile = "nid.yaml"
 
 // EnvPrefix starts every environment variable nid reads for its
-// configuration: NID_TEMPORAL_UIPORT sets temporal.uiPort.
+// configuration: NID_TEMPORAL_UI_PORT sets temporal.ui.port.
 const EnvPrefix = "NID_"
 
 // EnvConfig is the variable for the command line's --config flag. It names
@@ -34,6 +34,7 @@ const EnvConfig = EnvPrefix + "CONFIG"
 var temporalEnv = map[string]string{
 	"TEMPORAL_ADDRESS":   "temporal.address",
 	"TEMPORAL_NAMESPACE": "temporal.namespace",
+	"TEMPORAL_API_KEY":   "temporal.apiKey",
 }
 
 // LoadOptions says where Load finds the configuration.
@@ -50,10 +51,11 @@ type LoadOptions struct {
 }
 
 // Load builds the configuration from built-in defaults, then the YAML file,
-// then NID_* environment variables (and TEMPORAL_ADDRESS and
-// TEMPORAL_NAMESPACE, which NID_ ones override), then flags, and validates
-// it. A file that cannot be parsed is an error naming it and the line; an
-// invalid configuration is one error listing every problem.
+// then NID_* environment variables (and TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE and TEMPORAL_API_KEY, which NID_ ones override), then
+// flags, and validates it. A file that cannot be parsed is an error naming
+// it and the line; an invalid configuration is one error listing every
+// problem.
 func Load(opts LoadOptions) (*Config, error) {
 	file, data, err := readFile(opts.File)
 	if err != nil {
@@ -96,7 +98,7 @@ func Load(opts LoadOptions) (*Config, error) {
 			// Keys are camelCase, variables upper case: match either way.
 			key, ok := envKeys[strings.ToUpper(name)]
 			if !ok {
-				envProblems = append(envProblems, problem{name, "unknown environment variable (known: " + strings.Join(slices.Sorted(maps.Keys(envKeys)), ", ") + ")"})
+				envProblems = append(envProblems, problem{name, envUnknown(name, envKeys)})
 			}
 			return key, value
 		},
@@ -154,7 +156,7 @@ func (c *Config) nameSessions() {
 
 // scalarKeys returns the environment variable for every key of struct type t
 // that holds a single value outside groups, mapped to its key path:
-// NID_TEMPORAL_UIPORT → temporal.uiPort. Groups are lists and maps, which
+// NID_TEMPORAL_UI_PORT → temporal.ui.port. Groups are lists and maps, which
 // one variable cannot express.
 func scalarKeys(t reflect.Type, prefix string) map[string]string {
 	out := make(map[string]string)
@@ -171,6 +173,16 @@ func scalarKeys(t reflect.Type, prefix string) map[string]string {
 		}
 	}
 	return out
+}
+
+// envUnknown says what is wrong with a NID_ variable that names no key.
+func envUnknown(name string, known map[string]string) string {
+	for from, to := range movedKeys {
+		if strings.EqualFold(name, envName(from)) {
+			return fmt.Sprintf("moved to %s (%s)", envName(to), to)
+		}
+	}
+	return "unknown environment variable (known: " + strings.Join(slices.Sorted(maps.Keys(known)), ", ") + ")"
 }
 
 func envName(key string) string {

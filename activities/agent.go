@@ -21,25 +21,24 @@ const (
 	TurnFresh          = "fresh"           // first message of a fresh conversation after a handoff
 )
 
-// AgentSpec says which agent a session runs and how it is configured. It
-// travels in workflow input and history, so it holds nothing secret: the
-// arguments and environment of a process agent (API keys) are resolved on
-// the worker at activity time (see Activities.Settings and Process).
+// AgentSpec says which agent a session runs. It travels in workflow input
+// and history, where anything that can signal the workflow can change it, so
+// it decides nothing that runs: the command, arguments, environment and model
+// of a process agent come from the worker's own nid.yaml at activity time
+// (see Activities.Settings), and a spec whose kind differs from what that
+// file gives the session is refused. Histories from before this still carry
+// "command" and "model"; decoding ignores them.
 type AgentSpec struct {
 	Kind string     `json:"kind"`
 	Sim  config.Sim `json:"sim,omitempty"`
-	// Command is the program a process agent runs; empty means the worker's
-	// own setting, or the kind's name on PATH.
-	Command string `json:"command,omitempty"`
-	// Model is passed to the agent's CLI; empty means the CLI's default.
-	Model string `json:"model,omitempty"`
-	// TurnTimeout bounds one turn; zero means config.DefaultTurnTimeout.
+	// TurnTimeout sizes the workflow's activity timeout for one turn; zero
+	// means config.DefaultTurnTimeout. The process itself is bounded by the
+	// worker's own setting.
 	TurnTimeout config.Duration `json:"turnTimeout,omitempty"`
 }
 
-// Process is how the worker runs a process agent for one session: the spec's
-// command and model with the arguments and environment from the worker's own
-// nid.yaml. It never leaves the worker.
+// Process is how the worker runs a process agent for one session, all of it
+// from the worker's own nid.yaml. It never leaves the worker.
 type Process struct {
 	Command string
 	Args    []string

@@ -48,11 +48,12 @@ type Activities struct {
 	// Transcripts receives every turn's prompt, tool calls and output and
 	// every compaction; nil means no transcripts.
 	Transcripts *transcript.Log
-	// Settings returns a session's agent settings from this worker's own
-	// nid.yaml; they fill in what the spec cannot carry through workflow
-	// history (arguments, environment with API keys). Nil, or false for a
-	// session the worker does not know, means the spec alone.
-	Settings func(ref SessionRef) (config.AgentSettings, bool)
+	// Settings returns what this worker's own nid.yaml says of a session's
+	// agent: its kind and how to run it. It is the only authority on what
+	// runs; the spec in workflow history only names a kind, which must be
+	// this one. Nil, or ok false for a session the file does not list,
+	// means no process agent runs for the session (the sim still may).
+	Settings func(ref SessionRef) (kind string, set config.AgentSettings, ok bool)
 	// Notify tells a session's workflow what a running turn learns before
 	// it ends; nil means nobody is told.
 	Notify Notifier
@@ -80,12 +81,27 @@ type Notifier interface {
 	RateLimited(ctx context.Context, ref SessionRef, limited bool) error
 }
 
-// process resolves how to run a session's process agent on this worker, in
-// workDir (the session's worktree or the group's directory) when given.
-func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) Process {
-	var set config.AgentSettings
+// process resolves how to run a session's agent on this worker, in workDir
+// (the session's worktree or the group's directory) when given. It refuses
+// a spec whose kind is not the one this worker's nid.yaml gives the session,
+// and a process agent for a session the file does not list: a spec comes
+// from workflow history, which anyone who can signal the workflow can write.
+func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) (Process, error) {
+	var (
+		kind string
+		set  config.AgentSettings
+		ok   bool
+	)
 	if a.Settings != nil {
-		set, _ = a.Settings(ref)
+		kind, set, ok = a.Settings(ref)
+	}
+	switch {
+	case ok && spec.Kind != kind:
+		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q",
+			ref.Group, ref.Name, spec.Kind, kind)
+	case !ok && slices.Contains(config.ProcessKinds(), spec.Kind):
+		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent command may run for it",
+			ref.Group, ref.Name, spec.Kind)
 	}
 	p := Process{Command: set.Command, Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D()}
 	if a.StateDir != "" {
@@ -94,19 +110,7 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) Pro
 	if workDir != "" {
 		p.WorkDir = workDir
 	}
-	if spec.Command != "" {
-		p.Command = spec.Command
-	}
-	if spec.Model != "" {
-		p.Model = spec.Model
-	}
-	if spec.TurnTimeout > 0 {
-		p.Timeout = spec.TurnTimeout.D()
-	}
-	if p.Command == "" && (spec.Kind == config.AgentClaude || spec.Kind == config.AgentCodex) {
-		p.Command = spec.Kind
-	}
-	return p
+	return p, nil
 }
 
 // rateLimited returns the callback a turn uses to report rate limiting.
@@ -186,6 +190,10 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 	default:
 		err = checkSession(in.Session)
 	}
+	var proc Process
+	if err == nil {
+		proc, err = a.process(in.Session, in.Spec, in.WorkDir)
+	}
 	if err != nil {
 		return TurnResult{}, classify(err)
 	}
@@ -197,7 +205,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 		Kind:         kind,
 		MCPURL:       a.mcpURL(in.Session),
 		StateDir:     a.StateDir,
-		Process:      a.process(in.Session, in.Spec, in.WorkDir),
+		Process:      proc,
 		RateLimited:  a.rateLimited(ctx, in.Session),
 		ToolCalled:   a.toolNoter(ctx, in),
 	}
@@ -235,13 +243,17 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactRepor
 	if in.Conversation == "" {
 		return CompactReport{}, classify(BadInput("%s/%s has no conversation to compact", in.Session.Group, in.Session.Name))
 	}
+	proc, err := a.process(in.Session, in.Spec, in.WorkDir)
+	if err != nil {
+		return CompactReport{}, classify(err)
+	}
 	req := CompactRequest{
 		Session:      in.Session,
 		Spec:         in.Spec,
 		Conversation: in.Conversation,
 		MCPURL:       a.mcpURL(in.Session),
 		StateDir:     a.StateDir,
-		Process:      a.process(in.Session, in.Spec, in.WorkDir),
+		Process:      proc,
 	}
 	var rep CompactReport
 	err = a.heartbeating(ctx, "compact", func(ctx context.Context) (err error) {
@@ -268,12 +280,16 @@ func (a *Activities) StopAgent(ctx context.Context, in StopInput) (StopResult, e
 	if err := checkSession(in.Session); err != nil {
 		return StopResult{}, classify(err)
 	}
+	proc, err := a.process(in.Session, in.Spec, "")
+	if err != nil {
+		return StopResult{}, classify(err)
+	}
 	req := StopRequest{
 		Session:      in.Session,
 		Spec:         in.Spec,
 		Conversation: in.Conversation,
 		StateDir:     a.StateDir,
-		Process:      a.process(in.Session, in.Spec, ""),
+		Process:      proc,
 	}
 	err = a.heartbeating(ctx, "stop", func(ctx context.Context) error {
 		return agent.Stop(ctx, req)

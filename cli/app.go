@@ -38,7 +38,8 @@ type Deps struct {
 	Stderr io.Writer
 	// Environ is the environment as os.Environ returns it; nil means the
 	// process's own. Configuration (NID_*, TEMPORAL_ADDRESS,
-	// TEMPORAL_NAMESPACE), NID_CONFIG and NO_COLOR are read from it.
+	// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY), NID_CONFIG and NO_COLOR are
+	// read from it.
 	Environ []string
 	// Dial connects to Temporal; nil means worker.Dial. Tests run whole
 	// commands against a fake client through it.

@@ -88,7 +88,7 @@ func Default() *Config {
 		Temporal: Temporal{
 			Namespace: DefaultNamespace,
 			Port:      DefaultFrontendPort,
-			UIPort:    DefaultUIPort,
+			UI:        UI{Port: DefaultUIPort},
 		},
 		HTTP: HTTP{Listen: DefaultHTTPListen},
 	}
@@ -118,13 +118,44 @@ func (c *Config) Address() string {
 }
 
 // Temporal says which Temporal server to use. An empty Address means nid up
-// starts the embedded server on Port with its Web UI on UIPort.
+// starts the embedded server on Port with its Web UI as UI says; TLS and
+// APIKey are for a cluster at Address.
 type Temporal struct {
 	Address   string `koanf:"address" json:"address"`
 	Namespace string `koanf:"namespace" json:"namespace"`
 	Port      int    `koanf:"port" json:"port"`
-	UIPort    int    `koanf:"uiPort" json:"uiPort"`
+	UI        UI     `koanf:"ui" json:"ui"`
+	TLS       TLS    `koanf:"tls" json:"tls"`
+	// APIKey is sent as a bearer token on every call; it turns TLS on.
+	APIKey string `koanf:"apiKey" json:"-"`
 }
+
+// UI is the embedded server's Web UI.
+type UI struct {
+	Port int `koanf:"port" json:"port"`
+	// WriteActions lets the Web UI signal, terminate, cancel, reset and
+	// start workflows. Off, it only reads: anything that reaches the UI
+	// could otherwise steer every session.
+	WriteActions bool `koanf:"writeActions" json:"writeActions"`
+}
+
+// TLS is how nid reaches a cluster over TLS. Setting any of it turns TLS
+// on; the files are read when the configuration loads.
+type TLS struct {
+	// CAFile holds the PEM certificates of the CAs that may sign the
+	// server's certificate; empty means the system's.
+	CAFile string `koanf:"caFile" json:"caFile,omitempty"`
+	// CertFile and KeyFile are nid's client certificate and its key, for
+	// a server that asks for one (mTLS).
+	CertFile string `koanf:"certFile" json:"certFile,omitempty"`
+	KeyFile  string `koanf:"keyFile" json:"keyFile,omitempty"`
+	// ServerName is the name the server's certificate must carry; empty
+	// means the host of temporal.address.
+	ServerName string `koanf:"serverName" json:"serverName,omitempty"`
+}
+
+// On reports whether any TLS setting is given.
+func (t TLS) On() bool { return t != TLS{} }
 
 // HTTP is the worker's HTTP server: the MCP endpoint for agents, the
 // dashboard and the JSON API.
@@ -190,18 +221,24 @@ type AgentSettings struct {
 // turnTimeout.
 const DefaultTurnTimeout = 30 * time.Minute
 
+// Session returns the session named name in group; ok is false when the
+// config has no such session.
+func (c *Config) Session(group, name string) (s Session, ok bool) {
+	for _, x := range c.Groups[group].Sessions {
+		if x.Name == name {
+			return x, true
+		}
+	}
+	return Session{}, false
+}
+
 // AgentFor resolves a session's agent settings: the agents: entry of its
 // kind, then the session's own values over it (env merged key by key), then
 // the built-in defaults (command claude or codex found on PATH, turn timeout
 // DefaultTurnTimeout). ok is false when the config has no such session.
 func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
-	var sess *Session
-	for i, x := range c.Groups[group].Sessions {
-		if x.Name == session {
-			sess = &c.Groups[group].Sessions[i]
-		}
-	}
-	if sess == nil {
+	sess, ok := c.Session(group, session)
+	if !ok {
 		return AgentSettings{}, false
 	}
 	base := c.Agents[sess.Agent]

@@ -190,16 +190,21 @@ func TestLoadReportsBadInput(t *testing.T) {
 		},
 		{
 			name: "ports out of range",
-			yaml: "temporal: {port: 0, uiPort: 70000}\n",
+			yaml: "temporal: {port: 0, ui: {port: 70000}}\n",
 			want: []string{
 				`temporal.port: 0 is outside 1..65535`,
-				`temporal.uiPort: 70000 is outside 1..65535`,
+				`temporal.ui.port: 70000 is outside 1..65535`,
 			},
 		},
 		{
 			name: "Web UI on the frontend's port",
-			yaml: "temporal: {port: 7233, uiPort: 7233}\n",
-			want: []string{`temporal.uiPort: 7233 is also temporal.port; the Web UI needs a port of its own`},
+			yaml: "temporal: {port: 7233, ui: {port: 7233}}\n",
+			want: []string{`temporal.ui.port: 7233 is also temporal.port; the Web UI needs a port of its own`},
+		},
+		{
+			name: "the Web UI's port where it was before",
+			yaml: "temporal: {uiPort: 8300}\n",
+			want: []string{`temporal.uiPort: moved to temporal.ui.port`},
 		},
 		{
 			name: "empty namespace",
@@ -219,7 +224,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "temporal not a mapping",
 			yaml: "temporal: 7233\n",
-			want: []string{`temporal: 7233 is not a mapping (allowed keys: address, namespace, port, uiPort)`},
+			want: []string{`temporal: 7233 is not a mapping (allowed keys: address, namespace, port, ui, tls, apiKey)`},
 		},
 		{
 			name: "sim window zero",
@@ -271,7 +276,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown NID_ variable",
 			env:  []string{"NID_TEMPORAL_PROT=7300"},
-			want: []string{`NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
+			want: []string{`NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_APIKEY, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_TLS_CAFILE, NID_TEMPORAL_TLS_CERTFILE, NID_TEMPORAL_TLS_KEYFILE, NID_TEMPORAL_TLS_SERVERNAME, NID_TEMPORAL_UI_PORT, NID_TEMPORAL_UI_WRITEACTIONS)`},
 		},
 		{
 			name: "a group named as a command word",
@@ -284,12 +289,32 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "a near miss is a typo",
 			env:  []string{"NID_HTTP_LISTN=127.0.0.1:1"},
-			want: []string{`NID_HTTP_LISTN: unknown environment variable; did you mean NID_HTTP_LISTEN? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
+			want: []string{`NID_HTTP_LISTN: unknown environment variable; did you mean NID_HTTP_LISTEN? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_APIKEY, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_TLS_CAFILE, NID_TEMPORAL_TLS_CERTFILE, NID_TEMPORAL_TLS_KEYFILE, NID_TEMPORAL_TLS_SERVERNAME, NID_TEMPORAL_UI_PORT, NID_TEMPORAL_UI_WRITEACTIONS)`},
+		},
+		{
+			name: "the Web UI's port variable where it was before",
+			env:  []string{"NID_TEMPORAL_UIPORT=8300"},
+			want: []string{`NID_TEMPORAL_UIPORT: moved to NID_TEMPORAL_UI_PORT (temporal.ui.port)`},
+		},
+		{
+			name: "TLS for the embedded server",
+			yaml: "temporal: {tls: {serverName: temporal.example.com}}\n",
+			want: []string{`temporal.tls: is for a cluster at temporal.address; the embedded server nid up starts listens on 127.0.0.1 without TLS`},
+		},
+		{
+			name: "an API key for the embedded server",
+			env:  []string{"TEMPORAL_API_KEY=secret"},
+			want: []string{`temporal.apiKey: is for a cluster at temporal.address (TEMPORAL_API_KEY sets it too)`},
+		},
+		{
+			name: "an API key with its line break",
+			env:  []string{"TEMPORAL_ADDRESS=temporal.example.com:7233", "TEMPORAL_API_KEY=secret\n"},
+			want: []string{`temporal.apiKey: contains white space or control characters`},
 		},
 		{
 			name: "NID_ variable of the wrong type",
-			env:  []string{"NID_TEMPORAL_UIPORT=abc"},
-			want: []string{`temporal.uiPort: "abc" is not a number`},
+			env:  []string{"NID_TEMPORAL_UI_PORT=abc"},
+			want: []string{`temporal.ui.port: "abc" is not a number`},
 		},
 	}
 	for _, tt := range tests {
@@ -326,7 +351,7 @@ groups:
 	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{"NID_STAT=blue", "NID_COLOUR=blue"}})
 	require.Error(t, err)
 	require.Equal(t, path+`: 7 problems:
-  NID_STAT: unknown environment variable; did you mean NID_STATE? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)
+  NID_STAT: unknown environment variable; did you mean NID_STATE? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_APIKEY, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_TLS_CAFILE, NID_TEMPORAL_TLS_CERTFILE, NID_TEMPORAL_TLS_KEYFILE, NID_TEMPORAL_TLS_SERVERNAME, NID_TEMPORAL_UI_PORT, NID_TEMPORAL_UI_WRITEACTIONS)
   groups.API: "API" must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')
   groups.API.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)
   groups.web.rotate.contextPercent: 0 is outside 1..100
@@ -449,7 +474,8 @@ func TestLoadEnvironment(t *testing.T) {
 		"NID_TEMPORAL_ADDRESS=temporal:7233",
 		"NID_TEMPORAL_NAMESPACE=ns",
 		"NID_TEMPORAL_PORT=7300",
-		"NID_TEMPORAL_UIPORT=8300",
+		"NID_TEMPORAL_UI_PORT=8300",
+		"NID_TEMPORAL_UI_WRITEACTIONS=true",
 		"NID_HTTP_LISTEN=127.0.0.1:7800",
 		"TEMPORAL_NAMESPACE=ignored-because-nid-wins",
 		"NID_CONFIG=elsewhere.yaml",
@@ -457,7 +483,7 @@ func TestLoadEnvironment(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	require.Equal(t, "/tmp/nid-state", c.State)
-	require.Equal(t, config.Temporal{Address: "temporal:7233", Namespace: "ns", Port: 7300, UIPort: 8300}, c.Temporal)
+	require.Equal(t, config.Temporal{Address: "temporal:7233", Namespace: "ns", Port: 7300, UI: config.UI{Port: 8300, WriteActions: true}}, c.Temporal)
 	require.Equal(t, "127.0.0.1:7800", c.HTTP.Listen)
 	require.False(t, c.Embedded())
 
@@ -467,10 +493,10 @@ func TestLoadEnvironment(t *testing.T) {
 }
 
 func TestLoadReadsProcessEnvironmentWhenNoneGiven(t *testing.T) {
-	t.Setenv("NID_TEMPORAL_UIPORT", "8400")
+	t.Setenv("NID_TEMPORAL_UI_PORT", "8400")
 	c, err := config.Load(config.LoadOptions{File: writeFile(t, "")})
 	require.NoError(t, err)
-	require.Equal(t, 8400, c.Temporal.UIPort)
+	require.Equal(t, 8400, c.Temporal.UI.Port)
 }
 
 func TestLoadUnknownFlagKey(t *testing.T) {
@@ -480,7 +506,7 @@ func TestLoadUnknownFlagKey(t *testing.T) {
 		Environ: []string{},
 		Flags:   map[string]any{"temporal.prot": 7300},
 	})
-	require.EqualError(t, err, path+": temporal.prot: unknown key (allowed: address, namespace, port, uiPort)")
+	require.EqualError(t, err, path+": temporal.prot: unknown key (allowed: address, namespace, port, ui, tls, apiKey)")
 }
 
 func TestLoadFillsDefaultsPerField(t *testing.T) {
@@ -538,7 +564,7 @@ func TestSampleFile(t *testing.T) {
 	require.NoError(t, err)
 	want := &config.Config{
 		State:    filepath.Join(top, ".nid"),
-		Temporal: config.Temporal{Namespace: "default", Port: 7233, UIPort: 8233},
+		Temporal: config.Temporal{Namespace: "default", Port: 7233, UI: config.UI{Port: 8233}},
 		HTTP:     config.HTTP{Listen: "127.0.0.1:7777"},
 		Groups: map[string]config.Group{
 			"web": {

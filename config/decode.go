@@ -53,6 +53,12 @@ func (d *decoder) add(path, format string, args ...any) {
 	d.problems = append(d.problems, problem{path: path, msg: fmt.Sprintf(format, args...)})
 }
 
+// movedKeys maps keys an older nid.yaml may hold to where they went, so the
+// error says where rather than only that the key is unknown.
+var movedKeys = map[string]string{
+	"temporal.uiPort": "temporal.ui.port",
+}
+
 var (
 	durationType = reflect.TypeFor[Duration]()
 	groupType    = reflect.TypeFor[Group]()
@@ -158,7 +164,11 @@ func (d *decoder) structure(path string, raw any, v reflect.Value) {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		i, ok := index[k]
 		if !ok {
-			d.add(join(path, k), "unknown key (allowed: %s)", strings.Join(names, ", "))
+			if to, moved := movedKeys[join(path, k)]; moved {
+				d.add(join(path, k), "moved to %s", to)
+			} else {
+				d.add(join(path, k), "unknown key (allowed: %s)", strings.Join(names, ", "))
+			}
 			continue
 		}
 		d.decode(join(path, k), m[k], v.Field(i))

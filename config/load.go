@@ -22,7 +22,7 @@ import (
 const DefaultFile = "nid.yaml"
 
 // EnvPrefix starts every environment variable nid reads for its
-// configuration: NID_TEMPORAL_UIPORT sets temporal.uiPort.
+// configuration: NID_TEMPORAL_UI_PORT sets temporal.ui.port.
 const EnvPrefix = "NID_"
 
 // EnvConfig is the variable for the command line's --config flag. It names
@@ -35,6 +35,7 @@ const EnvConfig = EnvPrefix + "CONFIG"
 var temporalEnv = map[string]string{
 	"TEMPORAL_ADDRESS":   "temporal.address",
 	"TEMPORAL_NAMESPACE": "temporal.namespace",
+	"TEMPORAL_API_KEY":   "temporal.apiKey",
 }
 
 // LoadOptions says where Load finds the configuration.
@@ -56,10 +57,11 @@ type LoadOptions struct {
 }
 
 // Load builds the configuration from built-in defaults, then the YAML file,
-// then NID_* environment variables (and TEMPORAL_ADDRESS and
-// TEMPORAL_NAMESPACE, which NID_ ones override), then flags, and validates
-// it. A file that cannot be parsed is an error naming it and the line; an
-// invalid configuration is one error listing every problem.
+// then NID_* environment variables (and TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE and TEMPORAL_API_KEY, which NID_ ones override), then
+// flags, and validates it. A file that cannot be parsed is an error naming
+// it and the line; an invalid configuration is one error listing every
+// problem.
 func Load(opts LoadOptions) (*Config, error) {
 	file, data, err := readFile(opts.File)
 	if err != nil {
@@ -102,11 +104,11 @@ func Load(opts LoadOptions) (*Config, error) {
 			// Keys are camelCase, variables upper case: match either way.
 			key, ok := envKeys[strings.ToUpper(name)]
 			if !ok {
-				// A near miss of a known variable is a typo worth stopping
-				// for; any other NID_ variable is someone else's (a shell
-				// profile's, a script's), not nid's to refuse.
-				if near := nearestEnv(strings.ToUpper(name), envKeys); near != "" {
-					envProblems = append(envProblems, problem{name, "unknown environment variable; did you mean " + near + "? (known: " + strings.Join(slices.Sorted(maps.Keys(envKeys)), ", ") + ")"})
+				// A moved key or a near miss of a known variable is worth
+				// stopping for; any other NID_ variable is someone else's (a
+				// shell profile's, a script's), not nid's to refuse.
+				if msg := envUnknown(name, envKeys); msg != "" {
+					envProblems = append(envProblems, problem{name, msg})
 				}
 				return "", nil
 			}
@@ -159,8 +161,9 @@ func readFile(name string) (string, []byte, error) {
 
 // resolvePaths makes the file's relative paths relative to the file's own
 // directory, as a reader of the file expects, rather than to wherever nid
-// was started: the state directory, each group's repo and workdir, and a
-// command named by a path (./agent.sh; a bare name is looked up on PATH).
+// was started: the state directory, the TLS files, each group's repo and
+// workdir, and a command named by a path (./agent.sh; a bare name is looked
+// up on PATH).
 func (c *Config) resolvePaths(dir string) {
 	if d, err := filepath.Abs(dir); err == nil {
 		dir = d
@@ -172,6 +175,8 @@ func (c *Config) resolvePaths(dir string) {
 		return filepath.Join(dir, p)
 	}
 	c.State = abs(c.State)
+	t := &c.Temporal.TLS
+	t.CAFile, t.CertFile, t.KeyFile = abs(t.CAFile), abs(t.CertFile), abs(t.KeyFile)
 	command := func(cmd string) string {
 		if strings.ContainsRune(cmd, filepath.Separator) {
 			return abs(cmd)
@@ -204,7 +209,7 @@ func (c *Config) nameSessions() {
 
 // scalarKeys returns the environment variable for every key of struct type t
 // that holds a single value outside groups, mapped to its key path:
-// NID_TEMPORAL_UIPORT → temporal.uiPort. Groups are lists and maps, which
+// NID_TEMPORAL_UI_PORT → temporal.ui.port. Groups are lists and maps, which
 // one variable cannot express.
 func scalarKeys(t reflect.Type, prefix string) map[string]string {
 	out := make(map[string]string)
@@ -221,6 +226,21 @@ func scalarKeys(t reflect.Type, prefix string) map[string]string {
 		}
 	}
 	return out
+}
+
+// envUnknown says what is wrong with a NID_ variable that names no key:
+// it names a key that moved, or is a typo of a known variable; "" when it
+// is not nid's at all.
+func envUnknown(name string, known map[string]string) string {
+	for from, to := range movedKeys {
+		if strings.EqualFold(name, envName(from)) {
+			return fmt.Sprintf("moved to %s (%s)", envName(to), to)
+		}
+	}
+	if near := nearestEnv(strings.ToUpper(name), known); near != "" {
+		return "unknown environment variable; did you mean " + near + "? (known: " + strings.Join(slices.Sorted(maps.Keys(known)), ", ") + ")"
+	}
+	return ""
 }
 
 // nearestEnv is the known variable name is a typo of, if any: at most two

@@ -37,13 +37,25 @@ func (c *Config) problems() []problem {
 	for _, p := range []struct {
 		key  string
 		port int
-	}{{"temporal.port", t.Port}, {"temporal.uiPort", t.UIPort}} {
+	}{{"temporal.port", t.Port}, {"temporal.ui.port", t.UI.Port}} {
 		if p.port < 1 || p.port > 65535 {
 			add(p.key, "%d is outside 1..65535", p.port)
 		}
 	}
-	if c.Embedded() && t.Port == t.UIPort {
-		add("temporal.uiPort", "%d is also temporal.port; the Web UI needs a port of its own", t.UIPort)
+	if c.Embedded() && t.Port == t.UI.Port {
+		add("temporal.ui.port", "%d is also temporal.port; the Web UI needs a port of its own", t.UI.Port)
+	}
+	if msg := apiKeyProblem(t.APIKey); msg != "" {
+		add("temporal.apiKey", "%s", msg)
+	}
+	switch {
+	case c.Embedded() && t.TLS.On():
+		add("temporal.tls", "is for a cluster at temporal.address; the embedded server nid up starts listens on 127.0.0.1 without TLS")
+	case c.Embedded() && t.APIKey != "":
+		add("temporal.apiKey", "is for a cluster at temporal.address (TEMPORAL_API_KEY sets it too); the embedded server nid up starts takes none")
+	default:
+		_, tlsProblems := t.clientTLS()
+		ps = append(ps, tlsProblems...)
 	}
 
 	if msg := listenProblem(c.HTTP.Listen); msg != "" {

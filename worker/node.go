@@ -11,9 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/nid-dev/nid/activities"
@@ -106,7 +104,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		n.UI = n.server.UIAddress()
 	}
 
-	n.Client, err = dial(ctx, n.Frontend, cfg.Temporal.Namespace, logger)
+	n.Client, err = Dial(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +189,8 @@ func NewEmbeddedOptions(cfg *config.Config, logger *slog.Logger) EmbeddedOptions
 		StateDir:         cfg.State,
 		Namespace:        cfg.Temporal.Namespace,
 		Port:             cfg.Temporal.Port,
-		UIPort:           cfg.Temporal.UIPort,
+		UIPort:           cfg.Temporal.UI.Port,
+		UIWriteActions:   cfg.Temporal.UI.WriteActions,
 		SearchAttributes: workflows.SearchAttributes(),
 		Logger:           logger,
 	}
@@ -224,41 +223,4 @@ func (n *Node) Stop() error {
 		errs = append(errs, n.server.Stop())
 	}
 	return errors.Join(errs...)
-}
-
-// Dial connects to the Temporal server the config names. When nothing
-// answers it says so and how to start one.
-func Dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	}
-	return dial(ctx, cfg.Address(), cfg.Temporal.Namespace, logger)
-}
-
-func dial(ctx context.Context, address, namespace string, logger *slog.Logger) (client.Client, error) {
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c, err := client.DialContext(dctx, client.Options{
-		HostPort:  address,
-		Namespace: namespace,
-		Logger:    sdklog.NewStructuredLogger(logger),
-	})
-	if err == nil {
-		return c, nil
-	}
-	var nf *serviceerror.NamespaceNotFound
-	if errors.As(err, &nf) {
-		return nil, fmt.Errorf("Temporal at %s has no namespace %q (temporal.namespace)", address, namespace)
-	}
-	if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || isUnavailable(err)) {
-		return nil, fmt.Errorf("no Temporal server at %s; start one with `nid up`", address)
-	}
-	return nil, fmt.Errorf("temporal at %s: %w", address, err)
-}
-
-func isUnavailable(err error) bool {
-	var un *serviceerror.Unavailable
-	var de *serviceerror.DeadlineExceeded
-	return errors.As(err, &un) || errors.As(err, &de) ||
-		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "context deadline exceeded")
 }

@@ -193,20 +193,26 @@ func TestCodexBadLines(t *testing.T) {
 func TestCodexAnswer(t *testing.T) {
 	tests := []struct {
 		method string
+		grant  bool
 		want   any
 	}{
-		{"item/commandExecution/requestApproval", map[string]any{"decision": "accept"}},
-		{"item/fileChange/requestApproval", map[string]any{"decision": "accept"}},
-		{"execCommandApproval", map[string]any{"decision": "approved"}},
-		{"applyPatchApproval", map[string]any{"decision": "approved"}},
-		{"mcpServer/elicitation/request", map[string]any{"action": "accept", "content": map[string]any{}}},
+		{"item/commandExecution/requestApproval", true, map[string]any{"decision": "accept"}},
+		{"item/fileChange/requestApproval", true, map[string]any{"decision": "accept"}},
+		{"execCommandApproval", true, map[string]any{"decision": "approved"}},
+		{"applyPatchApproval", true, map[string]any{"decision": "approved"}},
+		// In a sandbox, an approval would let the command out of it.
+		{"item/commandExecution/requestApproval", false, map[string]any{"decision": "decline"}},
+		{"item/fileChange/requestApproval", false, map[string]any{"decision": "decline"}},
+		{"execCommandApproval", false, map[string]any{"decision": "denied"}},
+		{"applyPatchApproval", false, map[string]any{"decision": "denied"}},
+		{"mcpServer/elicitation/request", false, map[string]any{"action": "accept", "content": map[string]any{}}},
 	}
 	for _, tt := range tests {
-		got, rpcErr := CodexAnswer(tt.method)
+		got, rpcErr := CodexAnswer(tt.method, tt.grant)
 		require.Nil(t, rpcErr)
 		require.Equal(t, tt.want, got, tt.method)
 	}
-	_, rpcErr := CodexAnswer("something/new")
+	_, rpcErr := CodexAnswer("something/new", true)
 	require.NotNil(t, rpcErr, "an unknown request is refused, not left unanswered")
 }
 
@@ -270,7 +276,7 @@ func FuzzCodexTurn(f *testing.F) {
 			t.Fatalf("bad fold of %q: %+v", line, c)
 		}
 		if m.IsRequest() {
-			if res, rpcErr := CodexAnswer(m.Method); (res == nil) == (rpcErr == nil) {
+			if res, rpcErr := CodexAnswer(m.Method, false); (res == nil) == (rpcErr == nil) {
 				t.Fatalf("request %q got no single answer", m.Method)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -115,7 +116,7 @@ func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []stri
 	}
 	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
 	args = append(args, extra...)
-	args = append(args, claudeSandbox(p)...)
+	args = append(args, claudeSandbox(ctx, p)...)
 	// Claude Code keeps the sockets of its sandbox's proxy in its own temp
 	// directory, /tmp/claude-<uid> unless told otherwise, whose path must
 	// stay short: the session gets a cache directory, not a temp one.
@@ -208,8 +209,9 @@ const claudeSandboxRequired = "sandbox_required_unavailable"
 //     files read-only); the acceptEdits mode, so its edit tools change files
 //     in the working directory and nowhere else (a write elsewhere needs an
 //     approval nobody can give to `claude -p`, so it is refused).
-//   - readonly: the same sandbox with the working directory read-only too,
-//     and the default mode, so every edit tool call is refused.
+//   - readonly: the same sandbox with the working directory and its git
+//     directories read-only too (Claude Code would open a worktree's to
+//     commits), and the default mode, so every edit tool call is refused.
 //   - full: no sandbox, and every tool allowed.
 //
 // In both sandboxed modes the sandbox must start or the process refuses to
@@ -220,7 +222,7 @@ const claudeSandboxRequired = "sandbox_required_unavailable"
 // Process.Network allows every domain. These settings come on the command
 // line, above the user's and the project's settings files, and hold no
 // secret.
-func claudeSandbox(p Process) []string {
+func claudeSandbox(ctx context.Context, p Process) []string {
 	if !p.sandboxed() {
 		settings, _ := json.Marshal(map[string]any{
 			"permissions": map[string]any{"allow": []string{"Bash", "Edit", "Write", "NotebookEdit", "WebFetch"}},
@@ -247,7 +249,11 @@ func claudeSandbox(p Process) []string {
 		if fs == nil {
 			fs = map[string]any{}
 		}
-		fs["denyWrite"] = []string{workDir(p)}
+		deny := []string{workDir(p)}
+		if gitDir, common := gitDirs(ctx, workDir(p)); gitDir != "" {
+			deny = append(deny, gitDir, common)
+		}
+		fs["denyWrite"] = slices.Compact(deny)
 		sandbox["filesystem"] = fs
 	}
 	settings, _ := json.Marshal(map[string]any{

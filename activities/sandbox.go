@@ -44,12 +44,8 @@ func sandboxEnv(p Process, dirs map[string]string) map[string]string {
 // left out, so that nothing an agent writes runs when the user next uses
 // git. Outside a linked worktree there is nothing to add.
 func gitWritable(ctx context.Context, dir string) []string {
-	out, err := git(ctx, dir, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
-	if err != nil {
-		return nil
-	}
-	gitDir, common, ok := strings.Cut(out, "\n")
-	if !ok || gitDir == common {
+	gitDir, common := gitDirs(ctx, dir)
+	if gitDir == common {
 		return nil
 	}
 	var paths []string
@@ -59,4 +55,16 @@ func gitWritable(ctx context.Context, dir string) []string {
 		}
 	}
 	return paths
+}
+
+// gitDirs returns the git directory of dir and the repository's common one,
+// both absolute; they differ in a linked worktree, and are empty outside a
+// repository.
+func gitDirs(ctx context.Context, dir string) (gitDir, common string) {
+	out, err := git(ctx, dir, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
+	if err != nil {
+		return "", ""
+	}
+	gitDir, common, _ = strings.Cut(out, "\n")
+	return gitDir, common
 }

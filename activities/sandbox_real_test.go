@@ -98,35 +98,48 @@ func gitRun(t *testing.T, dir string, args ...string) string {
 }
 
 // A session's worktree is a linked git worktree, whose commits go into the
-// repository's own git directory: a commit there works under the sandbox,
-// while the repository's hooks and config, which would run or be read
-// when the user next uses git, stay out of reach.
+// repository's own git directory: a commit there works under the sandbox
+// (and not in readonly), while the repository's hooks and config, which
+// would run or be read when the user next uses git, stay out of reach.
 func TestAgentCommitsInItsWorktree(t *testing.T) {
 	for _, kind := range realCLIs {
-		t.Run(kind, func(t *testing.T) {
-			r, ag := realRig(t, kind)
-			repo := t.TempDir()
-			gitRun(t, repo, "init", "-q")
-			gitRun(t, repo, "config", "user.name", "nid test")
-			gitRun(t, repo, "config", "user.email", "nid@example.com")
-			gitRun(t, repo, "commit", "-q", "--allow-empty", "-m", "start")
-			r.proc.WorkDir = filepath.Join(t.TempDir(), "lead")
-			gitRun(t, repo, "worktree", "add", "-q", "-b", "nid/web/lead", r.proc.WorkDir)
-			hook := filepath.Join(repo, ".git", "hooks", "post-commit")
-			r.model.Script(
-				fakeReply{Shell: "echo work > work.txt && git add work.txt && git commit -q -m 'work from the agent'", Input: 100, Output: 5},
-				fakeReply{Shell: "printf '#!/bin/sh\\necho pwned\\n' > " + hook + "; git config --local core.hooksPath /tmp", Input: 100, Output: 5},
-				fakeReply{Text: "committed", Input: 100, Output: 5},
-			)
-			rep, _, err := r.turn(ag, "", "commit your work", activities.TurnWork)
-			require.NoError(t, err)
-			require.Equal(t, "committed", rep.Output)
-			require.Equal(t, "work from the agent", gitRun(t, repo, "log", "-1", "--format=%s", "nid/web/lead"))
-			require.Equal(t, "start", gitRun(t, repo, "log", "-1", "--format=%s", "HEAD"), "the main checkout did not move")
-			require.NoFileExists(t, hook)
-			_, err = exec.Command("git", "-C", repo, "config", "--local", "core.hooksPath").Output()
-			require.Error(t, err, "the repository's config is unchanged")
-		})
+		for _, tc := range []struct {
+			permissions string
+			committed   bool
+		}{
+			{"", true},
+			{config.PermissionsReadonly, false},
+		} {
+			t.Run(kind+"/"+cmpOr(tc.permissions, "default"), func(t *testing.T) {
+				r, ag := realRig(t, kind)
+				r.proc.Permissions = tc.permissions
+				repo := t.TempDir()
+				gitRun(t, repo, "init", "-q")
+				gitRun(t, repo, "config", "user.name", "nid test")
+				gitRun(t, repo, "config", "user.email", "nid@example.com")
+				gitRun(t, repo, "commit", "-q", "--allow-empty", "-m", "start")
+				r.proc.WorkDir = filepath.Join(t.TempDir(), "lead")
+				gitRun(t, repo, "worktree", "add", "-q", "-b", "nid/web/lead", r.proc.WorkDir)
+				hook := filepath.Join(repo, ".git", "hooks", "post-commit")
+				r.model.Script(
+					fakeReply{Shell: "git commit -q --allow-empty -m 'work from the agent'", Input: 100, Output: 5},
+					fakeReply{Shell: "printf '#!/bin/sh\\necho pwned\\n' > " + hook + "; git config --local core.hooksPath /tmp", Input: 100, Output: 5},
+					fakeReply{Text: "committed", Input: 100, Output: 5},
+				)
+				rep, _, err := r.turn(ag, "", "commit your work", activities.TurnWork)
+				require.NoError(t, err)
+				require.Equal(t, "committed", rep.Output)
+				want := "start"
+				if tc.committed {
+					want = "work from the agent"
+				}
+				require.Equal(t, want, gitRun(t, repo, "log", "-1", "--format=%s", "nid/web/lead"))
+				require.Equal(t, "start", gitRun(t, repo, "log", "-1", "--format=%s", "HEAD"), "the main checkout did not move")
+				require.NoFileExists(t, hook)
+				_, err = exec.Command("git", "-C", repo, "config", "--local", "core.hooksPath").Output()
+				require.Error(t, err, "the repository's config is unchanged")
+			})
+		}
 	}
 }
 

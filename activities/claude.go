@@ -239,21 +239,20 @@ func claudeSandbox(ctx context.Context, p Process) []string {
 	if p.network() {
 		sandbox["network"] = map[string]any{"allowedDomains": []string{"*"}}
 	}
+	fs := map[string]any{}
 	if p.TempDir != "" {
-		sandbox["filesystem"] = map[string]any{"allowWrite": []string{p.TempDir}}
+		fs["allowWrite"] = []string{p.TempDir}
 	}
 	mode := "acceptEdits"
 	if p.readonly() {
 		mode = "default"
-		fs, _ := sandbox["filesystem"].(map[string]any)
-		if fs == nil {
-			fs = map[string]any{}
-		}
 		deny := []string{workDir(p)}
 		if gitDir, common := gitDirs(ctx, workDir(p)); gitDir != "" {
 			deny = append(deny, gitDir, common)
 		}
 		fs["denyWrite"] = slices.Compact(deny)
+	}
+	if len(fs) > 0 {
 		sandbox["filesystem"] = fs
 	}
 	settings, _ := json.Marshal(map[string]any{

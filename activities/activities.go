@@ -25,10 +25,11 @@ const (
 	// ErrContextFull is a turn the vendor refused because the conversation
 	// no longer fits its context window: only a fresh conversation helps.
 	ErrContextFull = "ContextFull"
-	// ErrSandboxUnavailable is an agent that cannot run inside its
-	// vendor's sandbox on this host (bubblewrap missing, user namespaces
-	// refused): nid never runs it unsandboxed by itself. The message says
-	// what to install, or to set permissions: full.
+	// ErrSandboxUnavailable is an agent nid would not start because the
+	// sandbox its permissions ask for cannot work on this host (bubblewrap
+	// missing, user namespaces refused, a kind with no sandbox). The
+	// message says what to install, or to set permissions: full. nid never
+	// runs such an agent unsandboxed instead.
 	ErrSandboxUnavailable = "SandboxUnavailable"
 )
 

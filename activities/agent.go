@@ -50,7 +50,26 @@ type Process struct {
 	// PidDir records the process while it runs (see ReapOrphans); empty:
 	// not recorded.
 	PidDir string
+	// Permissions is what the agent may change (config.PermissionsModes);
+	// empty means config.DefaultPermissions. Network says whether its
+	// commands may reach the network; nil means the vendor's default.
+	Permissions string
+	Network     *bool
+	// TempDir is the session's own directory for temporary files and
+	// caches, which its sandbox lets it write; empty means none.
+	TempDir string
 }
+
+// sandboxed reports whether the process runs in its vendor's sandbox.
+func (p Process) sandboxed() bool { return p.Permissions != config.PermissionsFull }
+
+// readonly reports whether the process may change nothing.
+func (p Process) readonly() bool { return p.Permissions == config.PermissionsReadonly }
+
+// network reports whether the process's commands may reach the network:
+// Network if set, else the vendor's default, which for both Claude Code's
+// and Codex's sandboxes is no network.
+func (p Process) network() bool { return !p.sandboxed() || (p.Network != nil && *p.Network) }
 
 // SessionRef names a session and what it needs on this host.
 type SessionRef struct {
@@ -75,6 +94,31 @@ type VendorCompaction struct {
 	AfterTokens  int64 `json:"afterTokens"`
 }
 
+// EnvMCPToken is the variable that carries the session's MCP token to
+// Claude Code and Codex, which send it as a bearer token.
+const EnvMCPToken = "NIDAGENT_MCP_TOKEN"
+
+// MCPAccess is how an agent reaches its session's own MCP endpoint. The
+// token is a secret of the session: it goes to the agent in a header read
+// from the agent's environment, never on a command line, which every local
+// user can read.
+type MCPAccess struct {
+	// URL is the endpoint without the token.
+	URL string
+	// Token authenticates the session: "Authorization: Bearer <Token>".
+	Token string
+}
+
+// TokenURL is the endpoint with the token as its last path segment, for
+// agents that cannot send a header (an exec agent gets it in
+// NIDAGENT_MCP_URL). Empty when there is no endpoint.
+func (m MCPAccess) TokenURL() string {
+	if m.URL == "" || m.Token == "" {
+		return m.URL
+	}
+	return m.URL + "/" + m.Token
+}
+
 // TurnRequest is one prompt for an agent.
 type TurnRequest struct {
 	Session SessionRef `json:"session"`
@@ -84,8 +128,8 @@ type TurnRequest struct {
 	Conversation string `json:"conversation,omitempty"`
 	Prompt       string `json:"prompt"`
 	Kind         string `json:"kind"`
-	// MCPURL is the session's own MCP endpoint, token included.
-	MCPURL string `json:"mcpURL"`
+	// MCP is the session's own MCP endpoint.
+	MCP MCPAccess `json:"-"`
 	// StateDir is where the agent may keep per-session files.
 	StateDir string `json:"stateDir"`
 	// Process is how to run the agent; the sim ignores it.
@@ -124,7 +168,7 @@ type CompactRequest struct {
 	Session      SessionRef `json:"session"`
 	Spec         AgentSpec  `json:"spec"`
 	Conversation string     `json:"conversation"`
-	MCPURL       string     `json:"mcpURL"`
+	MCP          MCPAccess  `json:"-"`
 	StateDir     string     `json:"stateDir"`
 	// Process is how to run the agent; the sim ignores it.
 	Process Process `json:"-"`

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/config"
 )
 
 // deadPID is the pid of a process that has ended.
@@ -138,7 +140,7 @@ func TestTurnProcessIsRecordedWhileItRuns(t *testing.T) {
 	cmd := script(t, `for i in $(seq 200); do [ -e "$PIDDIR/$$.json" ] && break; sleep 0.05; done; cat "$PIDDIR/$$.json"`)
 	rep, err := NewExec().Turn(context.Background(), TurnRequest{
 		Session: SessionRef{Group: "web", Name: "worker"}, Prompt: "go", Kind: TurnWork, StateDir: t.TempDir(),
-		Process: Process{Command: cmd, PidDir: dir, Env: map[string]string{"PIDDIR": dir}},
+		Process: Process{Command: cmd, PidDir: dir, Env: map[string]string{"PIDDIR": dir}, Permissions: config.PermissionsFull},
 	})
 	require.NoError(t, err)
 	var rec procRecord

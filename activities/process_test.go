@@ -30,6 +30,7 @@ func (n *notes) RateLimited(_ context.Context, ref SessionRef, limited bool) err
 func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
 	var got Process
 	n := &notes{}
+	yes := true
 	acts := &Activities{
 		Agents: map[string]Agent{config.AgentClaude: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
 			got = req.Process
@@ -41,7 +42,7 @@ func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
 		Settings: func(ref SessionRef) (string, config.AgentSettings, bool) {
 			require.Equal(t, lead, ref)
 			return config.AgentClaude, config.AgentSettings{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
-				Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(time.Minute)}, true
+				Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(time.Minute), Permissions: config.PermissionsReadonly, Network: &yes}, true
 		},
 		Notify: n,
 	}
@@ -49,7 +50,7 @@ func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
 	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: spec, Prompt: "go"})
 	require.NoError(t, err)
 	require.Equal(t, Process{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
-		Model: "claude-sonnet-4-5", WorkDir: "/srv/work", Timeout: time.Minute}, got)
+		Model: "claude-sonnet-4-5", WorkDir: "/srv/work", Timeout: time.Minute, Permissions: config.PermissionsReadonly, Network: &yes}, got)
 	require.Equal(t, []bool{true, false}, n.limited, "rate limiting reaches the session while the turn runs")
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -40,9 +41,9 @@ type Activities struct {
 	Agents map[string]Agent
 	// StateDir is where adapters keep per-session files on this host.
 	StateDir string
-	// MCPURL returns a session's own MCP endpoint, token included. Nil means
-	// agents get no MCP endpoint.
-	MCPURL func(ref SessionRef) string
+	// MCP returns a session's own MCP endpoint and token. Nil means agents
+	// get no MCP endpoint.
+	MCP func(ref SessionRef) MCPAccess
 	// HeartbeatEvery overrides DefaultHeartbeatEvery.
 	HeartbeatEvery time.Duration
 	// Transcripts receives every turn's prompt, tool calls and output and
@@ -103,9 +104,19 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) (Pr
 		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent command may run for it",
 			ref.Group, ref.Name, spec.Kind)
 	}
-	p := Process{Command: set.Command, Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D()}
+	p := Process{Command: set.Command, Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
+		Permissions: set.Permissions, Network: set.Network}
+	if p.Permissions == "" {
+		// A session this worker's nid.yaml does not know gets the default,
+		// never more: what an agent may do is the worker's decision.
+		p.Permissions = config.DefaultPermissions
+	}
 	if a.StateDir != "" {
 		p.PidDir = PidDir(a.StateDir)
+		// Agents run in their worktree: a relative path would not lead back.
+		if state, err := filepath.Abs(a.StateDir); err == nil {
+			p.TempDir = filepath.Join(state, "agents", ref.Group, ref.Name)
+		}
 	}
 	if workDir != "" {
 		p.WorkDir = workDir
@@ -126,8 +137,9 @@ func (a *Activities) rateLimited(ctx context.Context, ref SessionRef) func(bool)
 }
 
 // Error is a failure an adapter reports that retrying cannot fix. Type is
-// ErrBadInput, ErrAgentFailed or ErrContextFull; the activities turn it into a non-retryable
-// temporal.ApplicationError of that type, which workflows branch on.
+// ErrBadInput, ErrAgentFailed, ErrContextFull or ErrSandboxUnavailable; the
+// activities turn it into a non-retryable temporal.ApplicationError of that
+// type, which workflows branch on.
 type Error struct {
 	Type string
 	Err  error
@@ -203,7 +215,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 		Conversation: in.Conversation,
 		Prompt:       in.Prompt,
 		Kind:         kind,
-		MCPURL:       a.mcpURL(in.Session),
+		MCP:          a.mcp(in.Session),
 		StateDir:     a.StateDir,
 		Process:      proc,
 		RateLimited:  a.rateLimited(ctx, in.Session),
@@ -251,7 +263,7 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactRepor
 		Session:      in.Session,
 		Spec:         in.Spec,
 		Conversation: in.Conversation,
-		MCPURL:       a.mcpURL(in.Session),
+		MCP:          a.mcp(in.Session),
 		StateDir:     a.StateDir,
 		Process:      proc,
 	}
@@ -313,11 +325,11 @@ func (a *Activities) agent(kind string) (Agent, error) {
 		ErrUnknownAgent, nil)
 }
 
-func (a *Activities) mcpURL(ref SessionRef) string {
-	if a.MCPURL == nil {
-		return ""
+func (a *Activities) mcp(ref SessionRef) MCPAccess {
+	if a.MCP == nil {
+		return MCPAccess{}
 	}
-	return a.MCPURL(ref)
+	return a.MCP(ref)
 }
 
 // heartbeating runs fn, heartbeating meanwhile so that a worker that died
@@ -394,4 +406,11 @@ func loggerFor(ctx context.Context) log.Logger {
 // no longer fits the context window, formatted as by fmt.Errorf.
 func ContextFull(format string, args ...any) error {
 	return &Error{Type: ErrContextFull, Err: fmt.Errorf(format, args...)}
+}
+
+// SandboxUnavailable reports an agent that was not started because its
+// sandbox cannot work on this host, formatted as by fmt.Errorf. The message
+// should say what to install, or to set permissions: full.
+func SandboxUnavailable(format string, args ...any) error {
+	return &Error{Type: ErrSandboxUnavailable, Err: fmt.Errorf(format, args...)}
 }

@@ -160,9 +160,9 @@ func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
 	acts := &Activities{
 		Agents:   map[string]Agent{config.AgentSim: NewSim()},
 		StateDir: stateDir,
-		MCPURL: func(ref SessionRef) string {
+		MCP: func(ref SessionRef) MCPAccess {
 			require.Equal(t, lead, ref)
-			return rec.URL
+			return MCPAccess{URL: rec.URL}
 		},
 	}
 	env := activityEnv(acts)

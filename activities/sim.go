@@ -121,7 +121,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 		out = fmt.Sprintf("sim turn %d of conversation %s: I will not write a handoff (noHandoff)", st.Turns, st.Conversation)
 	case req.Kind == TurnHandoffRequest:
 		summary := st.summary(req.Session, "")
-		if err := s.handoffWrite(ctx, req.MCPURL, summary); err != nil {
+		if err := s.handoffWrite(ctx, req.MCP.TokenURL(), summary); err != nil {
 			return TurnReport{}, err
 		}
 		req.toolCalled(ToolHandoffWrite + "(" + clip(summary, 60) + ")")
@@ -129,7 +129,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	case req.Kind == TurnWork && cfg.HandoffAfterTurns > 0 && st.SinceCompact == cfg.HandoffAfterTurns:
 		why := fmt.Sprintf("My context is cluttered after %d turns: start me fresh from this summary. ", st.SinceCompact)
 		summary := st.summary(req.Session, why)
-		if err := s.handoffWrite(ctx, req.MCPURL, summary); err != nil {
+		if err := s.handoffWrite(ctx, req.MCP.TokenURL(), summary); err != nil {
 			return TurnReport{}, err
 		}
 		req.toolCalled(ToolHandoffWrite + "(" + clip(summary, 60) + ")")
@@ -165,7 +165,7 @@ func (s *Sim) workOnTask(ctx context.Context, req TurnRequest, cfg config.Sim, s
 	if st.TaskTurns < cfg.TaskTurns {
 		return "", nil
 	}
-	if err := s.callTool(ctx, req.MCPURL, ToolTaskDone, map[string]any{"task_id": st.TaskID}); err != nil {
+	if err := s.callTool(ctx, req.MCP.TokenURL(), ToolTaskDone, map[string]any{"task_id": st.TaskID}); err != nil {
 		return "", err
 	}
 	req.toolCalled(ToolTaskDone + "(" + st.TaskID + ")")

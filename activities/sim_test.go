@@ -89,7 +89,7 @@ func (s *simSession) turn(kind, prompt string) (TurnReport, error) {
 		Conversation: s.conversation,
 		Prompt:       prompt,
 		Kind:         kind,
-		MCPURL:       s.mcpURL,
+		MCP:          MCPAccess{URL: s.mcpURL},
 		StateDir:     s.stateDir,
 	})
 	if err == nil {

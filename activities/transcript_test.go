@@ -22,7 +22,7 @@ func TestTranscriptAcrossAHandoff(t *testing.T) {
 	acts := &Activities{
 		Agents:      map[string]Agent{config.AgentSim: NewSim()},
 		StateDir:    state,
-		MCPURL:      func(SessionRef) string { return rec.URL },
+		MCP:         func(SessionRef) MCPAccess { return MCPAccess{URL: rec.URL} },
 		Transcripts: logs,
 	}
 	spec := AgentSpec{Kind: config.AgentSim, Sim: config.Sim{TurnDelay: config.Duration(time.Millisecond)}}

@@ -150,7 +150,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name:    "group not a mapping",
 			yaml:    "groups:\n  web: 5\n",
-			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, repo, workdir, tasks, budget, prompts, sessions)`},
+			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network)`},
 			notWant: []string{`groups.web.sessions`},
 		},
 		{
@@ -166,7 +166,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in a group",
 			yaml: group("    rotat: {mode: off}\n" + oneSim),
-			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, repo, workdir, tasks, budget, prompts, sessions)`},
+			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network)`},
 		},
 		{
 			name: "unknown key at the top",
@@ -799,8 +799,8 @@ groups:
   web:
     repo: repo
     sessions:
-      - {agent: exec, name: tool, command: ./bin/agent.sh}
-      - {agent: exec, name: path, command: agent-on-path}
+      - {agent: exec, name: tool, command: ./bin/agent.sh, permissions: full}
+      - {agent: exec, name: path, command: agent-on-path, permissions: full}
   api:
     workdir: ../shared
     sessions: [{agent: sim}]

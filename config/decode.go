@@ -76,6 +76,14 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 		return
 	}
 	switch v.Kind() {
+	case reflect.Pointer:
+		// An optional value (network: true|false): nil means unset.
+		e := reflect.New(v.Type().Elem())
+		before := len(d.problems)
+		d.decode(path, raw, e.Elem())
+		if len(d.problems) == before {
+			v.Set(e)
+		}
 	case reflect.Struct:
 		d.structure(path, raw, v)
 	case reflect.Map:

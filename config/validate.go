@@ -77,9 +77,63 @@ func (c *Config) problems() []problem {
 			if s.Agent == AgentExec && s.Command == "" && c.Agents[AgentExec].Command == "" {
 				add(fmt.Sprintf("groups.%s.sessions[%d].command", name, i), "an exec session needs a command (here or in agents.exec.command)")
 			}
+			ps = append(ps, c.sandboxProblems(name, &c.Groups[name].Sessions[i])...)
 		}
 	}
 	return ps
+}
+
+// sandboxProblems checks that a session's agent can enforce the
+// permissions and network setting it ends up with, naming the key that
+// set each.
+func (c *Config) sandboxProblems(group string, s *Session) []problem {
+	supported := PermissionsOf(s.Agent)
+	if supported == nil {
+		return nil // sim, or an unknown kind reported elsewhere
+	}
+	var ps []problem
+	perm, permPath := c.permissions(group, s)
+	if !slices.Contains(PermissionsModes(), perm) {
+		return nil // reported where it is set
+	}
+	if !slices.Contains(supported, perm) {
+		path, msg := permPath, fmt.Sprintf("%s is not supported by %s agents (supported: %s)", perm, s.Agent, strings.Join(supported, ", "))
+		if path == "" {
+			path = c.sessionPath(group, s) + ".permissions"
+			msg = fmt.Sprintf("unset means %s, which %s agents cannot enforce: nid runs their command as it is, with no sandbox. "+
+				"Set permissions: %s here, on the group or in agents.%s to let it do whatever the user running nid can",
+				DefaultPermissions, s.Agent, PermissionsFull, s.Agent)
+		} else if path != c.sessionPath(group, s)+".permissions" {
+			msg += " (session " + c.sessionPath(group, s) + " is " + s.Agent + ")"
+		}
+		ps = append(ps, problem{path, msg})
+	}
+	if net, netPath := c.network(group, s); net != nil && !*net && perm == PermissionsFull {
+		ps = append(ps, problem{netPath, fmt.Sprintf("false needs a sandbox, and %s runs with permissions: full, which has none (use %s or %s)",
+			c.sessionPath(group, s), PermissionsWorkspace, PermissionsReadonly)})
+	}
+	return ps
+}
+
+// permissionsProblem says what is wrong with a permissions value, if
+// anything; empty means the default.
+func permissionsProblem(path, v string) []problem {
+	if v == "" || slices.Contains(PermissionsModes(), v) {
+		return nil
+	}
+	return []problem{{path, fmt.Sprintf("%q is not one of %s", v, strings.Join(PermissionsModes(), ", "))}}
+}
+
+// reservedEnv are the prefixes of variables nid keeps from agents (its own
+// configuration and Temporal's, which hold the worker's secrets) or sets
+// itself (NIDAGENT_*).
+var reservedEnv = []string{"NIDAGENT_", EnvPrefix, "TEMPORAL_"}
+
+// ReservedEnv reports whether an agent's environment may not hold the
+// variable name: nid never passes its own or Temporal's settings to an
+// agent, and sets the NIDAGENT_ variables itself.
+func ReservedEnv(name string) bool {
+	return slices.ContainsFunc(reservedEnv, func(p string) bool { return strings.HasPrefix(strings.ToUpper(name), p) })
 }
 
 func (a AgentSettings) problems(path string) []problem {
@@ -88,10 +142,15 @@ func (a AgentSettings) problems(path string) []problem {
 		ps = append(ps, problem{path + ".turnTimeout", fmt.Sprintf("%s must be more than 0 (or unset for %s)", a.TurnTimeout.D(), DefaultTurnTimeout)})
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
-		if k == "" || strings.ContainsAny(k, "= \x00") {
+		switch {
+		case k == "" || strings.ContainsAny(k, "= \x00"):
 			ps = append(ps, problem{path + ".env", fmt.Sprintf("%q is not an environment variable name", k)})
+		case ReservedEnv(k):
+			ps = append(ps, problem{path + ".env", fmt.Sprintf("%q is reserved: agents never get nid's or Temporal's settings (%s*), and nid sets NIDAGENT_* itself",
+				k, strings.Join(reservedEnv[1:], "*, "))})
 		}
 	}
+	ps = append(ps, permissionsProblem(path+".permissions", a.Permissions)...)
 	return ps
 }
 
@@ -129,6 +188,7 @@ func (g Group) problems(name string) []problem {
 	}
 	ps = append(ps, g.Rotate.problems(path+".rotate")...)
 	ps = append(ps, g.teamProblems(path)...)
+	ps = append(ps, permissionsProblem(path+".permissions", g.Permissions)...)
 	if len(g.Sessions) == 0 {
 		ps = append(ps, problem{path + ".sessions", "a group needs at least one session"})
 	}
@@ -173,13 +233,14 @@ func (s Session) problems(path string) []problem {
 	}
 	if s.Agent == AgentSim {
 		only := "only allowed with agent: " + strings.Join(ProcessKinds(), ", ")
-		for key, set := range map[string]bool{"command": s.Command != "", "args": s.Args != nil, "env": s.Env != nil, "model": s.Model != "", "turnTimeout": s.TurnTimeout != 0} {
+		for key, set := range map[string]bool{"command": s.Command != "", "args": s.Args != nil, "env": s.Env != nil, "model": s.Model != "", "turnTimeout": s.TurnTimeout != 0,
+			"permissions": s.Permissions != "", "network": s.Network != nil} {
 			if set {
 				ps = append(ps, problem{path + "." + key, only})
 			}
 		}
 	}
-	ps = append(ps, AgentSettings{Env: s.Env, TurnTimeout: s.TurnTimeout}.problems(path)...)
+	ps = append(ps, AgentSettings{Env: s.Env, TurnTimeout: s.TurnTimeout, Permissions: s.Permissions}.problems(path)...)
 	return ps
 }
 

@@ -150,7 +150,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		Settings: AgentSettings(cfg),
 		Notify:   sessionNotifier{c: n.Client},
 		StateDir: cfg.State,
-		MCPURL:   mcp.URL,
+		MCP:      mcp.Access,
 	}
 	acts.Transcripts = logs
 	n.acts = acts

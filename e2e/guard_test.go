@@ -31,6 +31,7 @@ func TestASignalCannotChooseWhatRuns(t *testing.T) {
       - agent: exec
         name: lint
         command: `+agent+`
+        permissions: full
 `)
 	s.up()
 	s.eventually("both sessions listed", time.Minute, func() bool { return len(s.ls()) == 2 })

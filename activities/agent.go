@@ -58,6 +58,9 @@ type Process struct {
 	// TempDir is the session's own directory for temporary files and
 	// caches, which its sandbox lets it write; empty means none.
 	TempDir string
+	// GitDirs is the file recording where the session's worktree keeps its
+	// git directories (see recordGitDirs); empty means none.
+	GitDirs string
 }
 
 // sandboxed reports whether the process runs in its vendor's sandbox.

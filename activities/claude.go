@@ -116,7 +116,7 @@ func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []stri
 	}
 	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
 	args = append(args, extra...)
-	args = append(args, claudeSandbox(ctx, p)...)
+	args = append(args, claudeSandbox(p)...)
 	// Claude Code keeps the sockets of its sandbox's proxy in its own temp
 	// directory, /tmp/claude-<uid> unless told otherwise, whose path must
 	// stay short: the session gets a cache directory, not a temp one.
@@ -222,7 +222,7 @@ const claudeSandboxRequired = "sandbox_required_unavailable"
 // Process.Network allows every domain. These settings come on the command
 // line, above the user's and the project's settings files, and hold no
 // secret.
-func claudeSandbox(ctx context.Context, p Process) []string {
+func claudeSandbox(p Process) []string {
 	if !p.sandboxed() {
 		settings, _ := json.Marshal(map[string]any{
 			"permissions": map[string]any{"allow": []string{"Bash", "Edit", "Write", "NotebookEdit", "WebFetch"}},
@@ -247,7 +247,7 @@ func claudeSandbox(ctx context.Context, p Process) []string {
 	if p.readonly() {
 		mode = "default"
 		deny := []string{workDir(p)}
-		if gitDir, common := gitDirs(ctx, workDir(p)); gitDir != "" {
+		if gitDir, common := gitDirs(p); gitDir != "" {
 			deny = append(deny, gitDir, common)
 		}
 		fs["denyWrite"] = slices.Compact(deny)

@@ -255,11 +255,11 @@ func codexSandboxMode(p Process) string {
 // commit` works in the worktree while the repository's hooks and config stay
 // read-only. Network access is Codex's default, none, unless Process.Network
 // allows it.
-func codexSandbox(ctx context.Context, p Process) []string {
+func codexSandbox(p Process) []string {
 	if !p.sandboxed() || p.readonly() {
 		return nil
 	}
-	writable := gitWritable(ctx, workDir(p))
+	writable := gitWritable(p)
 	if p.TempDir != "" {
 		writable = append(writable, p.TempDir)
 	}
@@ -326,7 +326,7 @@ func startCodex(ctx context.Context, p Process, mcp MCPAccess) (*codexServer, er
 			"-c", `mcp_servers.nid.default_tools_approval_mode="approve"`)
 		env[EnvMCPToken] = mcp.Token
 	}
-	args = append(args, codexSandbox(ctx, p)...)
+	args = append(args, codexSandbox(p)...)
 	args = append(args, p.Args...)
 	// The server outlives this call: it is not bound to ctx.
 	cmd := newCommand(context.Background(), path, args, p, env)

@@ -116,6 +116,7 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) (Pr
 		// Agents run in their worktree: a relative path would not lead back.
 		if state, err := filepath.Abs(a.StateDir); err == nil {
 			p.TempDir = filepath.Join(state, "agents", ref.Group, ref.Name)
+			p.GitDirs = gitDirsFile(state, ref)
 		}
 	}
 	if workDir != "" {

@@ -119,6 +119,7 @@ func TestAgentCommitsInItsWorktree(t *testing.T) {
 				gitRun(t, repo, "config", "user.email", "nid@example.com")
 				gitRun(t, repo, "commit", "-q", "--allow-empty", "-m", "start")
 				r.proc.WorkDir = filepath.Join(t.TempDir(), "lead")
+				r.proc.GitDirs = filepath.Join(t.TempDir(), "gitdirs.json")
 				gitRun(t, repo, "worktree", "add", "-q", "-b", "nid/web/lead", r.proc.WorkDir)
 				hook := filepath.Join(repo, ".git", "hooks", "post-commit")
 				r.model.Script(

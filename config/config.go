@@ -172,6 +172,10 @@ type UI struct {
 	// start workflows. Off, it only reads: anything that reaches the UI
 	// could otherwise steer every session.
 	WriteActions bool `koanf:"writeActions" json:"writeActions"`
+	// URL is where the Web UI is, for links from the dashboard and the
+	// API, when this process does not start it (nid worker beside nid
+	// server, or a cluster's UI); empty: none, or the embedded server's own.
+	URL string `koanf:"url" json:"url,omitempty"`
 }
 
 // TLS is how nid reaches a cluster over TLS. Setting any of it turns TLS

@@ -276,7 +276,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown NID_ variable",
 			env:  []string{"NID_TEMPORAL_PROT=7300"},
-			want: []string{`NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_APIKEY, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_TLS_CAFILE, NID_TEMPORAL_TLS_CERTFILE, NID_TEMPORAL_TLS_KEYFILE, NID_TEMPORAL_TLS_SERVERNAME, NID_TEMPORAL_UI_PORT, NID_TEMPORAL_UI_WRITEACTIONS)`},
+			want: []string{`NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT?`},
 		},
 		{
 			name: "a group named as a command word",
@@ -287,9 +287,14 @@ func TestLoadReportsBadInput(t *testing.T) {
 			},
 		},
 		{
+			name: "a Web UI address that is no URL",
+			yaml: "temporal: {ui: {url: 127.0.0.1:8233}}\n",
+			want: []string{`temporal.ui.url: "127.0.0.1:8233" must be an http:// or https:// address, e.g. http://127.0.0.1:8233`},
+		},
+		{
 			name: "a near miss is a typo",
 			env:  []string{"NID_HTTP_LISTN=127.0.0.1:1"},
-			want: []string{`NID_HTTP_LISTN: unknown environment variable; did you mean NID_HTTP_LISTEN? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_APIKEY, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_TLS_CAFILE, NID_TEMPORAL_TLS_CERTFILE, NID_TEMPORAL_TLS_KEYFILE, NID_TEMPORAL_TLS_SERVERNAME, NID_TEMPORAL_UI_PORT, NID_TEMPORAL_UI_WRITEACTIONS)`},
+			want: []string{`NID_HTTP_LISTN: unknown environment variable; did you mean NID_HTTP_LISTEN?`},
 		},
 		{
 			name: "the Web UI's port variable where it was before",
@@ -351,7 +356,7 @@ groups:
 	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{"NID_STAT=blue", "NID_COLOUR=blue"}})
 	require.Error(t, err)
 	require.Equal(t, path+`: 7 problems:
-  NID_STAT: unknown environment variable; did you mean NID_STATE? (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_APIKEY, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_TLS_CAFILE, NID_TEMPORAL_TLS_CERTFILE, NID_TEMPORAL_TLS_KEYFILE, NID_TEMPORAL_TLS_SERVERNAME, NID_TEMPORAL_UI_PORT, NID_TEMPORAL_UI_WRITEACTIONS)
+  NID_STAT: unknown environment variable; did you mean NID_STATE?
   groups.API: "API" must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')
   groups.API.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)
   groups.web.rotate.contextPercent: 0 is outside 1..100

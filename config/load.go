@@ -238,7 +238,7 @@ func envUnknown(name string, known map[string]string) string {
 		}
 	}
 	if near := nearestEnv(strings.ToUpper(name), known); near != "" {
-		return "unknown environment variable; did you mean " + near + "? (known: " + strings.Join(slices.Sorted(maps.Keys(known)), ", ") + ")"
+		return "unknown environment variable; did you mean " + near + "?"
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,11 @@ func (c *Config) problems() []problem {
 	}
 	if c.Embedded() && t.Port == t.UI.Port {
 		add("temporal.ui.port", "%d is also temporal.port; the Web UI needs a port of its own", t.UI.Port)
+	}
+	if t.UI.URL != "" {
+		if u, err := url.Parse(t.UI.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("temporal.ui.url", "%q must be an http:// or https:// address, e.g. http://127.0.0.1:8233", t.UI.URL)
+		}
 	}
 	if msg := apiKeyProblem(t.APIKey); msg != "" {
 		add("temporal.apiKey", "%s", msg)

@@ -104,6 +104,10 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		n.UI = n.server.UIAddress()
 	}
 
+	if n.UI == "" {
+		// nid server (or a cluster) serves the Web UI: link to it if told.
+		n.UI = cfg.Temporal.UI.URL
+	}
 	n.Client, err = Dial(ctx, cfg, logger)
 	if err != nil {
 		return nil, err

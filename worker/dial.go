@@ -58,9 +58,35 @@ func Dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.
 		return nil, fmt.Errorf("temporal at %s: %s", address, hint)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || isUnavailable(err) {
-		return nil, fmt.Errorf("no Temporal server at %s; start one with `nid up`", address)
+		return nil, fmt.Errorf("no Temporal server at %s; %s", address, startHint(cfg))
 	}
 	return nil, fmt.Errorf("temporal at %s: %w", address, err)
+}
+
+// startHint says how to get a Temporal server where the configuration
+// looks for one.
+func startHint(cfg *config.Config) string {
+	switch {
+	case cfg.Embedded():
+		return "start one with `nid up` (or `nid server` for the server alone)"
+	case isLoopbackAddress(cfg.Temporal.Address):
+		return "start it with `nid server` (or set temporal.address to a running one)"
+	default:
+		return "is the cluster up and temporal.address right?"
+	}
+}
+
+// isLoopbackAddress says host:port names this host.
+func isLoopbackAddress(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func isUnavailable(err error) bool {

@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,4 +53,37 @@ func TestDialSendsTheAPIKeyOverTLS(t *testing.T) {
 	require.NoError(t, err)
 	c.Close()
 	require.Equal(t, []string{"Bearer key-123"}, door.auth)
+}
+
+// With nothing listening, nid says how to start what this configuration
+// looks for: nid up for the embedded server, nid server beside a worker on
+// this host, the cluster otherwise.
+func TestNoServerSaysWhatToStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	free := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	_, port, err := net.SplitHostPort(free)
+	require.NoError(t, err)
+	tests := []struct {
+		address string
+		want    string
+	}{
+		{"", "start one with `nid up` (or `nid server` for the server alone)"},
+		{free, "start it with `nid server` (or set temporal.address to a running one)"},
+		{"localhost:" + port, "start it with `nid server`"},
+		{"192.0.2.1:" + port, "is the cluster up and temporal.address right?"},
+	}
+	for _, tt := range tests {
+		cfg := config.Default()
+		cfg.Temporal.Address = tt.address
+		if tt.address == "" {
+			p, err := strconv.Atoi(port)
+			require.NoError(t, err)
+			cfg.Temporal.Port = p
+		}
+		_, err := Dial(t.Context(), cfg, slog.New(slog.DiscardHandler))
+		require.ErrorContains(t, err, "no Temporal server at ", tt.address)
+		require.ErrorContains(t, err, tt.want, tt.address)
+	}
 }

@@ -120,6 +120,12 @@ func ReapOrphans(dir string) (killed []string, err error) {
 // reapGroup kills what is left of a recorded group and says whether
 // anything was.
 func reapGroup(rec procRecord) bool {
+	if rec.Start == "" && ownStart() != "" {
+		// Start times can be read here, yet this record has none: its pid
+		// may since have gone to a process (and a group) nid did not
+		// start, and nothing tells them apart.
+		return false
+	}
 	if syscall.Kill(rec.PID, 0) == nil && !alive(rec.PID, rec.Start) {
 		// The pid now belongs to a process nid did not start.
 		return false

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 )
 
 // TokenFile is the file under the state directory holding the API token nid
@@ -47,10 +48,10 @@ func APIToken(cfg *config.Config) (token, file string, err error) {
 		return "", "", err
 	}
 	token = hex.EncodeToString(raw)
-	if err := os.MkdirAll(cfg.State, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.State, statedir.DirMode); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(token+"\n"), statedir.FileMode); err != nil {
 		return "", "", fmt.Errorf("API token: %w", err)
 	}
 	return token, file, nil

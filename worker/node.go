@@ -18,6 +18,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -85,8 +86,8 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 			_ = started.Stop()
 		}
 	}()
-	if err := os.MkdirAll(cfg.State, 0o755); err != nil {
-		return nil, fmt.Errorf("state directory %s: %w", cfg.State, err)
+	if err := statedir.Prepare(cfg.State); err != nil {
+		return nil, err
 	}
 	// Before anything starts: a node that would serve its API to the
 	// network without a configured token refuses to start at all.

@@ -126,7 +126,7 @@ func runGroupSet(ctx context.Context, c client.Client, opts groupSetOptions, std
 		if err := updateGroup(ctx, c, opts.Group, workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: opts.RotateJSON}, &policy); err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(stdout, "%s rotate: %s\n", opts.Group, workflows.PolicyText(policy)); err != nil {
+		if err := printLine(stdout, "%s rotate: %s", opts.Group, workflows.PolicyText(policy)); err != nil {
 			return err
 		}
 	}
@@ -135,7 +135,7 @@ func runGroupSet(ctx context.Context, c client.Client, opts groupSetOptions, std
 		if err := updateGroup(ctx, c, opts.Group, workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: opts.BudgetJSON}, &budget); err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(stdout, "%s budget: %s\n", opts.Group, workflows.BudgetText(budget, view.Board.Spent)); err != nil {
+		if err := printLine(stdout, "%s budget: %s", opts.Group, workflows.BudgetText(budget, view.Board.Spent)); err != nil {
 			return err
 		}
 	}
@@ -216,6 +216,9 @@ func runGroupShow(ctx context.Context, c client.Client, opts groupShowOptions, s
 		{"sessions", strings.Join(sessions, ", ")},
 		{"tasks", taskCounts(b.Tasks)},
 		{"inbox", fmt.Sprintf("%d items", len(view.Inbox))},
+	}
+	for _, row := range rows {
+		row[1] = printable(row[1], true)
 	}
 	return writeTable(stdout, rows)
 }

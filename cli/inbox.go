@@ -89,7 +89,7 @@ func runInbox(ctx context.Context, c client.Client, opts inboxOptions, stdout io
 		if it.Session != "" {
 			who += "/" + it.Session
 		}
-		rows = append(rows, []string{inboxTime(it.At, opts.Now), who, it.Kind, it.Text})
+		rows = append(rows, []string{inboxTime(it.At, opts.Now), printable(who, true), printable(it.Kind, true), printable(it.Text, true)})
 	}
 	return writeTable(stdout, rows)
 }

@@ -80,6 +80,5 @@ func runRotate(ctx context.Context, c client.Client, opts rotateOptions, stdout 
 		}
 		return fmt.Errorf("asking %s to rotate: %w", ref, err)
 	}
-	_, err = fmt.Fprintln(stdout, workflows.RotateOutcome(ref, opts.Mode, view).Text)
-	return err
+	return printLine(stdout, "%s", workflows.RotateOutcome(ref, opts.Mode, view).Text)
 }

@@ -54,6 +54,23 @@ func hostileTeam() *fakeClient {
 	}
 }
 
+// runHostile runs a command against hostileTeam and returns its output; a
+// command that follows (watch) stops after its first poll.
+func runHostile(t *testing.T, deps Deps, args ...string) string {
+	t.Helper()
+	fake := hostileTeam()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fake.onEvents = func(n int) {
+		if n > 1 {
+			cancel()
+		}
+	}
+	out, errOut, err := runAppContext(t, ctx, fake, deps, args...)
+	require.NoError(t, err, errOut)
+	return out
+}
+
 // Text from agents and workflows reaches the terminal inert through every
 // command that prints it, and whole through --json.
 func TestCommandsPrintAgentTextInert(t *testing.T) {
@@ -68,32 +85,14 @@ func TestCommandsPrintAgentTextInert(t *testing.T) {
 		{"board", "add", "web", "a task"}, {"transcript", "web/lead"}, {"watch", "web/lead"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			fake := hostileTeam()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			fake.onEvents = func(n int) {
-				if n > 1 {
-					cancel()
-				}
-			}
-			out, errOut, err := runAppContext(t, ctx, fake, deps, args...)
-			require.NoError(t, err, errOut)
+			out := runHostile(t, deps, args...)
 			requireInert(t, "nid "+strings.Join(args, " "), out)
 		})
 	}
 
 	for _, args := range [][]string{{"ls", "--json"}, {"inbox", "--json"}, {"board", "--json"}, {"transcript", "web/lead", "--json"}, {"watch", "web/lead", "--json"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			fake := hostileTeam()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			fake.onEvents = func(n int) {
-				if n > 1 {
-					cancel()
-				}
-			}
-			out, errOut, err := runAppContext(t, ctx, fake, deps, args...)
-			require.NoError(t, err, errOut)
+			out := runHostile(t, deps, args...)
 			for i, r := range out {
 				if r != '\n' && actsOnTerminal(r) {
 					t.Fatalf("%U at byte %d:\n%q", r, i, out)

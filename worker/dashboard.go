@@ -75,10 +75,7 @@ const loginBodyBytes = 4 << 10
 // serveLogin is the login form's POST /login: the right token sets the
 // cookie and goes on to the page the form was shown for.
 func (a *API) serveLogin(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		loginPage(w, http.StatusMethodNotAllowed, "/", "The login form is sent with POST.")
+	if !loginMethod(w, r, http.MethodPost, "The login form is sent with POST.") {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, loginBodyBytes)
@@ -100,10 +97,7 @@ func (a *API) serveLogin(w http.ResponseWriter, r *http.Request) {
 
 // serveLoginLink is GET /login/<secret>, a link nid up printed.
 func (a *API) serveLoginLink(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		loginPage(w, http.StatusMethodNotAllowed, "/", "A login link is opened with GET.")
+	if !loginMethod(w, r, http.MethodGet, "A login link is opened with GET.") {
 		return
 	}
 	if !a.guard.useLink(strings.TrimPrefix(r.URL.Path, "/login/")) {
@@ -113,6 +107,18 @@ func (a *API) serveLoginLink(w http.ResponseWriter, r *http.Request) {
 	}
 	a.guard.setCookie(w)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// loginMethod says whether a login request came with method, and answers
+// it with the form and why when not. Nothing of a login may be stored.
+func loginMethod(w http.ResponseWriter, r *http.Request, method, why string) bool {
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == method {
+		return true
+	}
+	w.Header().Set("Allow", method)
+	loginPage(w, http.StatusMethodNotAllowed, "/", why)
+	return false
 }
 
 var loginTemplate = template.Must(template.New("login").Parse(`<!doctype html>

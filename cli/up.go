@@ -137,7 +137,7 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 	}
 	fmt.Fprintln(stderr, opts.Hint)
 	if err := runWatch(ctx, n.client, opts.Feed, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "nid: event feed stopped: %v\n", err)
+		_ = printLine(stderr, "nid: event feed stopped: %v", err)
 		<-ctx.Done()
 	}
 	if err := n.stop(); err != nil {

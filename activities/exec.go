@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 )
 
 // Exec runs any command as an agent: one process per turn, the prompt on its
@@ -127,7 +128,7 @@ func (e *Exec) Stop(context.Context, StopRequest) error { return nil }
 // exec-2, ... in a counter file that outlives the worker.
 func nextExecConversation(stateDir string, ref SessionRef) (string, error) {
 	dir := filepath.Join(stateDir, "exec", ref.Group, ref.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return "", err
 	}
 	file := filepath.Join(dir, "conversations")
@@ -136,7 +137,7 @@ func nextExecConversation(stateDir string, ref SessionRef) (string, error) {
 		n, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	n++
-	if err := os.WriteFile(file, []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(strconv.Itoa(n)+"\n"), statedir.FileMode); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("exec-%d", n), nil

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nid-dev/nid/statedir"
 )
 
 // workDir is where a process agent runs: Process.WorkDir, else the worker's
@@ -30,7 +32,7 @@ func sandboxEnv(p Process, dirs map[string]string) map[string]string {
 	for k, sub := range dirs {
 		if _, set := p.Env[k]; !set {
 			v := filepath.Join(p.TempDir, sub)
-			_ = os.MkdirAll(v, 0o700)
+			_ = os.MkdirAll(v, statedir.DirMode)
 			env[k] = v
 		}
 	}
@@ -107,10 +109,10 @@ func writeGitDirs(path string, rec gitDirsRecord) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), statedir.DirMode); err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o600)
+	return os.WriteFile(path, b, statedir.FileMode)
 }
 
 // readWorktreeGitDirs reads a linked worktree's git directories from its

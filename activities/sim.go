@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 )
 
 // Sim is nid's built-in simulated agent: it needs no API key, behaves the
@@ -374,7 +375,7 @@ func loadSim(dir, conversation string) (simState, error) {
 // saveSim writes the state through a temporary file and a rename, so a
 // worker killed mid-write leaves the old state or the new, never half.
 func saveSim(dir string, st simState) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
 	b, err := json.MarshalIndent(st, "", "  ")

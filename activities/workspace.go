@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/nid-dev/nid/statedir"
 )
 
 // WorkspaceInput names the session and its group's repository.
@@ -42,7 +44,7 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 		return WorkspaceResult{}, classify(BadInput("state directory %q: %v", a.StateDir, err))
 	}
 	res := WorkspaceResult{
-		Worktree: filepath.Join(state, "worktrees", in.Session.Group, in.Session.Name),
+		Worktree: filepath.Join(state, statedir.Worktrees, in.Session.Group, in.Session.Name),
 		Branch:   WorkspaceBranch(in.Session),
 	}
 	// Ask the repository, never git inside the worktree: the agent may
@@ -58,7 +60,7 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 	if _, err := os.Stat(res.Worktree); err == nil {
 		return res, classify(AgentFailed("%s exists but is not a git worktree: move it away and nid makes a new one", res.Worktree))
 	}
-	if err := os.MkdirAll(filepath.Dir(res.Worktree), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(res.Worktree), statedir.DirMode); err != nil {
 		return res, classify(err)
 	}
 	// A worktree removed by hand stays registered until pruned.

@@ -339,9 +339,9 @@ func lookupFlag(cCtx *cli.Context, name string) cli.Flag {
 func action(fn cli.ActionFunc) cli.ActionFunc {
 	return func(cCtx *cli.Context) error {
 		err := fn(cCtx)
-		if errors.Is(err, errHelpShown) {
+		if err == nil || errors.Is(err, errHelpShown) {
 			return nil
 		}
-		return err
+		return printableError{err}
 	}
 }

@@ -79,14 +79,16 @@ func runBoard(ctx context.Context, c client.Client, opts boardOptions, stdout io
 }
 
 func writeBoard(w io.Writer, b workflows.BoardView) error {
-	fmt.Fprintf(w, "%s: %s\n", b.Group, cmpOr(b.Goal, "(no goal)"))
+	if err := printLine(w, "%s: %s", b.Group, cmpOr(b.Goal, "(no goal)")); err != nil {
+		return err
+	}
 	rows := [][]string{{"TASK", "STATUS", "HOLDER", "TITLE"}}
 	for _, t := range b.Tasks {
 		holder := "—"
 		if t.Holder != "" {
 			holder = b.Group + "/" + t.Holder
 		}
-		rows = append(rows, []string{t.ID, t.Status, holder, t.Title})
+		rows = append(rows, []string{printable(t.ID, true), printable(t.Status, true), printable(holder, true), printable(t.Title, true)})
 	}
 	if len(b.Tasks) == 0 {
 		fmt.Fprintln(w, "no tasks (add one with nid board add "+b.Group+" TITLE)")
@@ -96,14 +98,14 @@ func writeBoard(w io.Writer, b workflows.BoardView) error {
 	if len(b.Locks) > 0 {
 		locks := [][]string{{"LOCK", "HOLDER"}}
 		for _, l := range b.Locks {
-			locks = append(locks, []string{l.Name, b.Group + "/" + l.Holder})
+			locks = append(locks, []string{printable(l.Name, true), printable(b.Group+"/"+l.Holder, true)})
 		}
 		if err := writeTable(w, locks); err != nil {
 			return err
 		}
 	}
 	if b.Exhausted != "" {
-		fmt.Fprintf(w, "budget exhausted (%s): %s\n", b.Exhausted, workflows.BudgetText(b.Budget, b.Spent))
+		return printLine(w, "budget exhausted (%s): %s", b.Exhausted, workflows.BudgetText(b.Budget, b.Spent))
 	}
 	return nil
 }
@@ -161,8 +163,7 @@ func runBoardAdd(ctx context.Context, c client.Client, opts boardAddOptions, std
 	if opts.JSON {
 		return writeJSON(stdout, task)
 	}
-	_, err = fmt.Fprintf(stdout, "added task %s to %s: %s\n", task.ID, opts.Group, task.Title)
-	return err
+	return printLine(stdout, "added task %s to %s: %s", task.ID, opts.Group, task.Title)
 }
 
 type stopOptions struct {
@@ -206,13 +207,13 @@ func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.W
 	if len(res.Released) > 0 {
 		held = "released " + strings.Join(res.Released, ", ")
 	}
-	if _, err := fmt.Fprintf(stdout, "stopped %s; %s\n", ref, held); err != nil {
+	if err := printLine(stdout, "stopped %s; %s", ref, held); err != nil {
 		return err
 	}
 	// A turn is not cut short: the session stops its agent when it ends.
 	switch res.Was {
 	case workflows.StatusWorking, workflows.StatusRateLimited, workflows.StatusRotating:
-		_, err = fmt.Fprintf(stdout, "%s is %s: its agent stops when the current step ends\n", ref, res.Was)
+		err = printLine(stdout, "%s is %s: its agent stops when the current step ends", ref, res.Was)
 	}
 	return err
 }

@@ -506,7 +506,7 @@ func TestUp(t *testing.T) {
 	start := func(_ context.Context, opts worker.Options) (node, error) {
 		got = opts
 		return node{client: fake, frontend: "127.0.0.1:7233", ui: "http://127.0.0.1:8233", http: "http://127.0.0.1:7777",
-			tokenFile: ".nid/http-token", stop: func() error { stopped++; return nil }}, nil
+			tokenFile: ".nid/http-token", login: "http://127.0.0.1:7777/login/MFRGGZDFMZTWQ2LKNNWG23TPOA", stop: func() error { stopped++; return nil }}, nil
 	}
 	var out, errOut bytes.Buffer
 	opts := newUpOptions(cfg, nil, embed, true, "Ctrl-C stops nid.")
@@ -516,7 +516,7 @@ func TestUp(t *testing.T) {
 		"Temporal frontend  127.0.0.1:7233\n"+
 		"Temporal Web UI    http://127.0.0.1:8233\n"+
 		"nid HTTP server    http://127.0.0.1:7777\n"+
-		"Dashboard          http://127.0.0.1:7777/?token=TOKEN\n"+
+		"Dashboard          http://127.0.0.1:7777/login/MFRGGZDFMZTWQ2LKNNWG23TPOA (a one-time login link for 10 minutes; then log in with the API token)\n"+
 		"API token          in .nid/http-token (generated; set http.token to choose one)\n"+
 		"15:00:01 web/lead  turn 1\n",
 		out.String())

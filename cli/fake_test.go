@@ -238,6 +238,12 @@ func pct(p float64) *float64 { return &p }
 // runApp runs the whole command line against fake, the way main does.
 func runApp(t *testing.T, fake *fakeClient, d Deps, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return runAppContext(t, context.Background(), fake, d, args...)
+}
+
+// runAppContext is runApp until ctx ends, for commands that follow.
+func runAppContext(t *testing.T, ctx context.Context, fake *fakeClient, d Deps, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	d.Stdout, d.Stderr = &out, &errOut
 	if d.Environ == nil {
@@ -254,6 +260,6 @@ func runApp(t *testing.T, fake *fakeClient, d Deps, args ...string) (stdout, std
 	if d.IsTerminal == nil {
 		d.IsTerminal = func(io.Writer) bool { return false }
 	}
-	err = NewApp(d).RunContext(context.Background(), append([]string{"nid"}, args...))
+	err = NewApp(d).RunContext(ctx, append([]string{"nid"}, args...))
 	return out.String(), errOut.String(), err
 }

@@ -180,6 +180,9 @@ func runGroupShow(ctx context.Context, c client.Client, opts groupShowOptions, s
 		{"tasks", taskCounts(b.Tasks)},
 		{"inbox", plural(len(view.Inbox), "item")},
 	}
+	for _, row := range rows {
+		row[1] = printable(row[1], true)
+	}
 	return writeTable(stdout, rows)
 }
 

@@ -73,7 +73,7 @@ func runInbox(ctx context.Context, c client.Client, opts inboxOptions, stdout io
 		if it.Count > 1 {
 			text = fmt.Sprintf("×%d %s", it.Count, text)
 		}
-		rows = append(rows, []string{inboxTime(it.At, opts.Now), who, it.Kind, text})
+		rows = append(rows, []string{inboxTime(it.At, opts.Now), printable(who, true), printable(it.Kind, true), printable(text, true)})
 	}
 	return writeTable(stdout, rows)
 }

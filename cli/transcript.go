@@ -122,19 +122,19 @@ func (p *transcriptPrinter) print(entries []transcript.Entry) error {
 			if err != nil {
 				return err
 			}
-			if _, err := fmt.Fprintf(p.w, "%s\n", b); err != nil {
+			if _, err := fmt.Fprintf(p.w, "%s\n", printableJSON(b)); err != nil {
 				return err
 			}
 			continue
 		}
 		if e.Conversation != "" && e.Conversation != p.conversation && e.Kind != transcript.KindRotation {
-			if _, err := fmt.Fprintf(p.w, "── conversation %s\n", e.Conversation); err != nil {
+			if err := printLine(p.w, "── conversation %s", e.Conversation); err != nil {
 				return err
 			}
 			p.conversation = e.Conversation
 		}
 		e.At = e.At.Local()
-		if _, err := fmt.Fprintln(p.w, transcript.Line(e)); err != nil {
+		if _, err := fmt.Fprintln(p.w, printable(transcript.Line(e), false)); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
@@ -24,6 +25,8 @@ type node struct {
 	// tokenFile is where the generated API token lives; empty when the
 	// configuration sets it.
 	tokenFile string
+	// login is a one-time login link to the dashboard.
+	login string
 }
 
 // startNode starts a worker node; tests pass their own.
@@ -34,7 +37,7 @@ func startWorkerNode(ctx context.Context, opts worker.Options) (node, error) {
 	if err != nil {
 		return node{}, err
 	}
-	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop, tokenFile: n.TokenFile}, nil
+	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop, tokenFile: n.TokenFile, login: n.Login}, nil
 }
 
 type upOptions struct {
@@ -127,20 +130,25 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 		{"Temporal frontend", n.frontend},
 		{"Temporal Web UI", ui},
 		{"nid HTTP server", n.http},
-		{"Dashboard", n.http + "/?token=TOKEN"},
+		{"Dashboard", n.login + " (a one-time login link for " + loginLinkTTL() + "; then log in with the API token)"},
 		{"API token", tokenWhere(n.tokenFile)},
 	}); err != nil {
 		return errors.Join(err, n.stop())
 	}
 	fmt.Fprintln(stderr, opts.Hint)
 	if err := runWatch(ctx, n.client, opts.Feed, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "nid: event feed stopped: %v\n", err)
+		_ = printLine(stderr, "nid: event feed stopped: %v", err)
 		<-ctx.Done()
 	}
 	if err := n.stop(); err != nil {
 		return fmt.Errorf("stopping: %w", err)
 	}
 	return nil
+}
+
+// loginLinkTTL is how long nid up's login link works, as people say it.
+func loginLinkTTL() string {
+	return strconv.Itoa(int(worker.LoginLinkTTL.Minutes())) + " minutes"
 }
 
 // tokenWhere says where the API token the dashboard and the API need is.

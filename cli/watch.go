@@ -161,17 +161,16 @@ func (f *feed) print(e workflows.Event, width int) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(f.stdout, "%s\n", b)
+		_, err = fmt.Fprintf(f.stdout, "%s\n", printableJSON(b))
 		return err
 	}
 	e.At = e.At.Local()
-	_, err := fmt.Fprintln(f.stdout, eventLine(e, width))
-	return err
+	return printLine(f.stdout, "%s", eventLine(e, width))
 }
 
 func (f *feed) warn(err error) {
 	if msg := err.Error(); msg != f.failing {
-		fmt.Fprintf(f.stderr, "nid: %s (retrying)\n", msg)
+		_ = printLine(f.stderr, "nid: %s (retrying)", msg)
 		f.failing = msg
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -78,21 +79,32 @@ type APIOptions struct {
 	// when there is none.
 	WebUI     string
 	Namespace string
+	// MaxEventStreams is how many event streams may be open at once
+	// (zero: DefaultMaxEventStreams). Each one polls Temporal.
+	MaxEventStreams int
+	// Now is the clock login links expire by; nil is time.Now.
+	Now func() time.Time
 }
+
+// DefaultMaxEventStreams bounds the open event streams: a dashboard tab
+// holds one.
+const DefaultMaxEventStreams = 32
 
 // API serves nid's JSON API, its event stream and the dashboard from one
 // handler. Every request needs the bearer token, or the cookie the
-// dashboard sets when a browser opens it with ?token=.
+// dashboard sets when a browser logs in (see LoginLink).
 type API struct {
 	c       client.Client
 	opts    APIOptions
 	guard   *guard
 	methods map[string]func(context.Context, *http.Request) (any, error)
+	// streams holds a token for each open event stream.
+	streams chan struct{}
 }
 
 // NewAPI returns the API over Temporal client c.
 func NewAPI(c client.Client, opts APIOptions) *API {
-	a := &API{c: c, opts: opts, guard: newGuard(opts.Token)}
+	a := &API{c: c, opts: opts, guard: newGuard(opts.Token, opts.Now), streams: make(chan struct{}, cmp.Or(opts.MaxEventStreams, DefaultMaxEventStreams))}
 	a.methods = map[string]func(context.Context, *http.Request) (any, error){
 		MethodSessionList:       a.sessionList,
 		MethodSessionGet:        a.sessionGet,
@@ -115,6 +127,8 @@ func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/events", a.serveEvents)
 	mux.HandleFunc("/api/", a.serveMethod)
+	mux.HandleFunc("/login", a.serveLogin)
+	mux.HandleFunc("/login/", a.serveLoginLink)
 	mux.Handle("/", a.dashboard())
 	return mux
 }

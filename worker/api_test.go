@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -270,7 +271,7 @@ func TestAPIToken(t *testing.T) {
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 				require.Equal(t, CodeUnauthorized, got.Code)
 			}
-			for _, path := range []string{"/api/events", "/", "/groups/web", "/static/app.js"} {
+			for _, path := range []string{"/api/events", "/", "/groups/web"} {
 				req, _ := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
 				if tt.header != "" {
 					req.Header.Set("Authorization", tt.header)
@@ -297,27 +298,65 @@ func TestMCPRefusesTheAPIToken(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
 
-func TestDashboardLogin(t *testing.T) {
-	s := newAPISite(t)
+// browserClient keeps cookies and does not follow redirects, so a test
+// sees where each answer sends the browser.
+func browserClient(t *testing.T) *http.Client {
+	t.Helper()
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	browser := &http.Client{Jar: jar}
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
 
-	resp, err := browser.Get(s.srv.URL + "/groups/web")
+func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(url)
 	require.NoError(t, err)
-	page, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
 	resp.Body.Close()
+	return resp, string(b)
+}
+
+// The dashboard asks for the token in a form (POST, never in the
+// address) and goes on to the page it was asked for.
+func TestDashboardLoginForm(t *testing.T) {
+	s := newAPISite(t)
+	browser := browserClient(t)
+
+	resp, page := get(t, browser, s.srv.URL+"/groups/web")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	require.Contains(t, string(page), "?token=TOKEN")
+	require.Contains(t, page, `<form method="post" action="/login">`)
+	require.Contains(t, page, `<input type="hidden" name="next" value="/groups/web">`)
+	require.Contains(t, page, `<input type="password" name="token"`)
 
-	resp, err = browser.Get(s.srv.URL + "/groups/web?token=" + testToken)
-	require.NoError(t, err)
-	page, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	post := func(token, next string) (*http.Response, string) {
+		resp, err := browser.PostForm(s.srv.URL+"/login", url.Values{"token": {token}, "next": {next}})
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, page = post("not-the-token", "/groups/web")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, page, "That is not nid&#39;s API token.")
+	require.Empty(t, resp.Cookies())
+
+	resp, _ = post(testToken, "https://evil.example/")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/", resp.Header.Get("Location"), "the form goes on only to a dashboard page")
+	resp, _ = post(testToken, "/groups/web")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/groups/web", resp.Header.Get("Location"))
+
+	resp, page = get(t, browser, s.srv.URL+"/groups/web")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, "/groups/web", resp.Request.URL.RequestURI(), "the token leaves the address bar")
-	require.Contains(t, string(page), `<script src="/static/app.js">`)
-	require.NotContains(t, jar.Cookies(resp.Request.URL)[0].Value, testToken, "the cookie is not the token")
+	require.Contains(t, page, `<script src="/static/app.js">`)
+	u, _ := url.Parse(s.srv.URL)
+	require.Len(t, browser.Jar.Cookies(u), 1)
+	require.NotContains(t, browser.Jar.Cookies(u)[0].Value, testToken, "the cookie is not the token")
+
+	resp, _ = get(t, browser, s.srv.URL+"/login")
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "no token through GET")
 
 	// The dashboard's script calls the API with its cookie and its header;
 	// the cookie alone, as another site's form would send it, is refused.
@@ -336,14 +375,44 @@ func TestDashboardLogin(t *testing.T) {
 	}
 	require.Len(t, s.fake.sent(), 1)
 
-	resp, err = browser.Get(s.srv.URL + "/static/style.css")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	resp, err = browser.Get(s.srv.URL + "/nothing/here")
-	require.NoError(t, err)
-	resp.Body.Close()
+	resp, _ = get(t, browser, s.srv.URL+"/nothing/here")
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+// A login link works once, within LoginLinkTTL.
+func TestDashboardLoginLink(t *testing.T) {
+	fake, _, logs := newFakeAPI(t.TempDir())
+	now := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
+	api := NewAPI(fake, APIOptions{Token: testToken, Transcripts: logs, Now: func() time.Time { return now }})
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+
+	link := api.LoginLink()
+	require.Regexp(t, `^/login/[A-Z2-7]{26}$`, link)
+	require.NotContains(t, link, testToken)
+	browser := browserClient(t)
+	resp, _ := get(t, browser, srv.URL+link)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/", resp.Header.Get("Location"))
+	resp, _ = get(t, browser, srv.URL+"/")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the link logged the browser in")
+
+	// Used once, it is spent, for any browser.
+	resp, page := get(t, browserClient(t), srv.URL+link)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, page, "This login link was used already or has expired")
+	require.Contains(t, page, `<form method="post" action="/login">`)
+	require.Empty(t, resp.Cookies())
+
+	// Past its time, it is refused.
+	late := api.LoginLink()
+	now = now.Add(LoginLinkTTL)
+	resp, _ = get(t, browserClient(t), srv.URL+late)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Empty(t, resp.Cookies())
+
+	resp, _ = get(t, browserClient(t), srv.URL+"/login/"+testToken)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the token is no link")
 }
 
 // sse reads server-sent events from /api/events?query until n arrived.

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -256,7 +257,7 @@ func LoadOrCreateKey(stateDir string) ([]byte, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return key, err
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if err := os.MkdirAll(stateDir, statedir.DirMode); err != nil {
 		return nil, fmt.Errorf("mcp key: %w", err)
 	}
 	key = make([]byte, mcpKeyBytes)

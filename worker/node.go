@@ -16,6 +16,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -44,6 +45,9 @@ type Node struct {
 	// TokenFile is where the generated API token lives; empty when
 	// http.token or NID_HTTP_TOKEN sets it.
 	TokenFile string
+	// Login is a one-time login link to the dashboard (see
+	// API.LoginLink).
+	Login string
 
 	server   EmbeddedServer
 	workers  []sdkworker.Worker
@@ -83,8 +87,8 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 			_ = started.Stop()
 		}
 	}()
-	if err := os.MkdirAll(cfg.State, 0o755); err != nil {
-		return nil, fmt.Errorf("state directory %s: %w", cfg.State, err)
+	if err := statedir.Prepare(cfg.State); err != nil {
+		return nil, err
 	}
 	// Before anything starts: a node that would serve its API to the
 	// network without a configured token refuses to start at all.
@@ -129,10 +133,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	n.HTTP = "http://" + ln.Addr().String()
 	mcp := NewMCPEndpoint(key, temporalSessions{c: n.Client}, n.HTTP)
 	logs := transcript.New(cfg.State)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp/", mcp.Handler())
-	mux.Handle("/", NewAPI(n.Client, APIOptions{Token: token, Transcripts: logs, WebUI: n.UI, Namespace: cfg.Temporal.Namespace}).Handler())
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	api := NewAPI(n.Client, APIOptions{Token: token, Transcripts: logs, WebUI: n.UI, Namespace: cfg.Temporal.Namespace})
+	n.http = NewHTTPServer(mcp.Handler(), api.Handler(), DefaultHTTPLimits())
+	n.Login = n.HTTP + api.LoginLink()
 	go func() {
 		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server stopped", "error", err)

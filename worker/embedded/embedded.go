@@ -45,6 +45,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	nidconfig "github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/worker"
 )
 
@@ -182,12 +183,21 @@ func prepareDB(opts worker.EmbeddedOptions) (*config.SQL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", opts.StateDir, err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state directory: %w", err)
+	if err := statedir.Prepare(dir); err != nil {
+		return nil, err
 	}
+	file := filepath.Join(dir, "temporal.db")
+	// SQLite creates a database readable by all, and its WAL and shared
+	// memory files with the database's mode: an empty file made first is
+	// a new database, and private.
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_RDONLY, statedir.FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", file, err)
+	}
+	_ = f.Close()
 	conf := &config.SQL{
 		PluginName:   sqliteplugin.PluginName,
-		DatabaseName: filepath.Join(dir, "temporal.db"),
+		DatabaseName: file,
 		// WAL with synchronous=NORMAL survives SIGKILL (only a power loss can
 		// drop the last commits) and runs about three times faster than the
 		// default rollback journal. One connection: SQLite has one writer.

@@ -175,13 +175,20 @@ func classify(err error) error {
 	if _, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 		return err
 	}
+	// Benign: the session records every failure in its feed (and, when it
+	// needs the human, the inbox), so the SDK need not log each one as an
+	// error on the worker's terminal; it logs them at debug.
 	if e, ok := errors.AsType[*Error](err); ok {
-		return temporal.NewNonRetryableApplicationError(err.Error(), e.Type, nil)
+		return temporal.NewApplicationErrorWithOptions(err.Error(), e.Type, temporal.ApplicationErrorOptions{
+			NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign,
+		})
 	}
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	return temporal.NewApplicationError(err.Error(), ErrTransient)
+	return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTransient, temporal.ApplicationErrorOptions{
+		Category: temporal.ApplicationErrorCategoryBenign,
+	})
 }
 
 // RunTurn sends one prompt to a session's agent and reports what came back,
@@ -234,7 +241,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 		// A turn cut short by the worker stopping is retried by the next
 		// worker; it is not the agent's failure.
 		if ctx.Err() == nil {
-			logger.Warn("Turn failed", "sessionID", in.Session.WorkflowID, "kind", kind, "error", err)
+			logger.Info("Turn failed", "sessionID", in.Session.WorkflowID, "kind", kind, "error", err)
 		}
 		return TurnResult{}, classify(err)
 	}
@@ -276,7 +283,7 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactRepor
 	a.noteCompact(ctx, in, rep, err)
 	logger := loggerFor(ctx)
 	if err != nil {
-		logger.Warn("Compaction failed", "sessionID", in.Session.WorkflowID, "conversation", in.Conversation, "error", err)
+		logger.Info("Compaction failed", "sessionID", in.Session.WorkflowID, "conversation", in.Conversation, "error", err)
 		return CompactReport{}, classify(err)
 	}
 	logger.Debug("Compaction done", "sessionID", in.Session.WorkflowID, "conversation", rep.Conversation,

@@ -268,6 +268,10 @@ func TestClassify(t *testing.T) {
 			require.True(t, ok)
 			require.Equal(t, tc.errType, appErr.Type())
 			require.Equal(t, !tc.retryable, appErr.NonRetryable())
+			if tc.err != already {
+				// The session reports it; the SDK logs it at debug only.
+				require.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
+			}
 		})
 	}
 	require.ErrorIs(t, classify(context.Canceled), context.Canceled, "cancellation reaches Temporal as is")

@@ -415,6 +415,7 @@ func TestWatchShowsRecentEventsThenFollows(t *testing.T) {
 		"15:00:10 web/worker  turn 10\n"+
 		"15:00:11 web/worker  turn 11\n"+
 		"15:00:12 web/worker  turn 12\n"+
+		"── live ──\n"+
 		"15:01:00 web/lead    ↻ compact (manual) 150k → 15k\n",
 		out.String())
 	require.Empty(t, errOut.String())
@@ -461,29 +462,35 @@ func TestWatchUnknown(t *testing.T) {
 }
 
 func TestWatchKeepsGoingThroughErrors(t *testing.T) {
-	fake := team()
-	fake.sessions = fake.sessions[1:2] // web/lead
-	start := time.Date(2025, 6, 1, 15, 0, 0, 0, time.Local)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// No worker answers at first: the feed waits for one rather than ending.
-	fake.queryErr = map[string]error{"nid/web/lead": serviceerror.NewFailedPrecondition("no poller seen for task queue recently, worker may be down")}
-	fake.onList = func(n int) {
-		fake.mu.Lock()
-		defer fake.mu.Unlock()
-		switch n {
-		case 3:
-			fake.queryErr = nil
-			fake.events = map[string][]workflows.Event{"nid/web/lead": feedEvents("web", "lead", 1, start)}
-		case 4:
-			cancel()
+	for _, persist := range []bool{false, true} {
+		fake := team()
+		fake.sessions = fake.sessions[1:2] // web/lead
+		start := time.Date(2025, 6, 1, 15, 0, 0, 0, time.Local)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// No worker answers at first: the feed waits for one rather than ending.
+		fake.queryErr = map[string]error{"nid/web/lead": serviceerror.NewFailedPrecondition("no poller seen for task queue recently, worker may be down")}
+		fake.onList = func(n int) {
+			fake.mu.Lock()
+			defer fake.mu.Unlock()
+			switch n {
+			case 3:
+				fake.queryErr = nil
+				fake.events = map[string][]workflows.Event{"nid/web/lead": feedEvents("web", "lead", 1, start)}
+			case 4:
+				cancel()
+			}
 		}
+		var out, errOut bytes.Buffer
+		require.NoError(t, runWatch(ctx, fake, watchOptions{Backlog: 10, Interval: time.Millisecond, Persist: persist}, &out, &errOut))
+		require.Equal(t, "15:00:01 web/lead  turn 1\n", out.String())
+		want := "nid: web/lead did not answer (is nid up or nid worker running?): no poller seen for task queue recently, worker may be down (retrying)\n"
+		if persist {
+			// nid up's own feed does not ask whether nid up is running.
+			want = "nid: web/lead has not answered yet (retrying)\n"
+		}
+		require.Equal(t, want, errOut.String(), "a lasting failure is reported once")
 	}
-	var out, errOut bytes.Buffer
-	require.NoError(t, runWatch(ctx, fake, watchOptions{Backlog: 10, Interval: time.Millisecond}, &out, &errOut))
-	require.Equal(t, "15:00:01 web/lead  turn 1\n", out.String())
-	require.Equal(t, "nid: web/lead did not answer (is nid up or nid worker running?): no poller seen for task queue recently, worker may be down (retrying)\n", errOut.String(),
-		"a lasting failure is reported once")
 }
 
 func TestUp(t *testing.T) {
@@ -517,8 +524,9 @@ func TestUp(t *testing.T) {
 		"Temporal Web UI    http://127.0.0.1:8233\n"+
 		"nid HTTP server    http://127.0.0.1:7777\n"+
 		"Dashboard          http://127.0.0.1:7777/login/MFRGGZDFMZTWQ2LKNNWG23TPOA (a one-time login link for 10 minutes; then log in with the API token)\n"+
-		"API token          in .nid/http-token (generated; set http.token to choose one)\n"+
-		"15:00:01 web/lead  turn 1\n",
+		"API token          in .nid/http-token (nid made it on its first start; set http.token to choose one)\n"+
+		"15:00:01 web/lead  turn 1\n"+
+		"── live ──\n",
 		out.String())
 	require.Equal(t, 1, stopped, "Ctrl-C stops the node")
 	require.True(t, got.StartGroups)

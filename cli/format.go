@@ -55,6 +55,10 @@ func percentText(rec workflows.ContextRecord, color bool) string {
 	if rec.WindowTokens > 0 {
 		s += " of " + formatTokens(rec.WindowTokens)
 	}
+	if pct > 100 {
+		// Not a fuller meter: the agent says it holds more than its window.
+		s += " (more than the window, as the agent reports it)"
+	}
 	if color && pct >= yellowFrom {
 		s = ansiYellow + s + ansiReset
 	}

@@ -57,6 +57,7 @@ func TestContextText(t *testing.T) {
 		{"not yellow at 74", pct(74), 200_000, 0, true, "74% of 200k"},
 		{"yellow above, rotations uncoloured", pct(91.2), 258_400, 1, true, yellow("91% of 258.4k") + " ↻1"},
 		{"no colour when not asked", pct(95), 200_000, 0, false, "95% of 200k"},
+		{"over the window says so", pct(740), 200_000, 0, false, "740% of 200k (more than the window, as the agent reports it)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

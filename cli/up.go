@@ -156,5 +156,5 @@ func tokenWhere(file string) string {
 	if file == "" {
 		return "http.token (nid.yaml or NID_HTTP_TOKEN)"
 	}
-	return "in " + file + " (generated; set http.token to choose one)"
+	return "in " + file + " (nid made it on its first start; set http.token to choose one)"
 }

@@ -27,6 +27,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,6 +105,25 @@ func New(stateDir string) *Log {
 // Path is the file the session's transcript is currently written to.
 func (l *Log) Path(group, name string) string {
 	return filepath.Join(l.dir, group, name+".jsonl")
+}
+
+// Sessions lists the sessions with a transcript here, as group/name,
+// sorted.
+func (l *Log) Sessions() ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(l.dir, "*", "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".jsonl")
+		if strings.Contains(name, ".") {
+			continue // a rotated file: the session's current one is listed too
+		}
+		out = append(out, filepath.Base(filepath.Dir(p))+"/"+name)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // old is the path of the session's n-th rotated file (1 is the newest).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -173,28 +175,51 @@ type stopOptions struct {
 func newStopCommand(a *app) *cli.Command {
 	return &cli.Command{
 		Name:      "stop",
-		Usage:     "Stop a session and release its claims and locks",
-		ArgsUsage: "GROUP/SESSION",
+		Usage:     "Stop a session, or every session of a group, and release their claims and locks",
+		ArgsUsage: "GROUP/SESSION | GROUP",
 		Description: "Stops the session's agent; the session takes no more turns or rotations.\n" +
 			"Its claimed tasks go back to the board and its locks are released; nid says\n" +
-			"which. The session stays listed as stopped, with its history.",
+			"which. The session stays listed as stopped, with its history. Given a GROUP,\n" +
+			"stops each of its sessions (a group removed from nid.yaml keeps running until\n" +
+			"then).",
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
 			if err != nil {
 				return err
 			}
 			if len(args) != 1 {
-				return fmt.Errorf("nid stop takes one GROUP/SESSION")
+				return fmt.Errorf("nid stop takes one GROUP/SESSION, or a GROUP to stop all its sessions")
 			}
-			group, name, err := workflows.ParseSessionRef(args[0])
+			var opts stopOptions
+			if strings.Contains(args[0], "/") {
+				opts.Group, opts.Name, err = workflows.ParseSessionRef(args[0])
+			} else {
+				opts.Group, err = args[0], validGroup(args[0])
+			}
 			if err != nil {
 				return err
 			}
 			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
-				return runStop(ctx, c, stopOptions{Group: group, Name: name}, a.Stdout)
+				if opts.Name == "" {
+					return runStopGroup(ctx, c, opts.Group, a.Stdout)
+				}
+				return runStop(ctx, c, opts, a.Stdout)
 			})
 		}),
 	}
+}
+
+func runStopGroup(ctx context.Context, c client.Client, group string, stdout io.Writer) error {
+	stopped, err := nidclient.StopGroup(ctx, c, group)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(stopped)) {
+		if err := printStopped(stdout, group, name, stopped[name]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.Writer) error {
@@ -202,7 +227,13 @@ func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.W
 	if err != nil {
 		return err
 	}
-	ref := opts.Group + "/" + opts.Name
+	return printStopped(stdout, opts.Group, opts.Name, res)
+}
+
+// printStopped says what a stopped session let go of, and when its agent
+// stops.
+func printStopped(stdout io.Writer, group, name string, res nidclient.Stopped) error {
+	ref := group + "/" + name
 	held := "it held no tasks or locks"
 	if len(res.Released) > 0 {
 		held = "released " + strings.Join(res.Released, ", ")
@@ -213,7 +244,7 @@ func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.W
 	// A turn is not cut short: the session stops its agent when it ends.
 	switch res.Was {
 	case workflows.StatusWorking, workflows.StatusRateLimited, workflows.StatusRotating:
-		err = printLine(stdout, "%s is %s: its agent stops when the current step ends", ref, res.Was)
+		return printLine(stdout, "%s is %s: its agent stops when the current step ends", ref, res.Was)
 	}
-	return err
+	return nil
 }

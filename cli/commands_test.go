@@ -513,7 +513,8 @@ func TestUp(t *testing.T) {
 	start := func(_ context.Context, opts worker.Options) (node, error) {
 		got = opts
 		return node{client: fake, frontend: "127.0.0.1:7233", ui: "http://127.0.0.1:8233", http: "http://127.0.0.1:7777",
-			tokenFile: ".nid/http-token", login: "http://127.0.0.1:7777/login/MFRGGZDFMZTWQ2LKNNWG23TPOA", stop: func() error { stopped++; return nil }}, nil
+			tokenFile: ".nid/http-token", login: "http://127.0.0.1:7777/login/MFRGGZDFMZTWQ2LKNNWG23TPOA", stop: func() error { stopped++; return nil },
+			unlisted: []string{"old"}}, nil
 	}
 	var out, errOut bytes.Buffer
 	opts := newUpOptions(cfg, nil, embed, true, "Ctrl-C stops nid.")
@@ -529,6 +530,7 @@ func TestUp(t *testing.T) {
 		"── live ──\n",
 		out.String())
 	require.Equal(t, 1, stopped, "Ctrl-C stops the node")
+	require.Contains(t, errOut.String(), "nid: group old is running but not in the configuration: its sessions go on; nid stop old stops them\n")
 	require.True(t, got.StartGroups)
 	require.NotNil(t, got.StartEmbedded)
 	require.Same(t, cfg, got.Config)
@@ -566,6 +568,19 @@ func TestStop(t *testing.T) {
 			require.Equal(t, []any{workflows.BoardRequest{Session: tt.session}}, fake.updates[0].Args)
 		})
 	}
+}
+
+// nid stop GROUP stops each session of the group that is not stopped yet.
+func TestStopGroup(t *testing.T) {
+	fake := team()
+	fake.groups[0].Sessions = []string{"lead", "old", "worker"}
+	fake.groups[0].Stopped = []string{"old"}
+	fake.updateResult = workflows.BoardResult{Released: []string{"task t1"}}
+	var out bytes.Buffer
+	require.NoError(t, runStopGroup(context.Background(), fake, "web", &out))
+	require.Equal(t, "stopped web/lead; released task t1\n"+
+		"stopped web/worker; released task t1\nweb/worker is working: its agent stops when the current step ends\n", out.String())
+	require.Len(t, fake.updates, 2, "the stopped one is left alone")
 }
 
 func TestStopUnknown(t *testing.T) {

@@ -27,6 +27,8 @@ type node struct {
 	tokenFile string
 	// login is a one-time login link to the dashboard.
 	login string
+	// unlisted are running groups the configuration does not name.
+	unlisted []string
 }
 
 // startNode starts a worker node; tests pass their own.
@@ -37,7 +39,8 @@ func startWorkerNode(ctx context.Context, opts worker.Options) (node, error) {
 	if err != nil {
 		return node{}, err
 	}
-	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop, tokenFile: n.TokenFile, login: n.Login}, nil
+	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop, tokenFile: n.TokenFile, login: n.Login,
+		unlisted: n.Unlisted}, nil
 }
 
 type upOptions struct {
@@ -134,6 +137,9 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 		{"API token", tokenWhere(n.tokenFile)},
 	}); err != nil {
 		return errors.Join(err, n.stop())
+	}
+	for _, g := range n.unlisted {
+		_ = printLine(stderr, "nid: group %s is running but not in the configuration: its sessions go on; nid stop %s stops them", g, g)
 	}
 	fmt.Fprintln(stderr, opts.Hint)
 	if err := runWatch(ctx, n.client, opts.Feed, stdout, stderr); err != nil {

@@ -260,3 +260,31 @@ func ClearInbox(ctx context.Context, c client.Client, group string) (int, error)
 	}
 	return removed, nil
 }
+
+// StopGroup stops every session of a group that is not stopped yet, in
+// name order, and says what each let go of, by session name.
+func StopGroup(ctx context.Context, c client.Client, group string) (map[string]Stopped, error) {
+	v, err := GetGroup(ctx, c, group)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Stopped{}
+	for _, name := range v.Sessions {
+		if slices.Contains(v.Stopped, name) {
+			continue
+		}
+		res, err := Stop(ctx, c, group, name)
+		var refused *RefusedError
+		if errors.As(err, &refused) || IsNotFound(err) {
+			continue // stopped meanwhile, or never started
+		}
+		if err != nil {
+			return out, err
+		}
+		out[name] = res
+	}
+	if len(out) == 0 {
+		return nil, &RefusedError{Message: "every session of group " + group + " is already stopped"}
+	}
+	return out, nil
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/workflows"
@@ -41,6 +42,10 @@ type Node struct {
 	Frontend string
 	UI       string
 	HTTP     string
+
+	// Unlisted names the running groups the configuration does not (nid
+	// up only): nothing stops them but nid stop.
+	Unlisted []string
 
 	// TokenFile is where the generated API token lives; empty when
 	// http.token or NID_HTTP_TOKEN sets it.
@@ -185,8 +190,26 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {
 			return nil, err
 		}
+		n.Unlisted = unlistedGroups(ctx, n.Client, cfg, logger)
 	}
 	return n, nil
+}
+
+// unlistedGroups are the running groups the file no longer names: their
+// sessions go on until stopped, which nid up should say.
+func unlistedGroups(ctx context.Context, c client.Client, cfg *config.Config, logger *slog.Logger) []string {
+	running, err := nidclient.ListGroups(ctx, c)
+	if err != nil {
+		logger.Warn("Could not list the running groups", "error", err)
+		return nil
+	}
+	var out []string
+	for _, g := range running {
+		if _, ok := cfg.Groups[g]; !ok {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // NewEmbeddedOptions is how the config sets up the embedded server, so that

@@ -88,6 +88,10 @@ type Usage struct {
 	UsedTokens   int64  `json:"usedTokens"`
 	WindowTokens int64  `json:"windowTokens"`
 	Source       string `json:"source"`
+	// Model is the model the conversation runs on, when the agent says or
+	// the worker configured one: where a vendor compacts by itself depends
+	// on it.
+	Model string `json:"model,omitempty"`
 }
 
 // VendorCompaction is a compaction the agent's CLI did by itself inside a

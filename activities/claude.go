@@ -269,7 +269,7 @@ func (c *Claude) usage(ref SessionRef, st *ClaudeStream) Usage {
 	if !st.UsageSeen {
 		return Usage{Source: SourceUnknown}
 	}
-	return Usage{UsedTokens: st.Used, WindowTokens: c.window(ref, st.Window), Source: SourceReported}
+	return Usage{UsedTokens: st.Used, WindowTokens: c.window(ref, st.Window), Source: SourceReported, Model: st.Model}
 }
 
 // window records a session's window when a run reported one and returns the

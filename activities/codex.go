@@ -65,7 +65,7 @@ func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	}
 	rep := TurnReport{Conversation: thread, Output: t.Text, Usage: Usage{Source: SourceUnknown}}
 	if t.UsageSeen {
-		rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported}
+		rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported, Model: req.Process.Model}
 	}
 	if t.Compacted {
 		rep.Vendor = &VendorCompaction{BeforeTokens: t.CompactBefore, AfterTokens: t.CompactAfter}
@@ -99,7 +99,7 @@ func (c *Codex) Compact(ctx context.Context, req CompactRequest) (CompactReport,
 		rep.BeforeTokens = t.CompactBefore
 	}
 	rep.AfterTokens = t.Used
-	rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported}
+	rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported, Model: req.Process.Model}
 	return rep, nil
 }
 

@@ -7,6 +7,8 @@ import "github.com/nid-dev/nid/config"
 // then passing the adapter conformance suite.
 type Kind struct {
 	Name string
+	// Title is how people name it: "Claude Code".
+	Title string
 	// Process says it runs a command, configured by an agents: entry.
 	Process bool
 	// DefaultCommand is the program it runs when the config names none;
@@ -26,10 +28,10 @@ type Kind struct {
 // Kinds lists every agent kind, in the order nid names them.
 func Kinds() []Kind {
 	return []Kind{
-		{Name: config.AgentSim, Compacts: true, Tools: true, New: func() Agent { return NewSim() }},
-		{Name: config.AgentClaude, Process: true, DefaultCommand: "claude", Compacts: true, Tools: true, New: func() Agent { return NewClaude() }},
-		{Name: config.AgentCodex, Process: true, DefaultCommand: "codex", Compacts: true, Tools: true, New: func() Agent { return NewCodex() }},
-		{Name: config.AgentExec, Process: true, New: func() Agent { return NewExec() }},
+		{Name: config.AgentSim, Title: "The sim agent", Compacts: true, Tools: true, New: func() Agent { return NewSim() }},
+		{Name: config.AgentClaude, Title: "Claude Code", Process: true, DefaultCommand: "claude", Compacts: true, Tools: true, New: func() Agent { return NewClaude() }},
+		{Name: config.AgentCodex, Title: "Codex", Process: true, DefaultCommand: "codex", Compacts: true, Tools: true, New: func() Agent { return NewCodex() }},
+		{Name: config.AgentExec, Title: "The exec command", Process: true, New: func() Agent { return NewExec() }},
 	}
 }
 
@@ -42,5 +44,5 @@ func KindOf(name string) Kind {
 			return k
 		}
 	}
-	return Kind{Name: name, Compacts: true, Tools: true}
+	return Kind{Name: name, Title: name, Compacts: true, Tools: true}
 }

@@ -282,7 +282,7 @@ func simUsage(cfg config.Sim, used int64) Usage {
 	if cfg.Silent {
 		return Usage{Source: SourceUnknown}
 	}
-	return Usage{UsedTokens: used, WindowTokens: cfg.Window, Source: SourceReported}
+	return Usage{UsedTokens: used, WindowTokens: cfg.Window, Source: SourceReported, Model: "sim"}
 }
 
 // reported is what a sim says about a token count: nothing when silent.

@@ -23,25 +23,9 @@ const (
 // yellowFrom is the context percent from which nid ls shows it in yellow.
 const yellowFrom = 75
 
-// formatTokens writes a token count the way people say it: 999, 1.5k, 200k,
-// 258.4k, 1M.
-func formatTokens(n int64) string {
-	if n < 1000 {
-		return strconv.FormatInt(n, 10)
-	}
-	// Rounded to tenths of a thousand, in integers so 1250 is always 1.3k.
-	if tenths := (n + 50) / 100; tenths < 10_000 {
-		return tenthsString(tenths) + "k"
-	}
-	return tenthsString((n+50_000)/100_000) + "M"
-}
-
-func tenthsString(tenths int64) string {
-	if tenths%10 == 0 {
-		return strconv.FormatInt(tenths/10, 10)
-	}
-	return fmt.Sprintf("%d.%d", tenths/10, tenths%10)
-}
+// formatTokens writes a token count the way people say it (see
+// workflows.TokensText).
+func formatTokens(n int64) string { return workflows.TokensText(n) }
 
 // percentText is "62% of 200k", or "—" when the percent is unknown: a
 // meter never shows a guess as a fact. Percents are rounded down, so a

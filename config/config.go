@@ -231,7 +231,11 @@ type Group struct {
 type Rotate struct {
 	Mode           string `koanf:"mode" json:"mode"`
 	ContextPercent int    `koanf:"contextPercent" json:"contextPercent"`
-	MaxTurns       int    `koanf:"maxTurns" json:"maxTurns"`
+	// ContextTokens rotates when the context holds this many tokens (0:
+	// no such limit), whichever of it and ContextPercent comes first: on a
+	// 1M window 85% is far past where models degrade.
+	ContextTokens int64 `koanf:"contextTokens" json:"contextTokens,omitempty"`
+	MaxTurns      int   `koanf:"maxTurns" json:"maxTurns"`
 }
 
 // Session is one agent seat in a group.

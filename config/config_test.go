@@ -176,7 +176,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in rotate",
 			yaml: group("    rotate: {turns: 3}\n" + oneSim),
-			want: []string{`groups.web.rotate.turns: unknown key (allowed: mode, contextPercent, maxTurns)`},
+			want: []string{`groups.web.rotate.turns: unknown key (allowed: mode, contextPercent, contextTokens, maxTurns)`},
 		},
 		{
 			name: "unknown key in sim",
@@ -648,7 +648,7 @@ func TestApplyRotateJSON(t *testing.T) {
 		{
 			name:    "unknown field",
 			js:      `{"mode":"off","turns":3}`,
-			wantErr: []string{`turns: unknown key (allowed: mode, contextPercent, maxTurns)`},
+			wantErr: []string{`turns: unknown key (allowed: mode, contextPercent, contextTokens, maxTurns)`},
 		},
 		{
 			name: "invalid values, all reported",

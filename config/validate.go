@@ -309,6 +309,9 @@ func (r Rotate) problems(prefix string) []problem {
 	if r.MaxTurns < 0 {
 		ps = append(ps, problem{join(prefix, "maxTurns"), fmt.Sprintf("%d must be 0 (never) or more", r.MaxTurns)})
 	}
+	if r.ContextTokens < 0 {
+		ps = append(ps, problem{join(prefix, "contextTokens"), fmt.Sprintf("%d must be 0 (no token limit) or more", r.ContextTokens)})
+	}
 	return ps
 }
 

@@ -33,6 +33,9 @@ type GroupState struct {
 	BoardRev int64 `json:"boardRev,omitempty"`
 	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
 	HistoryLimit int `json:"historyLimit,omitempty"`
+	// Learned is what sessions saw of vendors that compact by themselves,
+	// or the human set, by agent kind and model.
+	Learned []LearnedPoint `json:"learned,omitempty"`
 }
 
 type group struct {
@@ -75,6 +78,7 @@ func (g *group) setup(ctx workflow.Context) error {
 		{UpdateSetPolicy, g.setPolicy, g.validateSetPolicy},
 		{UpdateSync, g.sync, g.validateSync},
 		{UpdateSetBudget, g.setBudget, g.validateSetBudget},
+		{UpdateSetLearned, g.setLearned, g.validateSetLearned},
 		{UpdateTaskAdd, g.taskAdd, g.validateTaskAdd},
 		{UpdateTaskClaim, g.taskClaim, g.validateTaskClaim},
 		{UpdateTaskDone, g.taskDone, g.validateTaskDone},
@@ -118,6 +122,7 @@ func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalCharge, g.onCharge)
 	onSignal(ctx, sel, SignalClaimNext, g.onClaimNext)
 	onSignal(ctx, sel, SignalReserve, g.onReserve)
+	onSignal(ctx, sel, SignalLearned, g.onLearned)
 	return sel
 }
 
@@ -167,7 +172,7 @@ func (g *group) view() (GroupView, error) {
 	v := GroupView{
 		Name: g.name, Goal: g.st.Goal, Policy: g.st.Policy,
 		Sessions: slices.Clone(g.st.Sessions), Stopped: slices.Clone(g.st.Stopped),
-		Inbox: slices.Clone(g.st.Inbox), Board: g.board(),
+		Inbox: slices.Clone(g.st.Inbox), Board: g.board(), Learned: slices.Clone(g.st.Learned),
 	}
 	if v.Inbox == nil {
 		v.Inbox = []InboxItem{}
@@ -395,6 +400,41 @@ func (g *group) charged(ctx workflow.Context, before string) {
 	g.push(ctx, "")
 }
 
+// onLearned keeps what a session saw of its vendor compacting by itself
+// before nid's threshold, tells the inbox once, and pushes it to every
+// session: all sessions of that kind and model rotate a margin before it.
+// A point the human set stays as set.
+func (g *group) onLearned(ctx workflow.Context, p LearnedPoint) {
+	have := learnedFor(g.st.Learned, p.Kind, p.Model)
+	switch {
+	case have != nil && (have.Set || have.Percent == p.Percent):
+		return
+	case have != nil:
+		*have = p
+	default:
+		g.st.Learned = append(g.st.Learned, p)
+		slices.SortFunc(g.st.Learned, func(a, b LearnedPoint) int { return strings.Compare(a.Key(), b.Key()) })
+	}
+	g.addInbox(InboxItem{At: workflow.Now(ctx), Group: g.name, Kind: "learned",
+		Text: LearnedText(p) + fmt.Sprintf(" (nid group set %s learned='{\"%s\": null}' forgets it)", g.name, p.Key())})
+	g.pushPolicy(ctx)
+}
+
+func (g *group) validateSetLearned(_ workflow.Context, req SetLearned) error {
+	_, err := applyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
+	return err
+}
+
+func (g *group) setLearned(ctx workflow.Context, req SetLearned) ([]LearnedPoint, error) {
+	learned, err := applyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
+	if err != nil {
+		return g.st.Learned, err
+	}
+	g.st.Learned = learned
+	g.pushPolicy(ctx)
+	return slices.Clone(learned), nil
+}
+
 // onReserve grants a session one turn while the budget lasts (see
 // BoardState.reserve) and answers it with the board.
 func (g *group) onReserve(ctx workflow.Context, r Reserve) {
@@ -440,10 +480,12 @@ func (g *group) push(ctx workflow.Context, only string) {
 	}
 }
 
-// pushPolicy sends the policy to every session, in name order.
+// pushPolicy sends the policy, with what was learned, to every session, in
+// name order.
 func (g *group) pushPolicy(ctx workflow.Context) {
+	change := PolicyChange{Rotate: g.st.Policy, Learned: slices.Clone(g.st.Learned)}
 	for _, s := range g.st.Sessions {
-		err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalPolicy, PolicyChange{Rotate: g.st.Policy}).Get(ctx, nil)
+		err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalPolicy, change).Get(ctx, nil)
 		logUndelivered(ctx, "policy", s, err)
 	}
 }

@@ -25,20 +25,23 @@ type groupHarness struct {
 	env    *testsuite.TestWorkflowEnvironment
 	mu     sync.Mutex
 	pushed map[string][]config.Rotate
-	boards map[string][]BoardView
-	stops  []string
+	// pushedLearned is what each policy push carried of learned points.
+	pushedLearned map[string][][]LearnedPoint
+	boards        map[string][]BoardView
+	stops         []string
 }
 
 func newGroupHarness(t *testing.T) *groupHarness {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	h := &groupHarness{t: t, env: suite.NewTestWorkflowEnvironment(), pushed: map[string][]config.Rotate{}}
+	h := &groupHarness{t: t, env: suite.NewTestWorkflowEnvironment(), pushed: map[string][]config.Rotate{}, pushedLearned: map[string][][]LearnedPoint{}}
 	h.env.RegisterWorkflowWithOptions(GroupWorkflow, workflow.RegisterOptions{Name: GroupWorkflowName})
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalPolicy, mock.Anything).Return(
 		func(_, id, _, _ string, arg interface{}) error {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.pushed[id] = append(h.pushed[id], arg.(PolicyChange).Rotate)
+			h.pushedLearned[id] = append(h.pushedLearned[id], arg.(PolicyChange).Learned)
 			return nil
 		})
 	h.boards = map[string][]BoardView{}
@@ -434,4 +437,42 @@ func TestInboxCountsRepeatsAndClears(t *testing.T) {
 	require.Equal(t, 2, cleared.value)
 	require.Len(t, v.Inbox, 1)
 	require.Equal(t, "turns failed", v.Inbox[0].Text)
+}
+
+// What a session learns of its vendor reaches every session of the group,
+// and the inbox once; the human can set or forget a point, and a point set
+// stays as set.
+func TestGroupLearnsAVendorsPointOnceAndTheHumanCanOverride(t *testing.T) {
+	h := newGroupHarness(t)
+	seen := LearnedPoint{Kind: "claude", Model: "claude-sonnet-4-5", Percent: 80, SeenTokens: 166_000, Window: 200_000}
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalLearned, seen)
+		h.env.SignalWorkflow(SignalLearned, seen) // the sibling saw it too
+	}, time.Minute)
+	var learned GroupView
+	h.env.RegisterDelayedCallback(func() {
+		q, err := h.env.QueryWorkflow(QueryGroup)
+		require.NoError(t, err)
+		require.NoError(t, q.Get(&learned))
+	}, 2*time.Minute)
+	set := h.update(3*time.Minute, UpdateSetLearned, SetLearned{LearnedJSON: `{"claude/claude-sonnet-4-5": 75}`}, &[]LearnedPoint{})
+	bad := h.update(4*time.Minute, UpdateSetLearned, SetLearned{LearnedJSON: `{"claude/claude-sonnet-4-5": 0.5}`}, nil)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalLearned, LearnedPoint{Kind: "claude", Model: "claude-sonnet-4-5", Percent: 70, SeenTokens: 146_000, Window: 200_000})
+	}, 5*time.Minute)
+	v := h.run(groupInput(), time.Hour)
+
+	require.Equal(t, []LearnedPoint{seen}, learned.Learned)
+	require.Len(t, learned.Inbox, 1, "said once")
+	require.Equal(t, `Claude Code compacted itself at 83% of 200k; nid now rotates claude-sonnet-4-5 sessions at 80% (nid group set web learned='{"claude/claude-sonnet-4-5": null}' forgets it)`,
+		learned.Inbox[0].Text)
+	pushes := h.pushedLearned[SessionID("web", "worker")]
+	require.NotEmpty(t, pushes)
+	require.Equal(t, []LearnedPoint{seen}, pushes[0], "every session hears of it")
+
+	require.NoError(t, set.err)
+	require.Error(t, bad.rejected)
+	require.Equal(t, []LearnedPoint{{Kind: "claude", Model: "claude-sonnet-4-5", Percent: 75, Set: true}}, v.Learned,
+		"what the human set stays as set")
+	require.Len(t, v.Inbox, 1)
 }

@@ -83,6 +83,19 @@ type SessionState struct {
 	UsedSeq    int64 `json:"usedSeq,omitempty"`
 	// Unbilled is what the session spent and has not yet charged the group.
 	Unbilled Charge `json:"unbilled,omitempty"`
+
+	// Learned are the points the group learned of agent kinds and models
+	// that compact by themselves (VersionThresholds).
+	Learned []LearnedPoint `json:"learned,omitempty"`
+	// HandoffNext makes the next policy rotation a handoff: a compaction
+	// did not help.
+	HandoffNext bool `json:"handoffNext,omitempty"`
+	// PolicyHalted says why policy rotations stopped for this session;
+	// empty while they run. A new policy starts them again.
+	PolicyHalted string `json:"policyHalted,omitempty"`
+	// SelfRotations are the TotalTurns at the session's recent rotations
+	// that it started by itself, for the circuit breaker.
+	SelfRotations []int `json:"selfRotations,omitempty"`
 }
 
 type session struct {

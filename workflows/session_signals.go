@@ -103,7 +103,20 @@ func (s *session) onRateLimit(ctx workflow.Context, r RateLimit) {
 }
 
 func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {
+	changed := p.Rotate != s.st.Policy
 	s.st.Policy = p.Rotate
+	if s.has(VersionThresholds) {
+		s.st.Learned = p.Learned
+		s.noteThreshold()
+		if changed && s.st.PolicyHalted != "" {
+			// The human changed the policy: it may help now.
+			s.st.PolicyHalted, s.st.HandoffNext = "", false
+			s.record(ctx, Event{Kind: EventPolicy, Text: "policy rotations start again under the new policy"})
+		}
+		if !changed {
+			return // only what was learned changed; the session said so
+		}
+	}
 	s.record(ctx, Event{Kind: EventPolicy, Text: "policy: " + PolicyText(p.Rotate)})
 }
 

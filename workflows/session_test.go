@@ -38,6 +38,15 @@ type fakeAgent struct {
 	convs       int
 	failCompact bool
 	noHandoff   bool
+	// vendorAt makes the agent compact by itself, to a tenth, at the start
+	// of a turn once its context has reached this many tokens (0: never),
+	// as Claude Code does.
+	vendorAt int64
+	// compactTo is what a compaction leaves, as a fraction (0: a tenth).
+	compactTo float64
+	// freshTokens is where a fresh conversation starts (0: its prompt's
+	// length).
+	freshTokens int64
 	// onTurn runs inside a work turn, e.g. to signal mid-turn; onCompact
 	// inside a compaction.
 	onTurn    func(in activities.TurnInput)
@@ -64,6 +73,16 @@ func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activit
 		f.convs++
 		conv = fmt.Sprintf("conv-%d", f.convs)
 		f.used[conv] = int64(len(in.Prompt))
+		if f.freshTokens > 0 {
+			f.used[conv] = f.freshTokens
+		}
+	}
+	var vendor *activities.VendorCompaction
+	if f.vendorAt > 0 && f.used[conv] >= f.vendorAt {
+		// Like Claude Code, it compacts at the start of a turn, when what
+		// it would send is past its own point.
+		vendor = &activities.VendorCompaction{BeforeTokens: f.used[conv], AfterTokens: f.used[conv] / 10}
+		f.used[conv] /= 10
 	}
 	f.used[conv] += f.perTurn
 	used := f.used[conv]
@@ -86,7 +105,8 @@ func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activit
 	return activities.TurnResult{TurnReport: activities.TurnReport{
 		Conversation: conv,
 		Output:       out,
-		Usage:        activities.Usage{UsedTokens: used, WindowTokens: f.window, Source: activities.SourceReported},
+		Usage:        activities.Usage{UsedTokens: used, WindowTokens: f.window, Source: activities.SourceReported, Model: "fake-1"},
+		Vendor:       vendor,
 	}}, nil
 }
 
@@ -101,6 +121,9 @@ func (f *fakeAgent) Compact(_ context.Context, in activities.CompactInput) (acti
 		return activities.CompactReport{OK: false, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: before, Detail: "refused"}, nil
 	}
 	after := before / 10
+	if f.compactTo > 0 {
+		after = int64(float64(before) * f.compactTo)
+	}
 	f.used[in.Conversation] = after
 	return activities.CompactReport{OK: true, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: after,
 		Usage: activities.Usage{UsedTokens: after, WindowTokens: f.window, Source: activities.SourceReported}}, nil
@@ -134,6 +157,8 @@ type harness struct {
 	mu    sync.Mutex
 	// ask, when set, is what a test asks of the session mid-turn.
 	ask func()
+	// learned are the points the session told its group.
+	learned []LearnedPoint
 }
 
 func newHarness(t *testing.T) *harness {
@@ -165,6 +190,13 @@ func newHarness(t *testing.T) *harness {
 	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalCharge, mock.Anything).Return(
 		func(_, _, _, _ string, arg interface{}) error {
 			h.group.charge(arg.(Charge))
+			return nil
+		})
+	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalLearned, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.learned = append(h.learned, arg.(LearnedPoint))
 			return nil
 		})
 	return h

@@ -172,7 +172,7 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 	s.st.Context.Turns++
 	s.st.Context.TotalTurns++
 	if res.Vendor != nil {
-		s.vendorCompacted(ctx, *res.Vendor)
+		s.vendorCompacted(ctx, *res.Vendor, res.Usage)
 	}
 	s.applyUsage(res.Usage)
 	rec := s.st.Context
@@ -263,6 +263,28 @@ func (s *session) applyUsage(u activities.Usage) {
 		p := float64(u.UsedTokens) * 100 / float64(u.WindowTokens)
 		c.Percent = &p
 	}
+	if s.has(VersionThresholds) {
+		if u.Model != "" {
+			c.Model = u.Model
+		}
+		s.noteThreshold()
+	}
+}
+
+// noteThreshold keeps the context record's threshold current, for the
+// meters and the agent's context_status.
+func (s *session) noteThreshold() {
+	c := &s.st.Context
+	c.Threshold = nil
+	if t := s.threshold(); t.Tokens > 0 {
+		c.Threshold = &t
+	}
+}
+
+// threshold is where the policy rotates this session now.
+func (s *session) threshold() Threshold {
+	c := s.st.Context
+	return EffectiveThreshold(s.st.Policy, learnedFor(s.st.Learned, s.in.Spec.Kind, c.Model), c.WindowTokens)
 }
 
 // prepareWorkspace creates the session's worktree and branch once, on the

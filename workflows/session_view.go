@@ -20,6 +20,8 @@ func (s *session) view() (SessionView, error) {
 		Rotating:       s.running,
 		HandoffPending: s.st.HandoffPending,
 		ContextFull:    s.st.ContextFull,
+		PolicyHalted:   s.st.PolicyHalted,
+		HandoffNext:    s.st.HandoffNext,
 		QueuedMessages: len(s.st.Messages),
 		LastOutput:     s.st.LastOutput,
 		Events:         s.st.Events,

@@ -1,6 +1,9 @@
 package workflows
 
-import "github.com/nid-dev/nid/config"
+import (
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+)
 
 // trigger is one reason a session rotates at a turn boundary. due says the
 // method it asks for now ("" when it does not); take consumes what asked for
@@ -21,8 +24,12 @@ func (s *session) triggers() []trigger {
 		{
 			// The agent called handoff_write outside a rotation: rotate by
 			// handoff with its summary, without asking again.
+			// Since VersionThresholds not while the breaker holds: an agent
+			// asking for a fresh start every turn is thrashing too.
 			reason: ReasonAgent,
-			due:    func(s *session) string { return when(s.st.HandoffPending, config.ModeHandoff) },
+			due: func(s *session) string {
+				return when(s.st.HandoffPending && s.st.PolicyHalted == "", config.ModeHandoff)
+			},
 			take: func(s *session) string {
 				summary := s.st.Handoff
 				s.st.HandoffPending, s.st.Handoff = false, ""
@@ -56,12 +63,19 @@ func (s *session) triggers() []trigger {
 			},
 		},
 		{
-			// The context reached the policy's threshold.
+			// The context reached the policy's threshold: contextPercent,
+			// contextTokens or a margin below the vendor's own point,
+			// whichever comes first (see EffectiveThreshold).
 			reason: ReasonContext,
 			due: func(s *session) string {
 				c, p := s.st.Context, s.st.Policy
-				return when(s.policyMayRotate() && c.Percent != nil && p.ContextPercent > 0 &&
-					*c.Percent >= float64(p.ContextPercent), p.Mode)
+				if !s.has(VersionThresholds) {
+					return when(s.policyMayRotate() && c.Percent != nil && p.ContextPercent > 0 &&
+						*c.Percent >= float64(p.ContextPercent), p.Mode)
+				}
+				t := s.threshold()
+				return when(s.policyMayRotate() && c.Source != activities.SourceUnknown && t.Tokens > 0 &&
+					c.UsedTokens >= t.Tokens, s.policyMode())
 			},
 			take: takeNothing,
 		},
@@ -70,7 +84,7 @@ func (s *session) triggers() []trigger {
 			reason: ReasonMaxTurns,
 			due: func(s *session) string {
 				p := s.st.Policy
-				return when(s.policyMayRotate() && p.MaxTurns > 0 && s.st.Context.Turns >= p.MaxTurns, p.Mode)
+				return when(s.policyMayRotate() && p.MaxTurns > 0 && s.st.Context.Turns >= p.MaxTurns, s.policyMode())
 			},
 			take: takeNothing,
 		},
@@ -138,8 +152,17 @@ func (s *session) policyMayRotate() bool {
 	if s.has(VersionRotationBudget) {
 		spent = spent && !s.granted() // its turn was reserved before the budget ran out
 	}
-	return p.Mode != config.ModeOff && p.Mode != "" &&
+	return p.Mode != config.ModeOff && p.Mode != "" && s.st.PolicyHalted == "" &&
 		s.st.Status != StatusNeedsAttention && s.st.Context.TotalTurns > s.st.PolicyHeldAtTurn && !spent
+}
+
+// policyMode is the method of a policy rotation: the group's, but a
+// handoff after a compaction that did not help.
+func (s *session) policyMode() string {
+	if s.st.HandoffNext && s.st.Policy.Mode != config.ModeOff {
+		return config.ModeHandoff
+	}
+	return s.st.Policy.Mode
 }
 
 // joinPendingRequest lets a handoff the session runs anyway serve a manual

@@ -72,8 +72,21 @@ const (
 	// idle. Histories: testdata/v3-*.json.
 	VersionRotationBudget Version = 6
 
+	// VersionThresholds: the policy's threshold is the least of
+	// contextPercent, contextTokens and a margin below where the session's
+	// agent kind and model were seen to compact by themselves (learned
+	// from the session's own vendor compactions, and pushed by the group to
+	// every session). Rotations are judged: one that leaves the context
+	// above the threshold less a margin is ineffective (after a compaction
+	// the next policy rotation is a handoff; after a handoff the policy
+	// stops for the session, which keeps working), and a session that
+	// rotates by itself more than breakerRotations times in breakerTurns
+	// turns stops its policy rotations; either says so in the inbox.
+	// Histories: testdata/v4-*.json.
+	VersionThresholds Version = 7
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionRotationBudget
+	versionLatest = VersionThresholds
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

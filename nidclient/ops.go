@@ -163,19 +163,38 @@ func updateGroup(ctx context.Context, c client.Client, group, field, update stri
 // a group that is not running as a *NotFoundError; no answer as an
 // *UnavailableError.
 func UpdateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
-	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.GroupID(group),
-		UpdateName:   update,
-		Args:         []any{arg},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return groupError(ctx, c, group, err)
+	for attempt := 1; ; attempt++ {
+		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID:   workflows.GroupID(group),
+			UpdateName:   update,
+			Args:         []any{arg},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err != nil {
+			return groupError(ctx, c, group, err)
+		}
+		err = handle.Get(ctx, out)
+		if err != nil && cutOffByNewRun(err) && attempt < updateAttempts {
+			// The group continued as new as it took the update, before
+			// running it: the new run takes it.
+			continue
+		}
+		if err != nil {
+			return &RefusedError{Message: workflows.ErrorText(err)}
+		}
+		return nil
 	}
-	if err := handle.Get(ctx, out); err != nil {
-		return &RefusedError{Message: workflows.ErrorText(err)}
-	}
-	return nil
+}
+
+// updateAttempts bounds how often an update is sent again after a group
+// continued as new under it.
+const updateAttempts = 3
+
+// cutOffByNewRun says an update failed because its workflow continued as
+// new (or ended) after taking it: the server's own words, as it has no
+// error type for it.
+func cutOffByNewRun(err error) bool {
+	return strings.Contains(err.Error(), "Workflow completed before the Update completed")
 }
 
 // Inbox gathers the inbox items of one group, or of every running group

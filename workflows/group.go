@@ -111,7 +111,7 @@ func (g *group) run(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return historyFull(ctx, g.st.HistoryLimit) }); err != nil {
 		return err
 	}
-	return continueAsNew(ctx, g.signalSelector, GroupWorkflowName, func() any {
+	return continueAsNew(ctx, g.version, g.signalSelector, GroupWorkflowName, func() any {
 		return GroupInput{Name: g.name, State: g.st}
 	})
 }

@@ -188,7 +188,7 @@ func (s *session) run(ctx workflow.Context) error {
 			continue
 		}
 		if s.historyFull(ctx) {
-			return continueAsNew(ctx, s.signalSelector, SessionWorkflowName, func() any {
+			return continueAsNew(ctx, s.version, s.signalSelector, SessionWorkflowName, func() any {
 				in := s.in
 				in.State = s.st
 				return in

@@ -85,8 +85,15 @@ const (
 	// Histories: testdata/v4-*.json.
 	VersionThresholds Version = 7
 
+	// VersionSettledContinueAsNew: a session or group continues as new only
+	// once no signal is left and every handler has finished after the
+	// last drain (see continueAsNew), so an update accepted while a signal
+	// handler was blocked is never cut off by the new run. Histories:
+	// testdata/v4-*.json.
+	VersionSettledContinueAsNew Version = 8
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionThresholds
+	versionLatest = VersionSettledContinueAsNew
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

@@ -421,12 +421,12 @@ func (g *group) onLearned(ctx workflow.Context, p LearnedPoint) {
 }
 
 func (g *group) validateSetLearned(_ workflow.Context, req SetLearned) error {
-	_, err := applyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
+	_, err := ApplyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
 	return err
 }
 
 func (g *group) setLearned(ctx workflow.Context, req SetLearned) ([]LearnedPoint, error) {
-	learned, err := applyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
+	learned, err := ApplyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
 	if err != nil {
 		return g.st.Learned, err
 	}

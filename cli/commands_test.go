@@ -285,7 +285,7 @@ func TestGroupSet(t *testing.T) {
 	var out bytes.Buffer
 	js := `{"mode":"handoff","maxTurns":40}`
 	require.NoError(t, runGroupSet(context.Background(), fake, groupSetOptions{Group: "web", RotateJSON: js}, &out))
-	require.Equal(t, "web rotate: mode=handoff contextPercent=85 maxTurns=40\n", out.String())
+	require.Equal(t, "web rotate: mode=handoff contextPercent=85 maxTurns=40 maxConcurrentRotations=unlimited\n", out.String())
 	require.Len(t, fake.updates, 1)
 	u := fake.updates[0]
 	require.Equal(t, "nid/web", u.WorkflowID)
@@ -296,7 +296,7 @@ func TestGroupSet(t *testing.T) {
 	fake.updateResult = config.Rotate{Mode: config.ModeAuto, ContextPercent: 70}
 	out.Reset()
 	require.NoError(t, runGroupSet(context.Background(), fake, groupSetOptions{Group: "web", RotateJSON: `{"maxTurns":0,"contextPercent":70}`}, &out))
-	require.Equal(t, "web rotate: mode=auto contextPercent=70 maxTurns=never\n", out.String())
+	require.Equal(t, "web rotate: mode=auto contextPercent=70 maxTurns=never maxConcurrentRotations=unlimited\n", out.String())
 }
 
 func TestGroupSetRejects(t *testing.T) {

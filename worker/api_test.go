@@ -95,8 +95,8 @@ func TestAPIMethods(t *testing.T) {
 		{MethodSessionRotate, `{"session": "web/lead"}`, `{"session":"web/lead","when":"now","mode":"auto","message":"rotating web/lead now (auto)"}`},
 		{MethodSessionRotate, `{"session": "web/worker", "mode": "handoff"}`, `{"session":"web/worker","when":"after-turn","mode":"handoff","message":"web/worker is working: it rotates (handoff) when the current turn ends"}`},
 		{MethodSessionSend, `{"session": "web/lead", "text": "run the tests"}`, `{"session":"web/lead","queued":true}`},
-		{MethodGroupSet, `{"group": "web", "rotate": {"mode": "handoff", "contextPercent": 80}}`, `{"group":"web","rotate":{"mode":"handoff","contextPercent":80,"maxTurns":0},"budget":{},"learned":[]}`},
-		{MethodGroupSet, `{"group": "web", "budget": {"turns": 500, "usd": 20}}`, `{"group":"web","rotate":{"mode":"auto","contextPercent":85,"maxTurns":0},"budget":{"turns":500,"usd":20},"learned":[]}`},
+		{MethodGroupSet, `{"group": "web", "rotate": {"mode": "handoff", "contextPercent": 80}}`, `{"group":"web","rotate":{"mode":"handoff","contextPercent":80,"maxTurns":0,"maxConcurrentRotations":0},"budget":{},"learned":[]}`},
+		{MethodGroupSet, `{"group": "web", "budget": {"turns": 500, "usd": 20}}`, `{"group":"web","rotate":{"mode":"auto","contextPercent":85,"maxTurns":0,"maxConcurrentRotations":0},"budget":{"turns":500,"usd":20},"learned":[]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.body, func(t *testing.T) {

@@ -310,7 +310,7 @@ type codexServer struct {
 }
 
 func startCodex(ctx context.Context, p Process, mcp MCPAccess) (*codexServer, error) {
-	path, err := lookCommand(config.AgentCodex, p)
+	path, err := lookCommand(KindCodex, p)
 	if err != nil {
 		return nil, err
 	}

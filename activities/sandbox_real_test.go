@@ -24,16 +24,16 @@ import (
 // cannot work, and that nid's secrets stay out of its reach.
 
 // realCLIs are the agent kinds whose real CLI these tests run.
-var realCLIs = []string{config.AgentClaude, config.AgentCodex}
+var realCLIs = []string{activities.KindClaude, activities.KindCodex}
 
 // realRig returns the world of one session of the given kind, and its
 // adapter.
 func realRig(t *testing.T, kind string) (*agentRig, activities.Agent) {
 	t.Helper()
 	switch kind {
-	case config.AgentClaude:
+	case activities.KindClaude:
 		return claudeRig(t)
-	case config.AgentCodex:
+	case activities.KindCodex:
 		return codexRig(t)
 	}
 	t.Fatalf("no rig for %s", kind)
@@ -157,7 +157,7 @@ func TestAgentNetwork(t *testing.T) {
 				site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
 				t.Cleanup(site.Close)
 				r, ag := realRig(t, kind)
-				r.proc.Network = network
+				r.proc.Network = network != nil && *network
 				// The empty --noproxy sends even a loopback request through
 				// the proxy Claude Code's sandbox gives commands, as a request
 				// to any other host would go.
@@ -202,9 +202,9 @@ func TestAgentSandboxUnavailable(t *testing.T) {
 		want string
 	}{
 		// Codex brings its own bubblewrap; Claude Code needs the host's.
-		{config.AgentClaude, "no bubblewrap", func(t *testing.T) string { return t.TempDir() }, "apt-get install bubblewrap socat"},
-		{config.AgentClaude, "user namespaces refused", func(t *testing.T) string { return fakeBwrap(t) + ":" + os.Getenv("PATH") }, "user namespace"},
-		{config.AgentCodex, "user namespaces refused", func(t *testing.T) string { return fakeBwrap(t) + ":" + os.Getenv("PATH") }, "user namespace"},
+		{activities.KindClaude, "no bubblewrap", func(t *testing.T) string { return t.TempDir() }, "apt-get install bubblewrap socat"},
+		{activities.KindClaude, "user namespaces refused", func(t *testing.T) string { return fakeBwrap(t) + ":" + os.Getenv("PATH") }, "user namespace"},
+		{activities.KindCodex, "user namespaces refused", func(t *testing.T) string { return fakeBwrap(t) + ":" + os.Getenv("PATH") }, "user namespace"},
 	} {
 		t.Run(tc.kind+"/"+tc.name, func(t *testing.T) {
 			path := tc.path(t)

@@ -20,12 +20,12 @@ func TestTranscriptAcrossAHandoff(t *testing.T) {
 	state := t.TempDir()
 	logs := transcript.New(state)
 	acts := &Activities{
-		Agents:      map[string]Agent{config.AgentSim: NewSim()},
+		Agents:      map[string]Agent{KindSim: NewSim()},
 		StateDir:    state,
 		MCP:         func(SessionRef) MCPAccess { return MCPAccess{URL: rec.URL} },
 		Transcripts: logs,
 	}
-	spec := AgentSpec{Kind: config.AgentSim, Sim: config.Sim{TurnDelay: config.Duration(time.Millisecond)}}
+	spec := AgentSpec{Kind: KindSim, Sim: config.Sim{TurnDelay: config.Duration(time.Millisecond)}}
 	turn := func(conv, kind, prompt string) string {
 		res, err := acts.RunTurn(ctx, TurnInput{Session: lead, Spec: spec, Conversation: conv, Prompt: prompt, Kind: kind})
 		require.NoError(t, err)

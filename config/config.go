@@ -35,20 +35,52 @@ const (
 // Modes returns the rotation modes a group's policy may name.
 func Modes() []string { return []string{ModeAuto, ModeCompact, ModeHandoff, ModeOff} }
 
-// Agent kinds nid knows how to drive.
-const (
-	AgentSim    = "sim"
-	AgentClaude = "claude"
-	AgentCodex  = "codex"
-	AgentExec   = "exec"
-)
+// Kind is what the configuration must know of an agent kind. The kinds
+// and every other fact about them are one entry each in
+// activities.Kinds(); since config imports nothing of nid's own, whoever
+// loads or validates a configuration hands them in (LoadOptions.Kinds,
+// Validate).
+type Kind struct {
+	// Name is what a session's agent key says, and the key of the kind's
+	// agents: entry.
+	Name string
+	// Process says it runs a command, which an agents: entry and the
+	// session keys command, args, env, model, turnTimeout, permissions and
+	// network configure.
+	Process bool
+	// DefaultCommand is the program it runs when nid.yaml names none;
+	// empty means nid.yaml must name one.
+	DefaultCommand string
+	// Permissions are the permissions values it can enforce, in the order
+	// of PermissionsModes.
+	Permissions []string
+	// Sim says a session's sim: block configures it.
+	Sim bool
+}
 
-// AgentKinds returns the agent kinds a session may name.
-func AgentKinds() []string { return []string{AgentSim, AgentClaude, AgentCodex, AgentExec} }
+// kinds are the agent kinds a configuration is checked against.
+type kinds []Kind
 
-// ProcessKinds returns the agent kinds that run a command, and so take the
-// settings of an agents: entry.
-func ProcessKinds() []string { return []string{AgentClaude, AgentCodex, AgentExec} }
+// named returns the kind called name.
+func (ks kinds) named(name string) (Kind, bool) {
+	for _, k := range ks {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// names lists the names of the kinds keep accepts, for messages.
+func (ks kinds) names(keep func(Kind) bool) string {
+	var names []string
+	for _, k := range ks {
+		if keep(k) {
+			names = append(names, k.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
 
 // What an agent may change: its permissions. Claude Code and Codex enforce
 // them with their own sandboxes; nid only chooses the setting.
@@ -70,19 +102,6 @@ const DefaultPermissions = PermissionsWorkspace
 // PermissionsModes returns the values permissions may take.
 func PermissionsModes() []string {
 	return []string{PermissionsWorkspace, PermissionsReadonly, PermissionsFull}
-}
-
-// PermissionsOf returns the permissions an agent kind can enforce. An exec
-// agent is the user's own command, which nid cannot put in a vendor's
-// sandbox, so it runs only when the user says full.
-func PermissionsOf(kind string) []string {
-	switch kind {
-	case AgentClaude, AgentCodex:
-		return PermissionsModes()
-	case AgentExec:
-		return []string{PermissionsFull}
-	}
-	return nil
 }
 
 // nameRE is the rule for group and session names. They become parts of
@@ -261,8 +280,8 @@ type AgentSettings struct {
 	// which wins over the agents: entry of its kind.
 	Permissions string `koanf:"permissions" json:"permissions,omitempty"`
 	// Network says whether the agent's commands may reach the network;
-	// nil means what the vendor's sandbox does by default (no network for
-	// both Claude Code and Codex). It is resolved like Permissions.
+	// nil means what the kind's sandbox does by default, which its entry in
+	// activities.Kinds() says. It is resolved like Permissions.
 	Network *bool `koanf:"network" json:"network,omitempty"`
 }
 
@@ -293,8 +312,9 @@ func (c *Config) session(group, name string) *Session {
 
 // AgentFor resolves a session's agent settings: the agents: entry of its
 // kind, then the session's own values over it (env merged key by key), then
-// the built-in defaults (command claude or codex found on PATH, turn timeout
-// DefaultTurnTimeout). ok is false when the config has no such session.
+// the built-in turn timeout, DefaultTurnTimeout. An empty Command means the
+// kind's default command (Kind.DefaultCommand), which the worker resolves.
+// ok is false when the config has no such session.
 func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
 	sess := c.session(group, session)
 	if sess == nil {
@@ -321,9 +341,6 @@ func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
 	}
 	if sess.TurnTimeout > 0 {
 		s.TurnTimeout = sess.TurnTimeout
-	}
-	if s.Command == "" && (sess.Agent == AgentClaude || sess.Agent == AgentCodex) {
-		s.Command = sess.Agent
 	}
 	if s.TurnTimeout <= 0 {
 		s.TurnTimeout = Duration(DefaultTurnTimeout)

@@ -5,7 +5,12 @@
 // Nothing outside this package sees koanf. Every problem in a file is reported
 // at once by Validate, each naming its key path and what is allowed.
 //
-//	cfg, err := config.Load(config.LoadOptions{File: path, Environ: os.Environ()})
+// Config knows no agent kind of its own: each kind is one entry in
+// activities.Kinds(), and the caller hands their config part in, so that a
+// fact about a kind (its default command, the permissions it can enforce,
+// whether a sim: block configures it) lives in that entry only.
+//
+//	cfg, err := config.Load(config.LoadOptions{File: path, Environ: os.Environ(), Kinds: activities.ConfigKinds()})
 //
 // A group's rotate policy can also change on a running group:
 // ApplyRotateJSON lays the JSON typed after `nid group set GROUP rotate=`

@@ -137,6 +137,8 @@ func TestValidationFollowsTheKindsHandedIn(t *testing.T) {
 	require.NoError(t, c.Validate(gpt))
 	require.EqualError(t, c.Validate(kinds()), `groups.web.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)`)
 
+	require.ErrorContains(t, c.Validate(nil), `groups.web.sessions[0].agent: "gpt" is not a known agent (known: none: whoever loaded this configuration gave config no agent kinds`)
+
 	gpt[0].DefaultCommand = "gpt"
 	c.Groups["web"].Sessions[0].Command = ""
 	require.NoError(t, c.Validate(gpt), "a kind with a default command needs none named")

@@ -223,6 +223,10 @@ func (g Group) problems(name string, ks kinds) []problem {
 func (s Session) problems(path string, ks kinds) []problem {
 	var ps []problem
 	known := ks.names(func(Kind) bool { return true })
+	if known == "" {
+		// A caller's mistake, not the user's: say so plainly.
+		known = "none: whoever loaded this configuration gave config no agent kinds (LoadOptions.Kinds)"
+	}
 	k, ok := ks.named(s.Agent)
 	switch {
 	case s.Agent == "":

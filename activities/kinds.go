@@ -18,16 +18,13 @@ type Kind struct {
 	// Kind holds what the configuration checks (config.Load and
 	// Config.Validate are handed it through ConfigKinds): the name, whether
 	// it runs a command, its default command, the permissions it can
-	// enforce, whether a sim: block configures it.
+	// enforce, whether a sim: block configures it, whether it compacts.
 	config.Kind
 	// Title is how people name it: "Claude Code".
 	Title string
 	// Network says whether its commands may reach the network when
 	// nid.yaml does not say: what its sandbox does by default.
 	Network bool
-	// Compacts says it can compact its conversation when asked. A rotation
-	// of a kind that cannot goes straight to a handoff.
-	Compacts bool
 	// Tools says it calls nid's MCP tools by itself, so a handoff request
 	// can wait for its handoff_write call. Nid does not wait for a tool a
 	// kind cannot call.
@@ -39,14 +36,14 @@ type Kind struct {
 // Kinds lists every agent kind, in the order nid names them.
 func Kinds() []Kind {
 	return []Kind{
-		{Kind: config.Kind{Name: KindSim, Sim: true}, Title: "The sim agent",
-			Compacts: true, Tools: true, New: func() Agent { return NewSim() }},
+		{Kind: config.Kind{Name: KindSim, Sim: true, Compacts: true}, Title: "The sim agent",
+			Tools: true, New: func() Agent { return NewSim() }},
 		// Claude Code's and Codex's sandboxes keep commands off the network
 		// unless told otherwise.
-		{Kind: config.Kind{Name: KindClaude, Process: true, DefaultCommand: "claude", Permissions: config.PermissionsModes()}, Title: "Claude Code",
-			Network: false, Compacts: true, Tools: true, New: func() Agent { return NewClaude() }},
-		{Kind: config.Kind{Name: KindCodex, Process: true, DefaultCommand: "codex", Permissions: config.PermissionsModes()}, Title: "Codex",
-			Network: false, Compacts: true, Tools: true, New: func() Agent { return NewCodex() }},
+		{Kind: config.Kind{Name: KindClaude, Process: true, DefaultCommand: "claude", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Claude Code",
+			Network: false, Tools: true, New: func() Agent { return NewClaude() }},
+		{Kind: config.Kind{Name: KindCodex, Process: true, DefaultCommand: "codex", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Codex",
+			Network: false, Tools: true, New: func() Agent { return NewCodex() }},
 		// An exec agent is the user's own command, which nid cannot put in
 		// a sandbox: it runs only with permissions: full.
 		{Kind: config.Kind{Name: KindExec, Process: true, Permissions: []string{config.PermissionsFull}}, Title: "The exec command",
@@ -73,5 +70,5 @@ func KindOf(name string) Kind {
 			return k
 		}
 	}
-	return Kind{Kind: config.Kind{Name: name}, Title: name, Compacts: true, Tools: true}
+	return Kind{Kind: config.Kind{Name: name, Compacts: true}, Title: name, Tools: true}
 }

@@ -61,6 +61,10 @@ type Kind struct {
 	Permissions []string
 	// Sim says a session's sim: block configures it.
 	Sim bool
+	// Compacts says it can compact its conversation when asked: a group
+	// whose rotate mode is compact cannot have a session of a kind that
+	// cannot.
+	Compacts bool
 }
 
 // kinds are the agent kinds a configuration is checked against.

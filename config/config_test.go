@@ -283,6 +283,11 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT?`},
 		},
 		{
+			name: "compact mode for a kind that cannot compact",
+			yaml: "groups:\n  web:\n    rotate: {mode: compact}\n    sessions:\n      - {agent: sim}\n      - {agent: exec, name: lint, command: /bin/true, permissions: full}\n",
+			want: []string{`groups.web.rotate.mode: compact never works for session lint: exec agents cannot compact; use handoff, or auto (which hands them off)`},
+		},
+		{
 			name: "a group named as a command word",
 			yaml: "groups:\n  help:\n    sessions: [{agent: sim}]\n  clear:\n    sessions: [{agent: sim}]\n",
 			want: []string{

@@ -223,6 +223,15 @@ func (g Group) problems(name string, ks kinds) []problem {
 		}
 		seen[s.Name] = true
 	}
+	if g.Rotate.Mode == ModeCompact {
+		for _, s := range g.Sessions {
+			if k, ok := ks.named(s.Agent); ok && !k.Compacts {
+				ps = append(ps, problem{path + ".rotate.mode", fmt.Sprintf(
+					"compact never works for session %s: %s agents cannot compact; use handoff, or auto (which hands them off)", s.Name, s.Agent)})
+				break
+			}
+		}
+	}
 	return ps
 }
 

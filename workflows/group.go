@@ -123,6 +123,7 @@ func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalClaimNext, g.onClaimNext)
 	onSignal(ctx, sel, SignalReserve, g.onReserve)
 	onSignal(ctx, sel, SignalLearned, g.onLearned)
+	onSignal(ctx, sel, SignalSlot, g.onSlot)
 	return sel
 }
 
@@ -192,6 +193,7 @@ func (g *group) setPolicy(ctx workflow.Context, req SetPolicy) (config.Rotate, e
 	}
 	g.st.Policy = p
 	g.pushPolicy(ctx)
+	g.grantSlots(ctx) // a higher limit frees slots at once
 	return p, nil
 }
 
@@ -260,6 +262,7 @@ func (g *group) sync(ctx workflow.Context, req GroupSync) (GroupView, error) {
 		g.st.FilePolicy = req.Rotate
 		g.st.Policy = req.Rotate
 		g.pushPolicy(ctx)
+		g.grantSlots(ctx)
 	}
 	if g.has(VersionTeam) {
 		// Tasks from the file are added once, known by their title, so a
@@ -369,12 +372,14 @@ func (g *group) validateStopSession(_ workflow.Context, req BoardRequest) error 
 
 func (g *group) stopSession(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	released := g.st.Board.releaseAll(req.Session)
+	g.st.Board.releaseSlot(req.Session)
 	g.st.Stopped = append(g.st.Stopped, req.Session)
 	slices.Sort(g.st.Stopped)
 	if err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, req.Session), "", SignalStop, struct{}{}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("stop not delivered", "session", req.Session, "error", err)
 	}
 	g.push(ctx, "")
+	g.grantSlots(ctx)
 	return BoardResult{Released: released, Board: g.board()}, nil
 }
 
@@ -433,6 +438,30 @@ func (g *group) setLearned(ctx workflow.Context, req SetLearned) ([]LearnedPoint
 	g.st.Learned = learned
 	g.pushPolicy(ctx)
 	return slices.Clone(learned), nil
+}
+
+// onSlot takes a session's request for a rotation slot, or its slot given
+// back, and pushes the board to whoever got one.
+func (g *group) onSlot(ctx workflow.Context, r SlotRequest) {
+	if g.member(r.Session) != nil && r.Want {
+		return
+	}
+	if r.Want {
+		if g.st.Board.askSlot(r, g.st.Policy.MaxConcurrentRotations) {
+			g.push(ctx, r.Session)
+		}
+		return
+	}
+	g.st.Board.releaseSlot(r.Session)
+	g.grantSlots(ctx)
+}
+
+// grantSlots gives free rotation slots to the fullest waiting sessions and
+// tells each.
+func (g *group) grantSlots(ctx workflow.Context) {
+	for _, s := range g.st.Board.grantWaiting(g.st.Policy.MaxConcurrentRotations) {
+		g.push(ctx, s)
+	}
 }
 
 // onReserve grants a session one turn while the budget lasts (see

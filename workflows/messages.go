@@ -202,6 +202,9 @@ const (
 	// StatusRetrying: a turn failed and the session waits a little before
 	// it tries again.
 	StatusRetrying = "retrying"
+	// StatusWaitingToRotate: a rotation is due, and the session waits for
+	// one of its group's rotation slots (maxConcurrentRotations).
+	StatusWaitingToRotate = "waiting-to-rotate"
 )
 
 // Why a rotation happened.
@@ -355,6 +358,9 @@ const (
 	// SignalLearned carries a LearnedPoint: a session saw its vendor
 	// compact by itself before nid's threshold.
 	SignalLearned = "learned"
+	// SignalSlot carries a SlotRequest: a session asks for (or gives
+	// back) one of the group's rotation slots.
+	SignalSlot = "slot"
 )
 
 // QueryGroup is the query a group answers: it returns a GroupView.
@@ -500,6 +506,9 @@ type BoardView struct {
 	Prompts config.Prompts `json:"prompts"`
 	// Grants is, by session, the last turn reservation the group granted.
 	Grants map[string]int64 `json:"grants,omitempty"`
+	// Slots are the sessions rotating now by the group's leave
+	// (maxConcurrentRotations), each with the request it was granted on.
+	Slots []SlotRequest `json:"slots,omitempty"`
 	// Rev numbers the boards a group pushes. Pushes made by different
 	// handlers (a signal, an update, a new run's first push) can arrive out
 	// of order; a session keeps the newest. Zero, from a history before
@@ -552,6 +561,17 @@ type Charge struct {
 type Reserve struct {
 	Session string `json:"session"`
 	Seq     int64  `json:"seq"`
+}
+
+// SlotRequest asks the group for a rotation slot (Want) or gives one back.
+// Seq numbers the session's requests, so a board granting an older one is
+// not taken for a grant of this one; Fullness orders the waiting, fullest
+// first.
+type SlotRequest struct {
+	Session  string  `json:"session"`
+	Seq      int64   `json:"seq"`
+	Want     bool    `json:"want"`
+	Fullness float64 `json:"fullness,omitempty"`
 }
 
 // ClaimNext asks the group for a session's next task.

@@ -153,6 +153,9 @@ func (s *session) onStop(ctx workflow.Context, _ struct{}) {
 	s.st.Messages = nil
 	s.st.PendingRotate = nil
 	s.record(ctx, Event{Kind: EventStopped, Text: "stopped: its claims and locks are released"})
+	if s.st.SlotAsked && s.st.Status != StatusRotating {
+		s.giveSlotBack(ctx)
+	}
 	if s.has(VersionStopAtOnce) {
 		if s.cancelRotation != nil {
 			s.cancelRotation()

@@ -95,8 +95,16 @@ const (
 	// testdata/v3-*.json.
 	VersionSettledContinueAsNew Version = 8
 
+	// VersionGovernor: at most the policy's maxConcurrentRotations
+	// sessions of a group rotate by themselves at once. A session due asks
+	// its group for a slot (SignalSlot) and waits, shown as
+	// waiting-to-rotate; the group grants the fullest first and takes the
+	// slot back when the rotation ends. A manual rotation never waits.
+	// Histories: testdata/v4-*.json.
+	VersionGovernor Version = 9
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionSettledContinueAsNew
+	versionLatest = VersionGovernor
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

@@ -85,6 +85,7 @@ func (g *group) setup(ctx workflow.Context) error {
 		{UpdateLockAcquire, g.lockAcquire, g.validateLockAcquire},
 		{UpdateLockRelease, g.lockRelease, g.validateLockRelease},
 		{UpdateStopSession, g.stopSession, g.validateStopSession},
+		{UpdateStartSession, g.startSession, g.validateStartSession},
 		{UpdateInboxClear, g.inboxClear, g.validateInboxClear},
 	}
 	for _, u := range updates {
@@ -375,12 +376,40 @@ func (g *group) stopSession(ctx workflow.Context, req BoardRequest) (BoardResult
 	g.st.Board.releaseSlot(req.Session)
 	g.st.Stopped = append(g.st.Stopped, req.Session)
 	slices.Sort(g.st.Stopped)
-	if err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, req.Session), "", SignalStop, struct{}{}).Get(ctx, nil); err != nil {
+	if req.Why != "" {
+		text := fmt.Sprintf("%s/%s stopped: %s", g.name, req.Session, req.Why)
+		if len(released) > 0 {
+			text += "; released " + strings.Join(released, ", ")
+		}
+		g.addInbox(InboxItem{At: workflow.Now(ctx), Group: g.name, Session: req.Session, Kind: EventStopped, Text: text})
+	}
+	if err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, req.Session), "", SignalStop, StopRequest{Why: req.Why}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("stop not delivered", "session", req.Session, "error", err)
 	}
 	g.push(ctx, "")
 	g.grantSlots(ctx)
 	return BoardResult{Released: released, Board: g.board()}, nil
+}
+
+func (g *group) validateStartSession(_ workflow.Context, req SessionStart) error {
+	switch {
+	case !slices.Contains(g.st.Sessions, req.Session):
+		return fmt.Errorf("no session %q in group %s (sessions: %s)", req.Session, g.name, strings.Join(g.st.Sessions, ", "))
+	case !slices.Contains(g.st.Stopped, req.Session):
+		return fmt.Errorf("session %s/%s is not stopped", g.name, req.Session)
+	}
+	return nil
+}
+
+// startSession lets a stopped session work again: it may claim and lock
+// again, and it hears the board it missed.
+func (g *group) startSession(ctx workflow.Context, req SessionStart) (BoardResult, error) {
+	g.st.Stopped = slices.DeleteFunc(g.st.Stopped, func(s string) bool { return s == req.Session })
+	if err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, req.Session), "", SignalStart, req).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("start not delivered", "session", req.Session, "error", err)
+	}
+	g.push(ctx, req.Session)
+	return BoardResult{Board: g.board()}, nil
 }
 
 func (g *group) onCharge(ctx workflow.Context, c Charge) {

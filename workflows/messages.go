@@ -78,8 +78,11 @@ const (
 	// SignalBoard carries a BoardView from the group to its sessions after
 	// every change.
 	SignalBoard = "board"
-	// SignalStop tells a session to stop its agent and take no more turns.
+	// SignalStop carries a StopRequest: the session stops its agent and
+	// takes no more turns.
 	SignalStop = "stop"
+	// SignalStart carries a SessionStart: a stopped session works again.
+	SignalStart = "start"
 )
 
 // Queries a session answers.
@@ -387,8 +390,12 @@ const (
 	UpdateTaskDone    = "task_done"
 	UpdateLockAcquire = "lock_acquire"
 	UpdateLockRelease = "lock_release"
-	// UpdateStopSession releases a session's claims and locks and stops it.
+	// UpdateStopSession releases a session's claims and locks and stops it;
+	// BoardRequest.Why, when set, goes to the inbox.
 	UpdateStopSession = "stop_session"
+	// UpdateStartSession takes a SessionStart: a stopped session works
+	// again.
+	UpdateStartSession = "start_session"
 	// UpdateInboxClear takes an InboxClear and returns how many items it
 	// removed.
 	UpdateInboxClear = "inbox_clear"
@@ -471,6 +478,19 @@ type InboxItem struct {
 	Count int    `json:"count,omitempty"`
 }
 
+// StopRequest is the SignalStop payload: why the session is stopped, for
+// its feed, when it is not the human's nid stop.
+type StopRequest struct {
+	Why string `json:"why,omitempty"`
+}
+
+// SessionStart brings a stopped session back where it was: the same
+// conversation, or with Fresh a fresh one by handoff.
+type SessionStart struct {
+	Session string `json:"session"`
+	Fresh   bool   `json:"fresh,omitempty"`
+}
+
 // BoardRequest is the payload of every board update. Session names the
 // session acting; the other fields are the ones the update needs.
 type BoardRequest struct {
@@ -479,6 +499,9 @@ type BoardRequest struct {
 	Title   string `json:"title,omitempty"`
 	Detail  string `json:"detail,omitempty"`
 	Lock    string `json:"lock,omitempty"`
+	// Why says why a session is stopped when nid stops it by itself (it
+	// left nid.yaml); it goes to the inbox.
+	Why string `json:"why,omitempty"`
 }
 
 // BoardResult answers a board update.

@@ -132,3 +132,9 @@ func versionOf(ctx workflow.Context) Version {
 // reserved when the turn starts rather than when it ends. Histories before
 // them carry no Rev, which is always taken, and the charge a session sends
 // differs only in its payload, which replay does not compare.
+//
+// Starting a stopped session (start_session on the group, the start signal
+// on the session) and the reason a stop carries (StopRequest.Why): both run
+// only on an update and a signal that no earlier history holds, and the
+// stop signal's payload of a history before them, {}, decodes as a
+// StopRequest without a reason.

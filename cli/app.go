@@ -124,6 +124,7 @@ func NewApp(d Deps) *cli.App {
 			newInboxCommand(a),
 			newBoardCommand(a),
 			newStopCommand(a),
+			newStartCommand(a),
 			newTranscriptCommand(a),
 		},
 		Action: unknownCommand,

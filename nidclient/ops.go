@@ -321,3 +321,17 @@ func StopGroup(ctx context.Context, c client.Client, group string) (map[string]S
 	}
 	return out, nil
 }
+
+// Start brings a stopped session back where it was: the same conversation,
+// or with fresh a fresh one by handoff. A session that is not stopped is a
+// *RefusedError.
+func Start(ctx context.Context, c client.Client, group, name string, fresh bool) error {
+	v, err := GetSession(ctx, c, group, name)
+	if err != nil {
+		return err
+	}
+	if v.Status != workflows.StatusStopped {
+		return &RefusedError{Message: group + "/" + name + " is not stopped (it is " + v.Status + ")"}
+	}
+	return UpdateGroup(ctx, c, group, workflows.UpdateStartSession, workflows.SessionStart{Session: name, Fresh: fresh}, nil)
+}

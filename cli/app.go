@@ -125,6 +125,7 @@ func NewApp(d Deps) *cli.App {
 			newBoardCommand(a),
 			newStopCommand(a),
 			newStartCommand(a),
+			newReloadCommand(a),
 			newTranscriptCommand(a),
 		},
 		Action: unknownCommand,

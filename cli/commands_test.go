@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -508,13 +509,14 @@ func TestUp(t *testing.T) {
 		return nil, errors.New("not in this test")
 	}
 	cfg := config.Default()
+	cfg.State = t.TempDir()
 	var got worker.Options
 	stopped := 0
 	start := func(_ context.Context, opts worker.Options) (node, error) {
 		got = opts
 		return node{client: fake, frontend: "127.0.0.1:7233", ui: "http://127.0.0.1:8233", http: "http://127.0.0.1:7777",
 			tokenFile: ".nid/http-token", login: "http://127.0.0.1:7777/login/MFRGGZDFMZTWQ2LKNNWG23TPOA", stop: func() error { stopped++; return nil },
-			unlisted: []string{"old"}}, nil
+			applied: worker.Plan{Changes: []worker.Change{{Group: "old", Session: "lead", Stop: true, Text: "stop old/lead: it left nid.yaml (its claims and locks go back to the board)"}}}}, nil
 	}
 	var out, errOut bytes.Buffer
 	opts := newUpOptions(cfg, nil, embed, true, "Ctrl-C stops nid.")
@@ -530,7 +532,8 @@ func TestUp(t *testing.T) {
 		"── live ──\n",
 		out.String())
 	require.Equal(t, 1, stopped, "Ctrl-C stops the node")
-	require.Contains(t, errOut.String(), "nid: group old is running but not in the configuration: its sessions go on; nid stop old stops them\n")
+	require.NoFileExists(t, filepath.Join(cfg.State, runningFile), "the record of the running nid goes with it")
+	require.Contains(t, errOut.String(), "nid: stop old/lead: it left nid.yaml (its claims and locks go back to the board)\n")
 	require.True(t, got.StartGroups)
 	require.NotNil(t, got.StartEmbedded)
 	require.Same(t, cfg, got.Config)

@@ -175,6 +175,7 @@ func (g *group) view() (GroupView, error) {
 		Name: g.name, Goal: g.st.Goal, Policy: g.st.Policy,
 		Sessions: slices.Clone(g.st.Sessions), Stopped: slices.Clone(g.st.Stopped),
 		Inbox: slices.Clone(g.st.Inbox), Board: g.board(), Learned: slices.Clone(g.st.Learned),
+		FilePolicy: g.st.FilePolicy, FileBudget: g.st.FileBudget,
 	}
 	if v.Inbox == nil {
 		v.Inbox = []InboxItem{}

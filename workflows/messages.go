@@ -154,14 +154,18 @@ type SessionInput struct {
 
 // SessionView is the QuerySession answer: the Session object.
 type SessionView struct {
-	Group         string         `json:"group"`
-	Name          string         `json:"name"`
-	Agent         string         `json:"agent"`
-	Status        string         `json:"status"`
-	Conversation  string         `json:"conversation,omitempty"`
-	Context       ContextRecord  `json:"context"`
-	Policy        config.Rotate  `json:"policy"`
-	PendingRotate *RotateRequest `json:"pendingRotate,omitempty"`
+	Group string `json:"group"`
+	Name  string `json:"name"`
+	Agent string `json:"agent"`
+	// Spec is what the session's workflow carries of its agent (the kind,
+	// the sim's settings, the turn timeout); how the agent runs is the
+	// worker's nid.yaml's.
+	Spec          activities.AgentSpec `json:"spec"`
+	Status        string               `json:"status"`
+	Conversation  string               `json:"conversation,omitempty"`
+	Context       ContextRecord        `json:"context"`
+	Policy        config.Rotate        `json:"policy"`
+	PendingRotate *RotateRequest       `json:"pendingRotate,omitempty"`
 	// Rotating is the rotation running now, if any.
 	Rotating *RotateRequest `json:"rotating,omitempty"`
 	// HandoffPending is true when the agent wrote a handoff that the next
@@ -457,6 +461,10 @@ type GroupView struct {
 	// Learned is what the group learned of vendors that compact by
 	// themselves, or the human set.
 	Learned []LearnedPoint `json:"learned,omitempty"`
+	// FilePolicy and FileBudget are what nid.yaml last said: a file that
+	// says otherwise changes the group when applied.
+	FilePolicy config.Rotate `json:"filePolicy"`
+	FileBudget config.Budget `json:"fileBudget"`
 }
 
 // InboxClear is the UpdateInboxClear payload: the items the human has dealt

@@ -61,34 +61,41 @@ func gitWritable(p Process) []string {
 // gitDirs returns the git directory of the session's working directory and
 // the repository's common one, both absolute; they differ in a linked
 // worktree, and are empty outside a repository.
-//
-// It never runs git in the working directory, nor believes what the agent
-// can write there: a worktree's .git file, and its git directory's
-// commondir, are the agent's to rewrite, and pointed elsewhere they would
-// make nid open other directories to the agent's sandbox, or run git
-// (unsandboxed) under a config the agent chose. A linked worktree's
-// directories come from the record PrepareWorkspace wrote (or, for a
-// worktree made before nid kept one, from its first, checked, reading);
-// a plain repository's from its .git directory.
 func gitDirs(p Process) (gitDir, common string) {
-	dir := workDir(p)
-	if fi, err := os.Stat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
+	rec, _ := sessionGitDirs(workDir(p), p.GitDirs)
+	return rec.GitDir, rec.Common
+}
+
+// sessionGitDirs returns where the working directory dir keeps its git
+// directories, and false outside a repository.
+//
+// It never runs git in dir, nor believes what the agent can write there: a
+// worktree's .git file, and its git directory's commondir, are the agent's
+// to rewrite, and pointed elsewhere they would make nid open other
+// directories to the agent's sandbox, or read (and have git run) a config
+// the agent chose. A linked worktree's directories come from the record
+// PrepareWorkspace wrote at recordFile, which wins over whatever dir holds
+// now (a .git directory put in place of the file included); for a worktree
+// made before nid kept one, from its first, checked, reading, which is then
+// recorded. A plain repository's come from its .git directory, never a
+// symlink.
+func sessionGitDirs(dir, recordFile string) (gitDirsRecord, bool) {
+	if rec, ok := readGitDirs(recordFile); ok && rec.Worktree == dir {
+		return rec, true
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
 		d := filepath.Join(dir, ".git")
-		return d, d
+		return gitDirsRecord{Worktree: dir, GitDir: d, Common: d}, true
 	}
-	if p.GitDirs == "" {
-		return "", ""
-	}
-	var rec gitDirsRecord
-	if b, err := os.ReadFile(p.GitDirs); err == nil && json.Unmarshal(b, &rec) == nil && rec.Worktree == dir {
-		return rec.GitDir, rec.Common
+	if recordFile == "" {
+		return gitDirsRecord{}, false
 	}
 	rec, ok := readWorktreeGitDirs(dir)
 	if !ok {
-		return "", ""
+		return gitDirsRecord{}, false
 	}
-	_ = writeGitDirs(p.GitDirs, rec)
-	return rec.GitDir, rec.Common
+	_ = writeGitDirs(recordFile, rec)
+	return rec, true
 }
 
 // gitDirsRecord is where a session's worktree keeps its git directories,
@@ -97,11 +104,27 @@ type gitDirsRecord struct {
 	Worktree string `json:"worktree"`
 	GitDir   string `json:"gitDir"`
 	Common   string `json:"common"`
+	// Base is the full hash of the commit the session's branch left the
+	// repository's line from; records from before nid kept it have none.
+	Base string `json:"base,omitempty"`
 }
 
 // gitDirsFile is where the record of a session's git directories lives.
 func gitDirsFile(state string, ref SessionRef) string {
 	return filepath.Join(state, "gitdirs", ref.Group, ref.Name+".json")
+}
+
+// readGitDirs reads the record at path; false when there is none.
+func readGitDirs(path string) (gitDirsRecord, bool) {
+	var rec gitDirsRecord
+	if path == "" {
+		return rec, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(b, &rec) != nil {
+		return gitDirsRecord{}, false
+	}
+	return rec, true
 }
 
 func writeGitDirs(path string, rec gitDirsRecord) error {

@@ -55,7 +55,7 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 		if branch != res.Branch {
 			return res, classify(AgentFailed("%s is a worktree on branch %s, not %s: move it away and nid makes a new one", res.Worktree, branch, res.Branch))
 		}
-		return res, a.recordGitDirs(ctx, in.Session, repo, res.Worktree)
+		return res, a.recordGitDirs(ctx, in.Session, repo, res.Worktree, a.branchBase(ctx, in.Session, repo, res))
 	}
 	if _, err := os.Stat(res.Worktree); err == nil {
 		return res, classify(AgentFailed("%s exists but is not a git worktree: move it away and nid makes a new one", res.Worktree))
@@ -67,14 +67,42 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 	if _, err := git(ctx, repo, "worktree", "prune"); err != nil {
 		return res, classify(AgentFailed("%s: %v", repo, err))
 	}
-	args := []string{"worktree", "add", "-b", res.Branch, res.Worktree}
+	var args []string
+	base := ""
 	if _, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+res.Branch); err == nil {
 		args = []string{"worktree", "add", res.Worktree, res.Branch}
+		base = a.branchBase(ctx, in.Session, repo, res)
+	} else {
+		args = []string{"worktree", "add", "-b", res.Branch, res.Worktree}
+		// The branch starts at the commit named here, not at whatever
+		// HEAD is by the time git reads it, so that the base recorded is
+		// the one it left from.
+		if head, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err == nil {
+			base = head
+			args = append(args, head)
+		}
 	}
 	if _, err := git(ctx, repo, args...); err != nil {
 		return res, classify(AgentFailed("creating the worktree of %s/%s: %v", in.Session.Group, in.Session.Name, err))
 	}
-	return res, a.recordGitDirs(ctx, in.Session, repo, res.Worktree)
+	return res, a.recordGitDirs(ctx, in.Session, repo, res.Worktree, base)
+}
+
+// branchBase is the commit an existing branch of the session left the
+// repository's line from: what the session's record already says, else
+// where the branch and the repository's HEAD last met. Empty when neither
+// is known (unrelated histories, an unborn HEAD).
+func (a *Activities) branchBase(ctx context.Context, ref SessionRef, repo string, ws WorkspaceResult) string {
+	if state, err := filepath.Abs(a.StateDir); err == nil {
+		if rec, ok := readGitDirs(gitDirsFile(state, ref)); ok && rec.Worktree == ws.Worktree && rec.Base != "" {
+			return rec.Base
+		}
+	}
+	base, err := git(ctx, repo, "merge-base", "HEAD", "refs/heads/"+ws.Branch)
+	if err != nil {
+		return ""
+	}
+	return base
 }
 
 // worktreeBranch asks repo whether worktree is one of its worktrees, and on
@@ -100,9 +128,10 @@ func worktreeBranch(ctx context.Context, repo, worktree string) (branch string, 
 }
 
 // recordGitDirs writes, where the agent cannot, where the session's
-// worktree keeps its git directories, as the repository says: gitDirs reads
-// this rather than anything in the worktree.
-func (a *Activities) recordGitDirs(ctx context.Context, ref SessionRef, repo, worktree string) error {
+// worktree keeps its git directories, as the repository says, and the
+// commit its branch left from: gitDirs and GatherFacts read this rather
+// than anything in the worktree.
+func (a *Activities) recordGitDirs(ctx context.Context, ref SessionRef, repo, worktree, base string) error {
 	common, err := git(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	if err != nil {
 		return classify(AgentFailed("%s: %v", repo, err))
@@ -111,6 +140,7 @@ func (a *Activities) recordGitDirs(ctx context.Context, ref SessionRef, repo, wo
 	if !ok || rec.Common != filepath.Clean(common) {
 		return classify(AgentFailed("%s does not point back into %s's git directory as a worktree of it should: move it away and nid makes a new one", worktree, repo))
 	}
+	rec.Base = base
 	state, err := filepath.Abs(a.StateDir)
 	if err != nil {
 		return classify(err)

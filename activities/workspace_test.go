@@ -1,0 +1,75 @@
+package activities_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/activities"
+)
+
+var webLead = activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
+
+// newRepo is a repository on main with one commit, "start", of README.md.
+func newRepo(t *testing.T) string {
+	t.Helper()
+	repo := t.TempDir()
+	gitRun(t, repo, "init", "-q", "-b", "main")
+	gitRun(t, repo, "config", "user.name", "nid test")
+	gitRun(t, repo, "config", "user.email", "nid@example.com")
+	writeFile(t, repo, "README.md", "the project\n")
+	gitRun(t, repo, "add", ".")
+	gitRun(t, repo, "commit", "-q", "-m", "start")
+	return repo
+}
+
+func writeFile(t *testing.T, dir, name, text string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+}
+
+func commit(t *testing.T, dir, subject string) string {
+	t.Helper()
+	gitRun(t, dir, "add", "-A")
+	gitRun(t, dir, "commit", "-q", "--allow-empty", "-m", subject)
+	return gitRun(t, dir, "log", "-1", "--format=%h %s")
+}
+
+// The base a session's branch left from is recorded when its worktree is
+// made, and kept: a new branch's is the commit it starts at, an existing
+// branch's is where it and main last met, and neither moves when main does
+// (even when main takes the branch's commits, after which where the two
+// meet is the branch's tip).
+func TestPrepareWorkspaceRecordsTheBase(t *testing.T) {
+	repo := newRepo(t)
+	start := gitRun(t, repo, "rev-parse", "HEAD")
+	gitRun(t, repo, "branch", "nid/web/other")
+	acts := &activities.Activities{StateDir: t.TempDir()}
+	base := func(name string) string {
+		t.Helper()
+		var rec struct{ Base string }
+		b, err := os.ReadFile(filepath.Join(acts.StateDir, "gitdirs", "web", name+".json"))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &rec))
+		return rec.Base
+	}
+	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	require.Equal(t, start, base("lead"))
+
+	commit(t, repo, "Main moves on")
+	other := activities.SessionRef{Group: "web", Name: "other"}
+	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other, Repo: repo})
+	require.NoError(t, err)
+	require.Equal(t, start, base("other"), "an existing branch left where it and main last met")
+
+	commit(t, ws.Worktree, "Work of the session")
+	gitRun(t, repo, "merge", "-q", "--no-edit", "nid/web/lead")
+	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	require.Equal(t, start, base("lead"), "a worker restarted keeps the base")
+}

@@ -34,4 +34,6 @@ func RegisterActivities(r Registry, a *activities.Activities) {
 	r.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: activities.CompactName})
 	r.RegisterActivityWithOptions(a.StopAgent, activity.RegisterOptions{Name: activities.StopAgentName})
 	r.RegisterActivityWithOptions(a.PrepareWorkspace, activity.RegisterOptions{Name: activities.PrepareWorkspaceName})
+	r.RegisterActivityWithOptions(a.GatherFacts, activity.RegisterOptions{Name: activities.FactsName})
+	r.RegisterActivityWithOptions(a.RescueHandoff, activity.RegisterOptions{Name: activities.RescueName})
 }

@@ -1,0 +1,50 @@
+package worker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/transcript"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// activityOnly registers activities in the SDK's activity test
+// environment, which runs no workflows.
+type activityOnly struct {
+	*testsuite.TestActivityEnvironment
+}
+
+func (activityOnly) RegisterWorkflowWithOptions(interface{}, workflow.RegisterOptions) {}
+
+// The handoff activities the rotation calls by name run under those names.
+func TestHandoffActivitiesAreRegistered(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	state := t.TempDir()
+	logs := transcript.New(state)
+	RegisterActivities(activityOnly{env}, &activities.Activities{StateDir: state, Transcripts: logs})
+	ref := activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
+
+	val, err := env.ExecuteActivity(activities.FactsName, activities.FactsInput{Session: ref, WorkDir: t.TempDir()})
+	require.NoError(t, err)
+	var facts activities.Facts
+	require.NoError(t, val.Get(&facts))
+	require.False(t, facts.Repo)
+
+	require.NoError(t, logs.Append(ref.Group, ref.Name, transcript.Entry{Kind: transcript.KindOutput, Conversation: "c1", Text: "halfway"}))
+	val, err = env.ExecuteActivity(activities.RescueName, activities.RescueInput{Session: ref, Conversation: "c1"})
+	require.NoError(t, err)
+	var rescued activities.RescueResult
+	require.NoError(t, val.Get(&rescued))
+	require.Equal(t, 1, rescued.Entries)
+	require.Contains(t, rescued.Summary, "< halfway")
+}
+
+// A rescued handoff fits where the agent's own goes.
+func TestRescuedHandoffFitsASummary(t *testing.T) {
+	require.Equal(t, workflows.MaxSummaryBytes, activities.MaxRescueBytes)
+}

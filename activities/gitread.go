@@ -52,6 +52,9 @@ type readOnlyGit struct {
 var readOnlyGitArgs = []string{
 	"--no-pager", "--no-optional-locks",
 	"-c", "core.fsmonitor=false",
+	// The index is the agent's to write: its cache of untracked files
+	// is not believed.
+	"-c", "core.untrackedCache=false",
 	"-c", "core.hooksPath=/dev/null",
 	"-c", "core.pager=cat",
 	"-c", "protocol.allow=never",

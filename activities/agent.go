@@ -106,9 +106,9 @@ type VendorCompaction struct {
 const EnvMCPToken = "NIDAGENT_MCP_TOKEN"
 
 // MCPAccess is how an agent reaches its session's own MCP endpoint. The
-// token is a secret of the session: it goes to the agent in a header read
-// from the agent's environment, never on a command line, which every local
-// user can read.
+// token is a secret of one conversation of the session (its generation):
+// it goes to the agent in a header read from the agent's environment, never
+// on a command line, which every local user can read.
 type MCPAccess struct {
 	// URL is the endpoint without the token.
 	URL string

@@ -57,6 +57,8 @@ func conformanceCases() []conformanceCase {
 		{"turn timeout", conformTurnTimeout},
 		{"handoff", conformHandoff},
 		{"stop and close", conformStopAndClose},
+		// conformance_mcp_test.go
+		{"old conversations cannot act", conformOldConversationsCannotAct},
 		// conformance_sandbox_test.go
 		{"permissions", conformPermissions},
 		{"commits in its worktree", conformCommits},

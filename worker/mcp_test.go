@@ -29,6 +29,10 @@ type recordingSignaler struct {
 	updates  []boardCall
 	// refuse, when set, is the refusal every board update gets.
 	refuse error
+	// view is what the session's query answers, viewErr its failure.
+	view    workflows.SessionView
+	viewErr error
+	views   int
 }
 
 type boardCall struct {
@@ -66,6 +70,15 @@ func (s *recordingSignaler) BoardUpdate(_ context.Context, group, update string,
 		Task: &workflows.Task{ID: req.TaskID, Title: "Dark mode toggle"},
 		Lock: &workflows.Lock{Name: req.Lock, Holder: req.Session},
 	}, nil
+}
+
+func (s *recordingSignaler) Session(_ context.Context, group, name string) (workflows.SessionView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.views++
+	v := s.view
+	v.Group, v.Name = group, name
+	return v, s.viewErr
 }
 
 func (s *recordingSignaler) Handoffs() []handoffCall {
@@ -172,7 +185,7 @@ func TestMCPHandoffWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sig := &recordingSignaler{signalErr: tc.signalErr}
 			e := startMCP(t, sig)
-			res, err := callTool(t, e.URL(webLead), "handoff_write", map[string]any{"summary": tc.summary})
+			res, err := callTool(t, e.URL(webLead, 0), "handoff_write", map[string]any{"summary": tc.summary})
 			require.NoError(t, err)
 			require.Equal(t, tc.isError, res.IsError)
 			require.Equal(t, tc.text, resultText(res))
@@ -184,7 +197,7 @@ func TestMCPHandoffWrite(t *testing.T) {
 func TestMCPBoardRead(t *testing.T) {
 	sig := &recordingSignaler{board: "Goal: Add dark mode to the settings page\nNo tasks yet."}
 	e := startMCP(t, sig)
-	res, err := callTool(t, e.URL(webWorker), "board_read", nil)
+	res, err := callTool(t, e.URL(webWorker, 0), "board_read", nil)
 	require.NoError(t, err)
 	require.False(t, res.IsError)
 	require.Equal(t, "Goal: Add dark mode to the settings page\nNo tasks yet.", resultText(res))
@@ -194,11 +207,11 @@ func TestMCPBoardRead(t *testing.T) {
 func TestMCPRefusesOtherTokens(t *testing.T) {
 	sig := &recordingSignaler{}
 	e := startMCP(t, sig)
-	base, _, _ := strings.Cut(e.URL(webLead), "/mcp/")
-	workerToken := e.URL(webWorker)[strings.LastIndex(e.URL(webWorker), "/")+1:]
+	base, _, _ := strings.Cut(e.URL(webLead, 0), "/mcp/")
+	workerToken := e.URL(webWorker, 0)[strings.LastIndex(e.URL(webWorker, 0), "/")+1:]
 	other := NewMCPEndpoint([]byte("another key, another worker....."), sig, base)
 
-	lead := e.Access(webLead)
+	lead := e.Access(webLead, 0)
 	for _, tc := range []struct {
 		name   string
 		access activities.MCPAccess
@@ -211,9 +224,12 @@ func TestMCPRefusesOtherTokens(t *testing.T) {
 		{"wrong bearer token", activities.MCPAccess{URL: lead.URL, Token: "00000000000000000000000000000000"}, http.StatusForbidden},
 		{"another session's token", activities.MCPAccess{URL: lead.URL + "/" + workerToken}, http.StatusForbidden},
 		{"another session's bearer token", activities.MCPAccess{URL: lead.URL, Token: workerToken}, http.StatusForbidden},
-		{"token from another key", other.Access(webLead), http.StatusForbidden},
-		{"another session's URL with the lead's token", activities.MCPAccess{URL: e.Access(webWorker).URL, Token: lead.Token}, http.StatusForbidden},
-		{"extra path", activities.MCPAccess{URL: e.URL(webLead) + "/x"}, http.StatusNotFound},
+		{"token from another key", other.Access(webLead, 0), http.StatusForbidden},
+		{"another session's URL with the lead's token", activities.MCPAccess{URL: e.Access(webWorker, 0).URL, Token: lead.Token}, http.StatusForbidden},
+		{"another conversation's token relabelled", activities.MCPAccess{URL: lead.URL, Token: "0." + strings.SplitN(e.Access(webLead, 1).Token, ".", 2)[1]}, http.StatusForbidden},
+		{"a token without its generation", activities.MCPAccess{URL: lead.URL, Token: strings.SplitN(lead.Token, ".", 2)[1]}, http.StatusForbidden},
+		{"a negative generation", activities.MCPAccess{URL: lead.URL, Token: "-1." + strings.SplitN(lead.Token, ".", 2)[1]}, http.StatusForbidden},
+		{"extra path", activities.MCPAccess{URL: e.URL(webLead, 0) + "/x"}, http.StatusNotFound},
 		{"not a session name", activities.MCPAccess{URL: base + "/mcp/web/..%2Flead/" + workerToken}, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,7 +246,7 @@ func TestMCPRefusesOtherTokens(t *testing.T) {
 
 	// The token works in the path (exec agents) and as a bearer token
 	// (Claude Code, Codex).
-	require.Equal(t, http.StatusOK, postToolsCall(t, activities.MCPAccess{URL: e.URL(webLead)}))
+	require.Equal(t, http.StatusOK, postToolsCall(t, activities.MCPAccess{URL: e.URL(webLead, 0)}))
 	require.Equal(t, http.StatusOK, postToolsCall(t, lead))
 	require.Equal(t, []handoffCall{{"nid/web/lead", "I am lead now"}, {"nid/web/lead", "I am lead now"}}, sig.Handoffs())
 }
@@ -255,10 +271,13 @@ func postToolsCall(t *testing.T, access activities.MCPAccess) int {
 
 func TestMCPURL(t *testing.T) {
 	e := NewMCPEndpoint([]byte("0123456789abcdef0123456789abcdef"), &recordingSignaler{}, "http://127.0.0.1:7777/")
-	url := e.URL(webLead)
-	require.Regexp(t, `^http://127\.0\.0\.1:7777/mcp/web/lead/[0-9a-f]{32}$`, url)
-	require.Equal(t, url, e.URL(webLead), "a session's URL is stable")
-	require.NotEqual(t, url[strings.LastIndex(url, "/"):], e.URL(webWorker)[strings.LastIndex(e.URL(webWorker), "/"):])
+	url := e.URL(webLead, 0)
+	require.Regexp(t, `^http://127\.0\.0\.1:7777/mcp/web/lead/0\.[0-9a-f]{32}$`, url)
+	require.Equal(t, url, e.URL(webLead, 0), "a conversation's URL is stable")
+	require.NotEqual(t, url[strings.LastIndex(url, "/"):], e.URL(webWorker, 0)[strings.LastIndex(e.URL(webWorker, 0), "/"):])
+	next := e.URL(webLead, 1)
+	require.Regexp(t, `^http://127\.0\.0\.1:7777/mcp/web/lead/1\.[0-9a-f]{32}$`, next)
+	require.NotEqual(t, url[strings.LastIndex(url, ".")+1:], next[strings.LastIndex(next, ".")+1:], "each conversation has a token of its own")
 }
 
 func TestLoadOrCreateKey(t *testing.T) {
@@ -289,7 +308,7 @@ func TestMCPSimAgentWritesItsHandoff(t *testing.T) {
 		Spec:     activities.AgentSpec{Kind: activities.KindSim},
 		Prompt:   "Add dark mode to the settings page",
 		Kind:     activities.TurnWork,
-		MCP:      e.Access(webLead),
+		MCP:      e.Access(webLead, 0),
 		StateDir: t.TempDir(),
 	}
 	rep, err := sim.Turn(context.Background(), req)
@@ -307,7 +326,7 @@ func TestMCPSimAgentWritesItsHandoff(t *testing.T) {
 func TestMCPBoardToolsActAsTheCallingSession(t *testing.T) {
 	sig := &recordingSignaler{}
 	e := startMCP(t, sig)
-	url := e.URL(webWorker)
+	url := e.URL(webWorker, 0)
 
 	res, err := callTool(t, url, activities.ToolTaskClaim, map[string]any{"task_id": "t1"})
 	require.NoError(t, err)
@@ -338,7 +357,7 @@ func TestMCPBoardToolsActAsTheCallingSession(t *testing.T) {
 func TestMCPRefusesUnknownToolsAndBadArguments(t *testing.T) {
 	sig := &recordingSignaler{}
 	e := startMCP(t, sig)
-	_, err := callTool(t, e.URL(webLead), "delete_everything", map[string]any{})
+	_, err := callTool(t, e.URL(webLead, 0), "delete_everything", map[string]any{})
 	require.ErrorContains(t, err, "delete_everything")
 
 	for _, tc := range []struct {
@@ -348,10 +367,82 @@ func TestMCPRefusesUnknownToolsAndBadArguments(t *testing.T) {
 		{map[string]any{"summary": 42}, `summary: type: 42 has type "integer", want "string"`},
 		{map[string]any{}, `missing properties: ["summary"]`},
 	} {
-		res, err := callTool(t, e.URL(webLead), "handoff_write", tc.args)
+		res, err := callTool(t, e.URL(webLead, 0), "handoff_write", tc.args)
 		require.NoError(t, err)
 		require.True(t, res.IsError)
 		require.Contains(t, resultText(res), tc.want)
 	}
+	require.Empty(t, sig.Handoffs())
+}
+
+// Only the session's current conversation acts, and while a rotation runs
+// the fresh one it starts: a call with an older conversation's token (a
+// process that outlived its turn, a late retry), or with the token of a
+// fresh conversation a failed rotation left behind, is refused in words
+// that say so and reaches no session and no board.
+func TestMCPOnlyTheCurrentConversationActs(t *testing.T) {
+	rotating := &workflows.RotateRequest{Mode: "handoff", Reason: workflows.ReasonManual}
+	for _, tc := range []struct {
+		name       string
+		view       workflows.SessionView
+		generation int
+		refusal    string
+	}{
+		{"current", workflows.SessionView{Generation: 2}, 2, ""},
+		{"the old conversation while its rotation runs", workflows.SessionView{Generation: 2, Rotating: rotating}, 2, ""},
+		{"the fresh conversation while its rotation runs", workflows.SessionView{Generation: 2, Rotating: rotating}, 3, ""},
+		{"rotated away", workflows.SessionView{Generation: 2}, 1,
+			"refused: this conversation of web/lead was rotated away (its token is of generation 1; the session is on generation 2): it can no longer act for the session, and nothing was changed"},
+		{"rotated away long ago, while another rotation runs", workflows.SessionView{Generation: 2, Rotating: rotating}, 0,
+			"refused: this conversation of web/lead was rotated away (its token is of generation 0; the session is on generation 2)"},
+		{"left behind by a rotation that did not complete", workflows.SessionView{Generation: 2}, 3,
+			"refused: this conversation of web/lead is not the session's current one (its token is of generation 3, from a rotation that did not complete; the session is on generation 2)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := &recordingSignaler{board: "the board", view: tc.view}
+			e := startMCP(t, sig)
+			access := e.Access(webLead, tc.generation)
+			calls := []struct {
+				tool string
+				args map[string]any
+			}{
+				{activities.ToolHandoffWrite, map[string]any{"summary": "Goal: dark mode."}},
+				{activities.ToolTaskClaim, map[string]any{"task_id": "t1"}},
+				{activities.ToolLockAcquire, map[string]any{"name": "src/app.go"}},
+				{activities.ToolBoardRead, nil},
+			}
+			for _, c := range calls {
+				res, err := callToolAs(t, access, c.tool, c.args)
+				require.NoError(t, err)
+				if tc.refusal == "" {
+					require.False(t, res.IsError, "%s: %s", c.tool, resultText(res))
+					continue
+				}
+				require.True(t, res.IsError, c.tool)
+				require.Contains(t, resultText(res), tc.refusal, c.tool)
+			}
+			require.Equal(t, len(calls), sig.views, "every call is checked against the session")
+			if tc.refusal != "" {
+				require.Empty(t, sig.Handoffs(), "no handoff reached the session")
+				require.Empty(t, sig.updates, "the board was not changed")
+				require.Empty(t, sig.boards, "nor read")
+				return
+			}
+			require.Equal(t, []handoffCall{{"nid/web/lead", "Goal: dark mode."}}, sig.Handoffs())
+			require.Len(t, sig.updates, 2)
+		})
+	}
+}
+
+// A tool call nid cannot check against its session (the session's worker
+// is down, the session is gone) is refused, not let through.
+func TestMCPRefusesWhatItCannotCheck(t *testing.T) {
+	sig := &recordingSignaler{viewErr: errors.New("workflow not found for ID: nid/web/lead")}
+	e := startMCP(t, sig)
+	res, err := callTool(t, e.URL(webLead, 0), activities.ToolHandoffWrite, map[string]any{"summary": "Goal: dark mode."})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Equal(t, "refused: nid could not check that this conversation is still the current one of web/lead "+
+		"(workflow not found for ID: nid/web/lead); nothing was changed: try again", resultText(res))
 	require.Empty(t, sig.Handoffs())
 }

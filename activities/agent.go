@@ -211,6 +211,9 @@ const (
 	ToolTaskDone     = "task_done"
 	ToolLockAcquire  = "lock_acquire"
 	ToolLockRelease  = "lock_release"
+	// ToolContextStatus shows the agent how full its own context is and
+	// where nid rotates it.
+	ToolContextStatus = "context_status"
 )
 
 // Agent is what every vendor adapter implements. Implementations must be

@@ -13,8 +13,50 @@ import (
 	"github.com/nid-dev/nid/workflows"
 )
 
-// Conformance cases for nid's MCP tools as the agents reach them: which of
-// a session's conversations may act.
+// Conformance cases for nid's MCP tools as the agents reach them: what
+// context_status answers, and which of a session's conversations may act.
+
+// context_status is listed to the agent's model, and a call answers with
+// the session's context record: used and window tokens, percent, the
+// threshold in both units, turns since the last rotation and rotations.
+// The sim calls no model, so only the tools its own rules call (it never
+// asks how full it is); an exec agent calls a tool only if its command
+// does, as the suite's does when its model asks, through the URL with the
+// token in it (NIDAGENT_MCP_URL).
+func conformContextStatus(t *testing.T, kind activities.Kind) {
+	r := newRig(t, kind)
+	if r.vendor == nil {
+		require.False(t, kind.Process)
+		t.Skipf("%s calls no model: it calls only the tools its own rules call", kind.Name)
+	}
+	pct := 62.0
+	r.sessions.setView(func(v *workflows.SessionView) {
+		v.Policy = config.Rotate{Mode: config.ModeAuto, ContextPercent: 80}
+		v.Context = workflows.ContextRecord{UsedTokens: 124000, WindowTokens: 200000, Percent: &pct, Source: activities.SourceReported,
+			Turns: 7, Rotations: 2, Threshold: &workflows.Threshold{Tokens: 160000, Percent: 80, By: "contextPercent"}}
+	})
+	r.model.Script(
+		fakeReply{Tool: activities.ToolContextStatus, ToolInput: map[string]any{}, Input: 4000, Output: 10},
+		fakeReply{Text: "my context is 62% full", Input: 4100, Output: 5},
+	)
+	rep, err := r.turn("", "how full is your context?", activities.TurnWork)
+	require.NoError(t, err)
+	require.Equal(t, "my context is 62% full", rep.Output)
+
+	reqs := r.model.Requests()
+	require.Len(t, reqs, 2)
+	if kind.Tools {
+		// Claude Code names it among its deferred tools; Codex lists nid's
+		// namespace with the server's instructions, which name it.
+		require.Contains(t, reqs[0].Body, activities.ToolContextStatus, "the tool is listed to the model")
+		calls := r.toolCalls()
+		require.Len(t, calls, 1)
+		require.Contains(t, calls[0], activities.ToolContextStatus)
+	}
+	answer := reqs[1].Body
+	require.Contains(t, answer, "context 62% full (124k of 200k tokens, reported); nid rotates at 80% = 160k of 200k (contextPercent); "+
+		"7 turns since the last rotation, 2 rotations.", "the call answered the model with the session's numbers")
+}
 
 // Across a handoff the MCP tokens follow the conversations: the old one
 // acts until its rotation ends (it writes the handoff), the fresh one from

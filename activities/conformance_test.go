@@ -58,6 +58,7 @@ func conformanceCases() []conformanceCase {
 		{"handoff", conformHandoff},
 		{"stop and close", conformStopAndClose},
 		// conformance_mcp_test.go
+		{"context status", conformContextStatus},
 		{"old conversations cannot act", conformOldConversationsCannotAct},
 		// conformance_sandbox_test.go
 		{"permissions", conformPermissions},

@@ -2,16 +2,50 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
 )
+
+// An agent asks nid how full its context is and gets the numbers its
+// session keeps, the ones nid ls shows.
+func TestContextStatusThroughMCP(t *testing.T) {
+	s := newSite(t, `  api:
+    rotate: {mode: auto, contextPercent: 80, maxTurns: 40}
+    sessions:
+      - agent: sim
+        name: solo
+        sim: {window: 200000, tokensPerTurn: 5000, turnDelay: 10ms}
+`)
+	s.up()
+	s.eventually("api/solo listed", time.Minute, func() bool { return s.ls()["api/solo"].Status == "idle" })
+	s.mustNid("send", "api/solo", "Write the rate limiter")
+	s.eventually("the message turn", time.Minute, func() bool { return s.ls()["api/solo"].Turns == 1 })
+
+	v := s.session(s.client(), "api", "solo")
+	res := s.mcpCall("api", "solo", activities.ToolContextStatus, nil)
+	require.False(t, res.IsError, "%v", res.Content)
+	st := contextStatusOf(t, res)
+	require.Equal(t, worker.NewContextStatus(v), st, "the session's own record")
+	require.Equal(t, "api/solo", st.Session)
+	require.Equal(t, s.ls()["api/solo"].Context.UsedTokens, st.UsedTokens, "what nid ls shows")
+	require.Equal(t, int64(200000), st.WindowTokens)
+	require.Equal(t, activities.SourceReported, st.Source)
+	require.Equal(t, int64(160000), st.Threshold.Tokens)
+	require.Equal(t, "80% = 160k of 200k (contextPercent)", st.Threshold.Text)
+	require.Equal(t, 40, st.MaxTurns)
+	require.Equal(t, 1, st.TurnsSinceRotation)
+	require.Zero(t, st.Rotations)
+}
 
 // After a handoff the old conversation's token is refused, in words that
 // say why, and changes nothing: no signal reaches the session, the board
@@ -50,7 +84,7 @@ func TestOldConversationCannotActAfterAHandoff(t *testing.T) {
 	}{
 		{activities.ToolHandoffWrite, map[string]any{"summary": "late: my context is cluttered"}},
 		{activities.ToolLockAcquire, map[string]any{"name": "src/limiter.go"}},
-		{activities.ToolBoardRead, nil},
+		{activities.ToolContextStatus, nil},
 	} {
 		res := s.mcpCallAs("api", "solo", 0, call.tool, call.args)
 		require.True(t, res.IsError, call.tool)
@@ -68,6 +102,19 @@ func TestOldConversationCannotActAfterAHandoff(t *testing.T) {
 	locks := s.board("api").Locks
 	require.Len(t, locks, 1)
 	require.Equal(t, "solo", locks[0].Holder)
+	st := contextStatusOf(t, s.mcpCallAs("api", "solo", 1, activities.ToolContextStatus, nil))
+	require.Equal(t, 1, st.Rotations)
+}
+
+func contextStatusOf(t *testing.T, res *mcp.CallToolResult) worker.ContextStatus {
+	t.Helper()
+	require.False(t, res.IsError, activities.ToolText(res))
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	var st worker.ContextStatus
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.Equal(t, st.Summary, activities.ToolText(res))
+	return st
 }
 
 // handoffSignals counts the handoff_write signals in the session's

@@ -186,8 +186,9 @@ func (e *MCPEndpoint) newServer(c caller) *mcp.Server {
 	id := workflows.SessionID(c.group, c.name)
 	s := mcp.NewServer(&mcp.Implementation{Name: "nid", Version: "1"}, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("nid's tools for session %s/%s. Call %s(summary) when your context is "+
-			"cluttered or when nid asks for a handoff; call %s to see the group's goal and tasks.",
-			c.group, c.name, activities.ToolHandoffWrite, activities.ToolBoardRead),
+			"cluttered or when nid asks for a handoff; call %s to see the group's goal and tasks, "+
+			"%s to see how full your context is and when nid rotates it.",
+			c.group, c.name, activities.ToolHandoffWrite, activities.ToolBoardRead, activities.ToolContextStatus),
 	})
 	s.AddReceivingMiddleware(e.currentOnly(c))
 	mcp.AddTool(s, &mcp.Tool{
@@ -200,6 +201,12 @@ func (e *MCPEndpoint) newServer(c caller) *mcp.Server {
 		Name:        activities.ToolBoardRead,
 		Description: "Read the group's board: its goal, its tasks, who claimed each, and the locks sessions hold.",
 	}, e.boardRead(c))
+	mcp.AddTool(s, &mcp.Tool{
+		Name: activities.ToolContextStatus,
+		Description: "See how full your context window is (tokens used, the window, percent, where the numbers came from), " +
+			"where nid rotates this conversation (the threshold in percent and tokens, and what set it), " +
+			"turns since the last rotation and how many rotations there were.",
+	}, contextStatus)
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        activities.ToolTaskClaim,
 		Description: "Claim a task on the board by its id (e.g. t3). Refused, with the holder named, when another session holds it.",
@@ -223,11 +230,13 @@ func (e *MCPEndpoint) newServer(c caller) *mcp.Server {
 	return s
 }
 
+type viewKey struct{}
+
 // currentOnly lets a tool call through only from a conversation that may
 // act for the session now: its current one, or, while a rotation runs, the
 // fresh one the rotation starts. Any other (a process that outlived its
 // turn, a late retry) is refused before the tool runs, so it changes
-// nothing.
+// nothing. The tool gets the session's view it was checked against.
 func (e *MCPEndpoint) currentOnly(c caller) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -242,7 +251,7 @@ func (e *MCPEndpoint) currentOnly(c caller) mcp.Middleware {
 			if why := notCurrent(c, v); why != "" {
 				return errorResult(why), nil
 			}
-			return next(ctx, method, req)
+			return next(context.WithValue(ctx, viewKey{}, v), method, req)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -410,6 +412,7 @@ func TestMCPOnlyTheCurrentConversationActs(t *testing.T) {
 				{activities.ToolTaskClaim, map[string]any{"task_id": "t1"}},
 				{activities.ToolLockAcquire, map[string]any{"name": "src/app.go"}},
 				{activities.ToolBoardRead, nil},
+				{activities.ToolContextStatus, nil},
 			}
 			for _, c := range calls {
 				res, err := callToolAs(t, access, c.tool, c.args)
@@ -445,4 +448,92 @@ func TestMCPRefusesWhatItCannotCheck(t *testing.T) {
 	require.Equal(t, "refused: nid could not check that this conversation is still the current one of web/lead "+
 		"(workflow not found for ID: nid/web/lead); nothing was changed: try again", resultText(res))
 	require.Empty(t, sig.Handoffs())
+}
+
+// context_status answers with the session's own context record, as
+// structured content and a line of text.
+func TestMCPContextStatus(t *testing.T) {
+	pct := 62.04
+	for _, tc := range []struct {
+		name string
+		view workflows.SessionView
+		want ContextStatus
+		text string
+	}{
+		{
+			name: "reported",
+			view: workflows.SessionView{
+				Policy: config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 40},
+				Context: workflows.ContextRecord{UsedTokens: 124080, WindowTokens: 200000, Percent: &pct, Source: activities.SourceReported,
+					Turns: 7, Rotations: 2, Threshold: &workflows.Threshold{Tokens: 160000, Percent: 80, By: "learned"}},
+				HandoffNext: true,
+			},
+			want: ContextStatus{Session: "web/lead", UsedTokens: 124080, WindowTokens: 200000, Percent: ptr(62.0), Source: "reported",
+				Threshold: ThresholdStatus{Tokens: 160000, Percent: 80, By: "learned", Text: "80% = 160k of 200k (learned)"},
+				Mode:      "auto", MaxTurns: 40, TurnsSinceRotation: 7, Rotations: 2, HandoffNext: true},
+			text: "web/lead: context 62% full (124.1k of 200k tokens, reported); nid rotates at 80% = 160k of 200k (learned) or after 40 turns, " +
+				"by handoff next time; 7 turns since the last rotation, 2 rotations.",
+		},
+		{
+			name: "unknown, halted",
+			view: workflows.SessionView{
+				Policy:       config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85},
+				Context:      workflows.ContextRecord{Source: activities.SourceUnknown, Turns: 3},
+				PolicyHalted: "the fresh conversation started above the threshold",
+			},
+			want: ContextStatus{Session: "web/lead", Source: "unknown",
+				Threshold: ThresholdStatus{Text: "unknown until the agent reports its window"},
+				Mode:      "handoff", TurnsSinceRotation: 3, PolicyHalted: "the fresh conversation started above the threshold"},
+			text: "web/lead: context size unknown (the agent reports no token numbers); nid's policy rotations are halted: " +
+				"the fresh conversation started above the threshold; 3 turns since the last rotation, 0 rotations.",
+		},
+		{
+			name: "policy off, window unknown",
+			view: workflows.SessionView{
+				Policy:  config.Rotate{Mode: config.ModeOff, ContextPercent: 85, ContextTokens: 150000},
+				Context: workflows.ContextRecord{UsedTokens: 9000, Source: activities.SourceReported, Threshold: &workflows.Threshold{Tokens: 150000, By: "contextTokens"}},
+			},
+			want: ContextStatus{Session: "web/lead", UsedTokens: 9000, Source: "reported",
+				Threshold: ThresholdStatus{Tokens: 150000, By: "contextTokens", Text: "150k tokens (contextTokens)"}, Mode: "off"},
+			text: "web/lead: context 9k tokens of a window of unknown size (reported); nid's policy is off: it rotates only when the human asks " +
+				"or you call handoff_write; 0 turns since the last rotation, 0 rotations.",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := &recordingSignaler{view: tc.view}
+			e := startMCP(t, sig)
+			res, err := callTool(t, e.URL(webLead, 0), activities.ToolContextStatus, nil)
+			require.NoError(t, err)
+			require.False(t, res.IsError, resultText(res))
+			require.Equal(t, tc.text, resultText(res))
+			tc.want.Summary = tc.text
+			var got ContextStatus
+			b, err := json.Marshal(res.StructuredContent)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(b, &got))
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The briefings a session starts with tell its agent that context_status
+// is there, by the name the endpoint serves it under.
+func TestDefaultBriefingsNameContextStatus(t *testing.T) {
+	e := startMCP(t, &recordingSignaler{})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.URL(webLead, 0), MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	tools, err := cs.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	require.Contains(t, names, activities.ToolContextStatus)
+	for _, briefing := range []string{config.DefaultPrompts().Task, config.DefaultPrompts().Goal} {
+		require.Contains(t, briefing, activities.ToolContextStatus+" shows how full your context is")
+	}
 }

@@ -68,6 +68,10 @@ type CompactInput struct {
 	Spec         AgentSpec  `json:"spec"`
 	Conversation string     `json:"conversation"`
 	WorkDir      string     `json:"workdir,omitempty"`
+	// Generation is the conversation's (see TurnInput.Generation): a
+	// compaction keeps it. An agent process the compaction starts gets
+	// this generation's MCP token.
+	Generation int `json:"generation,omitempty"`
 }
 
 // StopInput ends a session's agent process.

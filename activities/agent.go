@@ -106,9 +106,9 @@ type VendorCompaction struct {
 const EnvMCPToken = "NIDAGENT_MCP_TOKEN"
 
 // MCPAccess is how an agent reaches its session's own MCP endpoint. The
-// token is a secret of the session: it goes to the agent in a header read
-// from the agent's environment, never on a command line, which every local
-// user can read.
+// token is a secret of one conversation of the session (its generation):
+// it goes to the agent in a header read from the agent's environment, never
+// on a command line, which every local user can read.
 type MCPAccess struct {
 	// URL is the endpoint without the token.
 	URL string
@@ -211,6 +211,9 @@ const (
 	ToolTaskDone     = "task_done"
 	ToolLockAcquire  = "lock_acquire"
 	ToolLockRelease  = "lock_release"
+	// ToolContextStatus shows the agent how full its own context is and
+	// where nid rotates it.
+	ToolContextStatus = "context_status"
 )
 
 // Agent is what every vendor adapter implements. Implementations must be

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/worker"
+	"github.com/nid-dev/nid/workflows"
 )
 
 // The rigs in this file run each agent kind the way a worker does, for the
@@ -46,12 +48,17 @@ func agentBin(t *testing.T, name string) string {
 }
 
 // fakeSessions stands in for the session workflows behind nid's MCP
-// endpoint: it records handoffs and shows a fixed board. The tools it does
-// not fake are left to the embedded interface (nil: a call would panic).
+// endpoint: it records handoffs, shows a fixed board, and answers the
+// session's query with the view a test sets (the generation of its current
+// conversation, whether a rotation runs, its context record). The tools it
+// does not fake are left to the embedded interface (nil: a call would
+// panic).
 type fakeSessions struct {
 	worker.SessionSignaler
 	mu        sync.Mutex
 	summaries []string
+	updates   []string
+	view      workflows.SessionView
 }
 
 const testBoard = "BOARD: task t1 (claimed by web/lead): add dark mode"
@@ -64,6 +71,36 @@ func (f *fakeSessions) HandoffWrite(_ context.Context, _ string, summary string)
 }
 
 func (f *fakeSessions) Board(context.Context, string, string) (string, error) { return testBoard, nil }
+
+// BoardUpdate records the update and grants it.
+func (f *fakeSessions) BoardUpdate(_ context.Context, _, update string, req workflows.BoardRequest) (workflows.BoardResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updates = append(f.updates, update)
+	return workflows.BoardResult{Task: &workflows.Task{ID: req.TaskID, Title: "add dark mode"}, Lock: &workflows.Lock{Name: req.Lock}}, nil
+}
+
+// Updates returns the board updates that reached the group.
+func (f *fakeSessions) Updates() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.updates...)
+}
+
+func (f *fakeSessions) Session(_ context.Context, group, name string) (workflows.SessionView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := f.view
+	v.Group, v.Name = group, name
+	return v, nil
+}
+
+// setView changes what the session's query answers.
+func (f *fakeSessions) setView(change func(v *workflows.SessionView)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change(&f.view)
+}
 
 func (f *fakeSessions) Summaries() []string {
 	f.mu.Lock()
@@ -107,8 +144,11 @@ type agentRig struct {
 	vendor   *vendor
 	model    *fakeModel
 	sessions *fakeSessions
-	mcp      activities.MCPAccess
+	ep       *worker.MCPEndpoint
 	ref      activities.SessionRef
+	// generation is the conversation generation the rig's turns and
+	// compactions run with (activities.TurnInput.Generation).
+	generation int
 	// set is what the worker's nid.yaml says of the session's agent; the
 	// worker reads it at every call, as it reads the file.
 	set                  config.AgentSettings
@@ -135,14 +175,13 @@ func newRig(t *testing.T, kind activities.Kind) *agentRig {
 	// A key of its own, so that no other test's agent holds this token.
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	ep := worker.NewMCPEndpoint(key, r.sessions, "http://"+ts.Listener.Addr().String())
+	r.ep = worker.NewMCPEndpoint(key, r.sessions, "http://"+ts.Listener.Addr().String())
 	mux := http.NewServeMux()
-	mux.Handle("/mcp/", ep.Handler())
+	mux.Handle("/mcp/", r.ep.Handler())
 	ts.Config.Handler = mux
 	ts.Start()
 	t.Cleanup(ts.Close)
 	r.ref = activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
-	r.mcp = ep.Access(r.ref)
 	r.home, r.state, r.workDir = t.TempDir(), t.TempDir(), t.TempDir()
 	r.logs = transcript.New(r.state)
 	r.spec = activities.AgentSpec{Kind: kind.Name}
@@ -272,7 +311,7 @@ func (r *agentRig) start() {
 	acts := &activities.Activities{
 		Agents:      map[string]activities.Agent{r.kind.Name: r.kind.New()},
 		StateDir:    state,
-		MCP:         func(activities.SessionRef) activities.MCPAccess { return r.mcp },
+		MCP:         r.ep.Access,
 		Transcripts: r.logs,
 		Settings: func(ref activities.SessionRef) (string, config.AgentSettings, bool) {
 			return r.kind.Name, r.set, ref == r.ref
@@ -305,16 +344,20 @@ func (r *agentRig) rateLimits() []bool {
 	return append([]bool(nil), r.limited...)
 }
 
+// access is the session's MCP endpoint and the token of its conversation
+// of generation.
+func (r *agentRig) access(generation int) activities.MCPAccess { return r.ep.Access(r.ref, generation) }
+
 func (r *agentRig) turn(conv, prompt, kind string) (activities.TurnResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	return r.acts.RunTurn(ctx, activities.TurnInput{Session: r.ref, Spec: r.spec, Conversation: conv, Prompt: prompt, Kind: kind})
+	return r.acts.RunTurn(ctx, activities.TurnInput{Session: r.ref, Spec: r.spec, Conversation: conv, Prompt: prompt, Kind: kind, Generation: r.generation})
 }
 
 func (r *agentRig) compact(conv string) (activities.CompactReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	return r.acts.Compact(ctx, activities.CompactInput{Session: r.ref, Spec: r.spec, Conversation: conv})
+	return r.acts.Compact(ctx, activities.CompactInput{Session: r.ref, Spec: r.spec, Conversation: conv, Generation: r.generation})
 }
 
 func (r *agentRig) stop(conv string) error {
@@ -406,9 +449,10 @@ func TestMain(m *testing.M) {
 // miniature, as a user's own command might be. It reads the prompt on
 // stdin, keeps each conversation's messages in a file under HOME (as a real
 // CLI keeps its transcript), sends them to the fake model, runs the shell
-// commands and writes the files the model asks for, then prints the answer
-// and nid's usage line. It calls none of nid's tools: nid gives an exec
-// agent its MCP endpoint, but does not count on it.
+// commands, writes the files and calls the tools of nid's the model asks
+// for (the tools through NIDAGENT_MCP_URL, as a user's command might), then
+// prints the answer and nid's usage line. nid gives an exec agent its MCP
+// endpoint, but does not count on it calling anything.
 func execAgent(model string) int {
 	if len(os.Args) > 1 {
 		fmt.Fprintf(os.Stderr, "exec-agent: unknown flag %s\n", os.Args[1])
@@ -437,6 +481,9 @@ func execAgent(model string) int {
 			err := os.WriteFile(rep.WriteFile, []byte(rep.WriteText), 0o644)
 			msgs += fmt.Sprintf("wrote %s: %v\n", rep.WriteFile, err)
 			continue
+		case rep.Tool != "":
+			msgs += fmt.Sprintf("called %s: %s\n", rep.Tool, callNid(rep.Tool, rep.ToolInput))
+			continue
 		}
 		fmt.Println(rep.Text)
 		fmt.Printf("{\"nid\":\"usage\",\"used\":%d,\"window\":%d}\n", rep.Input, execWindow)
@@ -444,6 +491,33 @@ func execAgent(model string) int {
 		_ = os.WriteFile(conv, []byte(msgs+"agent: "+rep.Text+"\n"), 0o600)
 		return 0
 	}
+}
+
+// callNid calls one of nid's tools at NIDAGENT_MCP_URL and returns what
+// it answered, its failure included.
+func callNid(tool string, args map[string]any) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "exec-agent", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: os.Getenv("NIDAGENT_MCP_URL"), DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		return "connect: " + err.Error()
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	var text []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			text = append(text, t.Text)
+		}
+	}
+	if res.IsError {
+		return "error: " + strings.Join(text, "\n")
+	}
+	return strings.Join(text, "\n")
 }
 
 // askModel sends the conversation so far to the fake model.

@@ -24,8 +24,10 @@ import (
 // was killed, the next call starts a new app-server and resumes the thread
 // with thread/resume. nid's MCP server is added to the user's Codex config
 // as mcp_servers.nid by -c overrides, its token sent as a bearer token read
-// from the app-server's environment. An app-server whose worker died exits
-// when its stdin closes.
+// from the app-server's environment. That token belongs to one of the
+// session's conversations (its generation), so a turn of another one runs
+// on a new app-server: the old one could not act for it. An app-server
+// whose worker died exits when its stdin closes.
 type Codex struct {
 	mu      sync.Mutex
 	servers map[string]*codexServer
@@ -39,7 +41,7 @@ const codexStartTimeout = 60 * time.Second
 
 // Turn runs one turn of the session's thread.
 func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
-	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation)
+	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation, true)
 	if err != nil {
 		return TurnReport{}, err
 	}
@@ -76,7 +78,9 @@ func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 // Compact asks Codex to compact the thread; only a completed
 // contextCompaction item counts.
 func (c *Codex) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
-	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation)
+	// A compaction calls none of nid's tools: whatever token the running
+	// app-server has, it can compact.
+	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation, false)
 	if err != nil {
 		return CompactReport{}, err
 	}
@@ -141,11 +145,20 @@ func (c *Codex) Close() error {
 }
 
 // thread returns the session's running app-server with the conversation's
-// thread loaded, starting the server and the thread as needed.
-func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAccess, conv string) (*codexServer, string, error) {
+// thread loaded, starting the server and the thread as needed. With
+// rebind, a server holding another MCP token than mcp (one of a
+// conversation rotated away, whose stop failed) is replaced first: its
+// tool calls would be refused.
+func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAccess, conv string, rebind bool) (*codexServer, string, error) {
 	c.mu.Lock()
 	srv := c.servers[ref.WorkflowID]
 	c.mu.Unlock()
+	if srv != nil && rebind && srv.mcp != mcp {
+		if err := c.Stop(ctx, StopRequest{Session: ref}); err != nil {
+			return nil, "", err
+		}
+		srv = nil
+	}
 	if srv != nil && !srv.alive() {
 		srv = nil
 	}
@@ -305,6 +318,8 @@ type codexServer struct {
 	// grant says approvals are granted: the session runs unsandboxed
 	// anyway. In a sandbox an approval would let a command out of it.
 	grant bool
+	// mcp is the endpoint and token it was started with.
+	mcp MCPAccess
 
 	mu      sync.Mutex
 	nextID  int64
@@ -339,7 +354,7 @@ func startCodex(ctx context.Context, p Process, mcp MCPAccess) (*codexServer, er
 	// The server outlives this call: it is not bound to ctx.
 	cmd := newCommand(context.Background(), path, args, p, env)
 	s := &codexServer{cmd: cmd, stderr: &tail{}, exited: make(chan struct{}), pending: map[string]chan CodexMessage{}, wake: make(chan struct{}, 1),
-		grant: !p.sandboxed()}
+		grant: !p.sandboxed(), mcp: mcp}
 	cmd.Stderr = s.stderr
 	if s.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err

@@ -304,10 +304,10 @@ func conformSecrets(t *testing.T, kind activities.Kind) {
 	require.NotEmpty(t, argvs)
 	if kind.Tools {
 		// Its command line names nid's MCP endpoint: it was among those read.
-		require.True(t, containsAny(argvs, r.mcp.URL), "the agent's command line was read")
+		require.True(t, containsAny(argvs, r.access(0).URL), "the agent's command line was read")
 	}
 	for _, argv := range argvs {
-		require.NotContains(t, argv, r.mcp.Token)
+		require.NotContains(t, argv, r.access(0).Token)
 	}
 	env, err := os.ReadFile(envFile)
 	require.NoError(t, err)

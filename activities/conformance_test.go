@@ -57,6 +57,9 @@ func conformanceCases() []conformanceCase {
 		{"turn timeout", conformTurnTimeout},
 		{"handoff", conformHandoff},
 		{"stop and close", conformStopAndClose},
+		// conformance_mcp_test.go
+		{"context status", conformContextStatus},
+		{"old conversations cannot act", conformOldConversationsCannotAct},
 		// conformance_sandbox_test.go
 		{"permissions", conformPermissions},
 		{"commits in its worktree", conformCommits},

@@ -42,9 +42,11 @@ type Activities struct {
 	Agents map[string]Agent
 	// StateDir is where adapters keep per-session files on this host.
 	StateDir string
-	// MCP returns a session's own MCP endpoint and token. Nil means agents
-	// get no MCP endpoint.
-	MCP func(ref SessionRef) MCPAccess
+	// MCP returns a session's own MCP endpoint and the token of one of its
+	// conversations, by generation (TurnInput.Generation): a conversation
+	// the session rotated away cannot act with it. Nil means agents get no
+	// MCP endpoint.
+	MCP func(ref SessionRef, generation int) MCPAccess
 	// HeartbeatEvery overrides DefaultHeartbeatEvery.
 	HeartbeatEvery time.Duration
 	// Transcripts receives every turn's prompt, tool calls and output and
@@ -230,7 +232,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 				Conversation: in.Conversation,
 				Prompt:       in.Prompt,
 				Kind:         kind,
-				MCP:          a.mcp(in.Session),
+				MCP:          a.mcp(in.Session, in.Generation),
 				StateDir:     a.StateDir,
 				Process:      p,
 				RateLimited:  a.rateLimited(ctx, in.Session),
@@ -259,7 +261,7 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactRepor
 				Session:      in.Session,
 				Spec:         in.Spec,
 				Conversation: in.Conversation,
-				MCP:          a.mcp(in.Session),
+				MCP:          a.mcp(in.Session, in.Generation),
 				StateDir:     a.StateDir,
 				Process:      p,
 			})
@@ -351,11 +353,11 @@ func (a *Activities) agent(kind string) (Agent, error) {
 		ErrUnknownAgent, nil)
 }
 
-func (a *Activities) mcp(ref SessionRef) MCPAccess {
+func (a *Activities) mcp(ref SessionRef, generation int) MCPAccess {
 	if a.MCP == nil {
 		return MCPAccess{}
 	}
-	return a.MCP(ref)
+	return a.MCP(ref, generation)
 }
 
 // heartbeating runs fn, heartbeating meanwhile so that a worker that died

@@ -154,19 +154,24 @@ func TestRunTurnErrors(t *testing.T) {
 	}
 }
 
+// The agent gets its session's endpoint with the token of the turn's own
+// conversation (its generation): a later conversation's token would let a
+// rotated-away one act, an earlier one's would be refused.
 func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
 	rec := startHandoffRecorder(t, "")
 	stateDir := t.TempDir()
+	var generations []int
 	acts := &Activities{
 		Agents:   map[string]Agent{KindSim: NewSim()},
 		StateDir: stateDir,
-		MCP: func(ref SessionRef) MCPAccess {
+		MCP: func(ref SessionRef, generation int) MCPAccess {
 			require.Equal(t, lead, ref)
+			generations = append(generations, generation)
 			return MCPAccess{URL: rec.URL}
 		},
 	}
 	env := activityEnv(acts)
-	in := TurnInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Prompt: "Call handoff_write."}
+	in := TurnInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Prompt: "Call handoff_write.", Generation: 3}
 
 	var res TurnResult
 	val, err := env.ExecuteActivity(RunTurnName, in)
@@ -180,6 +185,10 @@ func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rec.Summaries(), 1)
 	require.Contains(t, rec.Summaries()[0], "sim conversation sim-1 of web/lead")
+
+	_, err = env.ExecuteActivity(CompactName, CompactInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Conversation: res.Conversation, Generation: 3})
+	require.NoError(t, err)
+	require.Equal(t, []int{3, 3, 3}, generations)
 }
 
 func TestRunTurnHeartbeatsWhileTheAgentWorks(t *testing.T) {

@@ -263,12 +263,13 @@ func (s *Sim) callTool(ctx context.Context, url, tool string, args map[string]an
 		return fmt.Errorf("sim: call %s: %w", tool, err)
 	}
 	if res.IsError {
-		return AgentFailed("sim: %s failed: %s", tool, toolText(res))
+		return AgentFailed("sim: %s failed: %s", tool, ToolText(res))
 	}
 	return nil
 }
 
-func toolText(res *mcp.CallToolResult) string {
+// ToolText is the text of a tool's answer, its parts joined by newlines.
+func ToolText(res *mcp.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
 		if t, ok := c.(*mcp.TextContent); ok {

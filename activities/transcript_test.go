@@ -29,7 +29,7 @@ func TestTranscriptAcrossAHandoff(t *testing.T) {
 	acts := &Activities{
 		Agents:      map[string]Agent{KindSim: NewSim()},
 		StateDir:    state,
-		MCP:         func(SessionRef) MCPAccess { return MCPAccess{URL: rec.URL} },
+		MCP:         func(SessionRef, int) MCPAccess { return MCPAccess{URL: rec.URL} },
 		Transcripts: logs,
 	}
 	spec := AgentSpec{Kind: KindSim, Sim: config.Sim{TurnDelay: config.Duration(time.Millisecond)}}

@@ -68,10 +68,12 @@ func DefaultPrompts() Prompts {
 			"Your task: task {{task.id}}: {{task.title}}\n{{task.detail}}\n\n{{board}}\n" +
 			"Work on your task. When it is done, call task_done with id {{task.id}}. " +
 			"Take a lock (lock_acquire) before changing what others might change. " +
-			"When your context feels cluttered, call handoff_write with a self-contained handoff.",
+			"When your context feels cluttered, call handoff_write with a self-contained handoff; " +
+			"context_status shows how full your context is and when nid rotates it.",
 		Continue: "Continue with task {{task.id}}: {{task.title}}. When it is done, call task_done with id {{task.id}}.",
 		Goal: "You are session {{group}}/{{session}} of the nid group {{group}}.\nGoal: {{goal}}\n" +
-			"Work toward the goal. When your context feels cluttered, call the handoff_write tool with a self-contained handoff.",
+			"Work toward the goal. When your context feels cluttered, call the handoff_write tool with a self-contained handoff; " +
+			"context_status shows how full your context is and when nid rotates it.",
 		GoalContinue: "Continue working toward the goal: {{goal}}",
 	}
 }

@@ -41,12 +41,19 @@ func (s *site) board(group string) workflows.BoardView {
 }
 
 // mcpCall calls one of nid's tools as the session's agent would, through
-// the session's own MCP URL.
+// the session's own MCP URL with its current conversation's token.
 func (s *site) mcpCall(group, name, tool string, args map[string]any) *mcp.CallToolResult {
+	s.t.Helper()
+	return s.mcpCallAs(group, name, s.session(s.client(), group, name).Generation, tool, args)
+}
+
+// mcpCallAs calls one of nid's tools as the agent of the session's
+// conversation of generation would.
+func (s *site) mcpCallAs(group, name string, generation int, tool string, args map[string]any) *mcp.CallToolResult {
 	s.t.Helper()
 	key, err := os.ReadFile(filepath.Join(s.dir, ".nid", "mcp.key"))
 	require.NoError(s.t, err)
-	url := worker.NewMCPEndpoint(key, nil, "http://127.0.0.1:"+strconv.Itoa(s.http)).URL(activities.SessionRef{Group: group, Name: name})
+	url := worker.NewMCPEndpoint(key, nil, "http://127.0.0.1:"+strconv.Itoa(s.http)).URL(activities.SessionRef{Group: group, Name: name}, generation)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil).

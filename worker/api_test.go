@@ -245,7 +245,7 @@ func TestAPIRequestLimits(t *testing.T) {
 }
 
 func TestAPIToken(t *testing.T) {
-	mcpToken := NewMCPEndpoint([]byte("k"), nil, "http://x").token("web", "lead")
+	mcpToken := NewMCPEndpoint([]byte("k"), nil, "http://x").token("web", "lead", 0)
 	tests := []struct {
 		name   string
 		header string

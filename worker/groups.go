@@ -106,6 +106,10 @@ func (t temporalSessions) Board(ctx context.Context, group, session string) (str
 	return workflows.BoardText(g.Board, session), nil
 }
 
+func (t temporalSessions) Session(ctx context.Context, group, name string) (workflows.SessionView, error) {
+	return nidclient.QuerySession(ctx, t.c, group, name)
+}
+
 func (t temporalSessions) BoardUpdate(ctx context.Context, group, update string, req workflows.BoardRequest) (workflows.BoardResult, error) {
 	return UpdateBoard(ctx, t.c, group, update, req)
 }

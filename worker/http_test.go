@@ -123,7 +123,7 @@ func TestLongResponsesOutliveTheWriteTimeout(t *testing.T) {
 	}
 	require.True(t, found, "the stream still delivers: %v", sc.Err())
 
-	res, err := callTool(t, s.mcp.URL(webLead), "board_read", nil)
+	res, err := callTool(t, s.mcp.URL(webLead, 0), "board_read", nil)
 	require.NoError(t, err)
 	require.Equal(t, "the board", resultText(res))
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -34,18 +35,27 @@ type SessionSignaler interface {
 	// BoardUpdate runs a board update (workflows.UpdateTaskClaim, ...) on
 	// the group as req.Session; a refusal comes back as the error.
 	BoardUpdate(ctx context.Context, group, update string, req workflows.BoardRequest) (workflows.BoardResult, error)
+	// Session returns the view of the session group/name
+	// (workflows.QuerySession): which of its conversations may act, and
+	// its context record.
+	Session(ctx context.Context, group, name string) (workflows.SessionView, error)
 }
 
 // mcpKeyBytes is the size of the key that signs session tokens.
 const mcpKeyBytes = 32
 
 // MCPEndpoint serves nid's tools to agents over MCP (streamable HTTP). Each
-// session has its own URL, <baseURL>/mcp/<group>/<session>, and its own
-// token, an HMAC of the session id under the worker's key, sent as
-// "Authorization: Bearer <token>" (or, for agents that can send no header,
-// as one more path segment: <baseURL>/mcp/<group>/<session>/<token>). An
-// agent can act only as the session whose token it was given, and a request
-// with a missing or wrong token is refused before it reaches any tool.
+// session has its own URL, <baseURL>/mcp/<group>/<session>, and each of its
+// conversations its own token, "<generation>.<HMAC of the session id and
+// the generation under the worker's key>", sent as "Authorization: Bearer
+// <token>" (or, for agents that can send no header, as one more path
+// segment: <baseURL>/mcp/<group>/<session>/<token>). An agent can act only
+// as the session whose token it was given, and a request with a missing or
+// wrong token is refused before it reaches any tool. Every tool call is
+// then checked against the session itself: only its current conversation
+// (workflows.SessionView.Generation), and while a rotation runs the fresh
+// one it starts, may act; a conversation rotated away is refused and
+// changes nothing.
 //
 // The endpoint is stateless (no MCP session ids): every request is
 // authenticated by its URL and header alone, so MCP sessions cannot be shared across nid
@@ -57,7 +67,7 @@ type MCPEndpoint struct {
 	handler  *mcp.StreamableHTTPHandler
 
 	mu      sync.Mutex
-	servers map[string]*mcp.Server // by session workflow id
+	servers map[caller]*mcp.Server
 }
 
 // NewMCPEndpoint returns the endpoint for agents. key signs session tokens
@@ -68,29 +78,37 @@ func NewMCPEndpoint(key []byte, sessions SessionSignaler, baseURL string) *MCPEn
 		key:      key,
 		sessions: sessions,
 		baseURL:  strings.TrimRight(baseURL, "/"),
-		servers:  make(map[string]*mcp.Server),
+		servers:  make(map[caller]*mcp.Server),
 	}
 	e.handler = mcp.NewStreamableHTTPHandler(e.server, &mcp.StreamableHTTPOptions{Stateless: true})
 	return e
 }
 
-// Access is the session's own MCP endpoint and token. Give it only to that
-// session's agent.
-func (e *MCPEndpoint) Access(ref activities.SessionRef) activities.MCPAccess {
-	return activities.MCPAccess{URL: e.baseURL + "/mcp/" + ref.Group + "/" + ref.Name, Token: e.token(ref.Group, ref.Name)}
+// Access is the session's own MCP endpoint and the token of its
+// conversation of that generation. Give it only to that conversation's
+// agent.
+func (e *MCPEndpoint) Access(ref activities.SessionRef, generation int) activities.MCPAccess {
+	return activities.MCPAccess{URL: e.baseURL + "/mcp/" + ref.Group + "/" + ref.Name, Token: e.token(ref.Group, ref.Name, generation)}
 }
 
-// URL is the session's own MCP endpoint with its token in the path. Give it
-// only to that session's agent.
-func (e *MCPEndpoint) URL(ref activities.SessionRef) string { return e.Access(ref).TokenURL() }
+// URL is the session's own MCP endpoint with the token of its conversation
+// of that generation in the path. Give it only to that conversation's
+// agent.
+func (e *MCPEndpoint) URL(ref activities.SessionRef, generation int) string {
+	return e.Access(ref, generation).TokenURL()
+}
 
 // Handler serves the endpoint; mount it at "/mcp/".
 func (e *MCPEndpoint) Handler() http.Handler { return http.HandlerFunc(e.serveHTTP) }
 
 type callerKey struct{}
 
-// caller is the session a request was authenticated as.
-type caller struct{ group, name string }
+// caller is the session, and the generation of its conversation, a
+// request was authenticated as.
+type caller struct {
+	group, name string
+	generation  int
+}
 
 func (e *MCPEndpoint) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/mcp/")
@@ -111,40 +129,68 @@ func (e *MCPEndpoint) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized: send the token of session "+group+"/"+name+" as Authorization: Bearer <token>", http.StatusUnauthorized)
 		return
 	}
-	if !hmac.Equal([]byte(token), []byte(e.token(group, name))) {
-		http.Error(w, "forbidden: this is not the token of session "+group+"/"+name, http.StatusForbidden)
+	generation, ok := tokenGeneration(token)
+	if !ok || !hmac.Equal([]byte(token), []byte(e.token(group, name, generation))) {
+		http.Error(w, "forbidden: this is not a token of session "+group+"/"+name, http.StatusForbidden)
 		return
 	}
-	ctx := context.WithValue(r.Context(), callerKey{}, caller{group, name})
+	ctx := context.WithValue(r.Context(), callerKey{}, caller{group, name, generation})
 	e.handler.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// token is the first 32 hex digits of HMAC-SHA256(key, session id).
-func (e *MCPEndpoint) token(group, name string) string {
+// token is the generation, a dot, and the first 32 hex digits of
+// HMAC-SHA256(key, session id NUL generation): each conversation of a
+// session has a token of its own.
+func (e *MCPEndpoint) token(group, name string, generation int) string {
 	m := hmac.New(sha256.New, e.key)
-	m.Write([]byte(workflows.SessionID(group, name)))
-	return hex.EncodeToString(m.Sum(nil))[:32]
+	m.Write([]byte(workflows.SessionID(group, name) + "\x00" + strconv.Itoa(generation)))
+	return strconv.Itoa(generation) + "." + hex.EncodeToString(m.Sum(nil))[:32]
 }
 
-// server returns the MCP server whose tools act as the request's session.
-// Only authenticated requests get here, so the cache holds at most one
-// server per session that exists.
+// tokenGeneration is the generation a token claims to be of; the HMAC
+// decides whether it is.
+func tokenGeneration(token string) (int, bool) {
+	prefix, _, ok := strings.Cut(token, ".")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(prefix)
+	return n, err == nil && n >= 0
+}
+
+// server returns the MCP server whose tools act as the request's session
+// and conversation. Only authenticated requests get here, and only a
+// session's newest conversations call often, so the cache keeps, for each
+// session, servers of the newest generation it saw and the one before.
 func (e *MCPEndpoint) server(r *http.Request) *mcp.Server {
 	c, ok := r.Context().Value(callerKey{}).(caller)
 	if !ok {
 		return nil
 	}
-	id := workflows.SessionID(c.group, c.name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if s, ok := e.servers[id]; ok {
+	if s, ok := e.servers[c]; ok {
 		return s
 	}
+	s := e.newServer(c)
+	for k := range e.servers {
+		if k.group == c.group && k.name == c.name && k.generation < c.generation-1 {
+			delete(e.servers, k)
+		}
+	}
+	e.servers[c] = s
+	return s
+}
+
+func (e *MCPEndpoint) newServer(c caller) *mcp.Server {
+	id := workflows.SessionID(c.group, c.name)
 	s := mcp.NewServer(&mcp.Implementation{Name: "nid", Version: "1"}, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("nid's tools for session %s/%s. Call %s(summary) when your context is "+
-			"cluttered or when nid asks for a handoff; call %s to see the group's goal and tasks.",
-			c.group, c.name, activities.ToolHandoffWrite, activities.ToolBoardRead),
+			"cluttered or when nid asks for a handoff; call %s to see the group's goal and tasks, "+
+			"%s to see how full your context is and when nid rotates it.",
+			c.group, c.name, activities.ToolHandoffWrite, activities.ToolBoardRead, activities.ToolContextStatus),
 	})
+	s.AddReceivingMiddleware(e.currentOnly(c))
 	mcp.AddTool(s, &mcp.Tool{
 		Name: activities.ToolHandoffWrite,
 		Description: "Write your handoff: a self-contained summary a fresh conversation can continue from " +
@@ -155,6 +201,12 @@ func (e *MCPEndpoint) server(r *http.Request) *mcp.Server {
 		Name:        activities.ToolBoardRead,
 		Description: "Read the group's board: its goal, its tasks, who claimed each, and the locks sessions hold.",
 	}, e.boardRead(c))
+	mcp.AddTool(s, &mcp.Tool{
+		Name: activities.ToolContextStatus,
+		Description: "See how full your context window is (tokens used, the window, percent, where the numbers came from), " +
+			"where nid rotates this conversation (the threshold in percent and tokens, and what set it), " +
+			"turns since the last rotation and how many rotations there were.",
+	}, contextStatus)
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        activities.ToolTaskClaim,
 		Description: "Claim a task on the board by its id (e.g. t3). Refused, with the holder named, when another session holds it.",
@@ -175,8 +227,53 @@ func (e *MCPEndpoint) server(r *http.Request) *mcp.Server {
 		Name:        activities.ToolLockRelease,
 		Description: "Release a named lock you hold.",
 	}, e.lockTool(c, workflows.UpdateLockRelease, "lock %q released"))
-	e.servers[id] = s
 	return s
+}
+
+type viewKey struct{}
+
+// currentOnly lets a tool call through only from a conversation that may
+// act for the session now: its current one, or, while a rotation runs, the
+// fresh one the rotation starts. Any other (a process that outlived its
+// turn, a late retry) is refused before the tool runs, so it changes
+// nothing. The tool gets the session's view it was checked against.
+func (e *MCPEndpoint) currentOnly(c caller) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/call" {
+				return next(ctx, method, req)
+			}
+			v, err := e.sessions.Session(ctx, c.group, c.name)
+			if err != nil {
+				return errorResult(fmt.Sprintf("refused: nid could not check that this conversation is still the current one of %s/%s (%s); "+
+					"nothing was changed: try again", c.group, c.name, workflows.ErrorText(err))), nil
+			}
+			if why := notCurrent(c, v); why != "" {
+				return errorResult(why), nil
+			}
+			return next(context.WithValue(ctx, viewKey{}, v), method, req)
+		}
+	}
+}
+
+// notCurrent says why the conversation c may not act for the session v
+// now; "" when it may.
+func notCurrent(c caller, v workflows.SessionView) string {
+	switch {
+	case c.generation == v.Generation, c.generation == v.Generation+1 && v.Rotating != nil:
+		return ""
+	case c.generation < v.Generation:
+		return fmt.Sprintf("refused: this conversation of %s/%s was rotated away (its token is of generation %d; the session is on generation %d): "+
+			"it can no longer act for the session, and nothing was changed", c.group, c.name, c.generation, v.Generation)
+	default:
+		return fmt.Sprintf("refused: this conversation of %s/%s is not the session's current one (its token is of generation %d, "+
+			"from a rotation that did not complete; the session is on generation %d): it cannot act for the session, and nothing was changed",
+			c.group, c.name, c.generation, v.Generation)
+	}
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 type taskArgs struct {

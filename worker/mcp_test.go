@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -29,6 +31,10 @@ type recordingSignaler struct {
 	updates  []boardCall
 	// refuse, when set, is the refusal every board update gets.
 	refuse error
+	// view is what the session's query answers, viewErr its failure.
+	view    workflows.SessionView
+	viewErr error
+	views   int
 }
 
 type boardCall struct {
@@ -66,6 +72,15 @@ func (s *recordingSignaler) BoardUpdate(_ context.Context, group, update string,
 		Task: &workflows.Task{ID: req.TaskID, Title: "Dark mode toggle"},
 		Lock: &workflows.Lock{Name: req.Lock, Holder: req.Session},
 	}, nil
+}
+
+func (s *recordingSignaler) Session(_ context.Context, group, name string) (workflows.SessionView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.views++
+	v := s.view
+	v.Group, v.Name = group, name
+	return v, s.viewErr
 }
 
 func (s *recordingSignaler) Handoffs() []handoffCall {
@@ -172,7 +187,7 @@ func TestMCPHandoffWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sig := &recordingSignaler{signalErr: tc.signalErr}
 			e := startMCP(t, sig)
-			res, err := callTool(t, e.URL(webLead), "handoff_write", map[string]any{"summary": tc.summary})
+			res, err := callTool(t, e.URL(webLead, 0), "handoff_write", map[string]any{"summary": tc.summary})
 			require.NoError(t, err)
 			require.Equal(t, tc.isError, res.IsError)
 			require.Equal(t, tc.text, resultText(res))
@@ -184,7 +199,7 @@ func TestMCPHandoffWrite(t *testing.T) {
 func TestMCPBoardRead(t *testing.T) {
 	sig := &recordingSignaler{board: "Goal: Add dark mode to the settings page\nNo tasks yet."}
 	e := startMCP(t, sig)
-	res, err := callTool(t, e.URL(webWorker), "board_read", nil)
+	res, err := callTool(t, e.URL(webWorker, 0), "board_read", nil)
 	require.NoError(t, err)
 	require.False(t, res.IsError)
 	require.Equal(t, "Goal: Add dark mode to the settings page\nNo tasks yet.", resultText(res))
@@ -194,11 +209,11 @@ func TestMCPBoardRead(t *testing.T) {
 func TestMCPRefusesOtherTokens(t *testing.T) {
 	sig := &recordingSignaler{}
 	e := startMCP(t, sig)
-	base, _, _ := strings.Cut(e.URL(webLead), "/mcp/")
-	workerToken := e.URL(webWorker)[strings.LastIndex(e.URL(webWorker), "/")+1:]
+	base, _, _ := strings.Cut(e.URL(webLead, 0), "/mcp/")
+	workerToken := e.URL(webWorker, 0)[strings.LastIndex(e.URL(webWorker, 0), "/")+1:]
 	other := NewMCPEndpoint([]byte("another key, another worker....."), sig, base)
 
-	lead := e.Access(webLead)
+	lead := e.Access(webLead, 0)
 	for _, tc := range []struct {
 		name   string
 		access activities.MCPAccess
@@ -211,9 +226,12 @@ func TestMCPRefusesOtherTokens(t *testing.T) {
 		{"wrong bearer token", activities.MCPAccess{URL: lead.URL, Token: "00000000000000000000000000000000"}, http.StatusForbidden},
 		{"another session's token", activities.MCPAccess{URL: lead.URL + "/" + workerToken}, http.StatusForbidden},
 		{"another session's bearer token", activities.MCPAccess{URL: lead.URL, Token: workerToken}, http.StatusForbidden},
-		{"token from another key", other.Access(webLead), http.StatusForbidden},
-		{"another session's URL with the lead's token", activities.MCPAccess{URL: e.Access(webWorker).URL, Token: lead.Token}, http.StatusForbidden},
-		{"extra path", activities.MCPAccess{URL: e.URL(webLead) + "/x"}, http.StatusNotFound},
+		{"token from another key", other.Access(webLead, 0), http.StatusForbidden},
+		{"another session's URL with the lead's token", activities.MCPAccess{URL: e.Access(webWorker, 0).URL, Token: lead.Token}, http.StatusForbidden},
+		{"another conversation's token relabelled", activities.MCPAccess{URL: lead.URL, Token: "0." + strings.SplitN(e.Access(webLead, 1).Token, ".", 2)[1]}, http.StatusForbidden},
+		{"a token without its generation", activities.MCPAccess{URL: lead.URL, Token: strings.SplitN(lead.Token, ".", 2)[1]}, http.StatusForbidden},
+		{"a negative generation", activities.MCPAccess{URL: lead.URL, Token: "-1." + strings.SplitN(lead.Token, ".", 2)[1]}, http.StatusForbidden},
+		{"extra path", activities.MCPAccess{URL: e.URL(webLead, 0) + "/x"}, http.StatusNotFound},
 		{"not a session name", activities.MCPAccess{URL: base + "/mcp/web/..%2Flead/" + workerToken}, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,7 +248,7 @@ func TestMCPRefusesOtherTokens(t *testing.T) {
 
 	// The token works in the path (exec agents) and as a bearer token
 	// (Claude Code, Codex).
-	require.Equal(t, http.StatusOK, postToolsCall(t, activities.MCPAccess{URL: e.URL(webLead)}))
+	require.Equal(t, http.StatusOK, postToolsCall(t, activities.MCPAccess{URL: e.URL(webLead, 0)}))
 	require.Equal(t, http.StatusOK, postToolsCall(t, lead))
 	require.Equal(t, []handoffCall{{"nid/web/lead", "I am lead now"}, {"nid/web/lead", "I am lead now"}}, sig.Handoffs())
 }
@@ -255,10 +273,13 @@ func postToolsCall(t *testing.T, access activities.MCPAccess) int {
 
 func TestMCPURL(t *testing.T) {
 	e := NewMCPEndpoint([]byte("0123456789abcdef0123456789abcdef"), &recordingSignaler{}, "http://127.0.0.1:7777/")
-	url := e.URL(webLead)
-	require.Regexp(t, `^http://127\.0\.0\.1:7777/mcp/web/lead/[0-9a-f]{32}$`, url)
-	require.Equal(t, url, e.URL(webLead), "a session's URL is stable")
-	require.NotEqual(t, url[strings.LastIndex(url, "/"):], e.URL(webWorker)[strings.LastIndex(e.URL(webWorker), "/"):])
+	url := e.URL(webLead, 0)
+	require.Regexp(t, `^http://127\.0\.0\.1:7777/mcp/web/lead/0\.[0-9a-f]{32}$`, url)
+	require.Equal(t, url, e.URL(webLead, 0), "a conversation's URL is stable")
+	require.NotEqual(t, url[strings.LastIndex(url, "/"):], e.URL(webWorker, 0)[strings.LastIndex(e.URL(webWorker, 0), "/"):])
+	next := e.URL(webLead, 1)
+	require.Regexp(t, `^http://127\.0\.0\.1:7777/mcp/web/lead/1\.[0-9a-f]{32}$`, next)
+	require.NotEqual(t, url[strings.LastIndex(url, ".")+1:], next[strings.LastIndex(next, ".")+1:], "each conversation has a token of its own")
 }
 
 func TestLoadOrCreateKey(t *testing.T) {
@@ -289,7 +310,7 @@ func TestMCPSimAgentWritesItsHandoff(t *testing.T) {
 		Spec:     activities.AgentSpec{Kind: activities.KindSim},
 		Prompt:   "Add dark mode to the settings page",
 		Kind:     activities.TurnWork,
-		MCP:      e.Access(webLead),
+		MCP:      e.Access(webLead, 0),
 		StateDir: t.TempDir(),
 	}
 	rep, err := sim.Turn(context.Background(), req)
@@ -307,7 +328,7 @@ func TestMCPSimAgentWritesItsHandoff(t *testing.T) {
 func TestMCPBoardToolsActAsTheCallingSession(t *testing.T) {
 	sig := &recordingSignaler{}
 	e := startMCP(t, sig)
-	url := e.URL(webWorker)
+	url := e.URL(webWorker, 0)
 
 	res, err := callTool(t, url, activities.ToolTaskClaim, map[string]any{"task_id": "t1"})
 	require.NoError(t, err)
@@ -338,7 +359,7 @@ func TestMCPBoardToolsActAsTheCallingSession(t *testing.T) {
 func TestMCPRefusesUnknownToolsAndBadArguments(t *testing.T) {
 	sig := &recordingSignaler{}
 	e := startMCP(t, sig)
-	_, err := callTool(t, e.URL(webLead), "delete_everything", map[string]any{})
+	_, err := callTool(t, e.URL(webLead, 0), "delete_everything", map[string]any{})
 	require.ErrorContains(t, err, "delete_everything")
 
 	for _, tc := range []struct {
@@ -348,10 +369,171 @@ func TestMCPRefusesUnknownToolsAndBadArguments(t *testing.T) {
 		{map[string]any{"summary": 42}, `summary: type: 42 has type "integer", want "string"`},
 		{map[string]any{}, `missing properties: ["summary"]`},
 	} {
-		res, err := callTool(t, e.URL(webLead), "handoff_write", tc.args)
+		res, err := callTool(t, e.URL(webLead, 0), "handoff_write", tc.args)
 		require.NoError(t, err)
 		require.True(t, res.IsError)
 		require.Contains(t, resultText(res), tc.want)
 	}
 	require.Empty(t, sig.Handoffs())
+}
+
+// Only the session's current conversation acts, and while a rotation runs
+// the fresh one it starts: a call with an older conversation's token (a
+// process that outlived its turn, a late retry), or with the token of a
+// fresh conversation a failed rotation left behind, is refused in words
+// that say so and reaches no session and no board.
+func TestMCPOnlyTheCurrentConversationActs(t *testing.T) {
+	rotating := &workflows.RotateRequest{Mode: "handoff", Reason: workflows.ReasonManual}
+	for _, tc := range []struct {
+		name       string
+		view       workflows.SessionView
+		generation int
+		refusal    string
+	}{
+		{"current", workflows.SessionView{Generation: 2}, 2, ""},
+		{"the old conversation while its rotation runs", workflows.SessionView{Generation: 2, Rotating: rotating}, 2, ""},
+		{"the fresh conversation while its rotation runs", workflows.SessionView{Generation: 2, Rotating: rotating}, 3, ""},
+		{"rotated away", workflows.SessionView{Generation: 2}, 1,
+			"refused: this conversation of web/lead was rotated away (its token is of generation 1; the session is on generation 2): it can no longer act for the session, and nothing was changed"},
+		{"rotated away long ago, while another rotation runs", workflows.SessionView{Generation: 2, Rotating: rotating}, 0,
+			"refused: this conversation of web/lead was rotated away (its token is of generation 0; the session is on generation 2)"},
+		{"left behind by a rotation that did not complete", workflows.SessionView{Generation: 2}, 3,
+			"refused: this conversation of web/lead is not the session's current one (its token is of generation 3, from a rotation that did not complete; the session is on generation 2)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := &recordingSignaler{board: "the board", view: tc.view}
+			e := startMCP(t, sig)
+			access := e.Access(webLead, tc.generation)
+			calls := []struct {
+				tool string
+				args map[string]any
+			}{
+				{activities.ToolHandoffWrite, map[string]any{"summary": "Goal: dark mode."}},
+				{activities.ToolTaskClaim, map[string]any{"task_id": "t1"}},
+				{activities.ToolLockAcquire, map[string]any{"name": "src/app.go"}},
+				{activities.ToolBoardRead, nil},
+				{activities.ToolContextStatus, nil},
+			}
+			for _, c := range calls {
+				res, err := callToolAs(t, access, c.tool, c.args)
+				require.NoError(t, err)
+				if tc.refusal == "" {
+					require.False(t, res.IsError, "%s: %s", c.tool, resultText(res))
+					continue
+				}
+				require.True(t, res.IsError, c.tool)
+				require.Contains(t, resultText(res), tc.refusal, c.tool)
+			}
+			require.Equal(t, len(calls), sig.views, "every call is checked against the session")
+			if tc.refusal != "" {
+				require.Empty(t, sig.Handoffs(), "no handoff reached the session")
+				require.Empty(t, sig.updates, "the board was not changed")
+				require.Empty(t, sig.boards, "nor read")
+				return
+			}
+			require.Equal(t, []handoffCall{{"nid/web/lead", "Goal: dark mode."}}, sig.Handoffs())
+			require.Len(t, sig.updates, 2)
+		})
+	}
+}
+
+// A tool call nid cannot check against its session (the session's worker
+// is down, the session is gone) is refused, not let through.
+func TestMCPRefusesWhatItCannotCheck(t *testing.T) {
+	sig := &recordingSignaler{viewErr: errors.New("workflow not found for ID: nid/web/lead")}
+	e := startMCP(t, sig)
+	res, err := callTool(t, e.URL(webLead, 0), activities.ToolHandoffWrite, map[string]any{"summary": "Goal: dark mode."})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Equal(t, "refused: nid could not check that this conversation is still the current one of web/lead "+
+		"(workflow not found for ID: nid/web/lead); nothing was changed: try again", resultText(res))
+	require.Empty(t, sig.Handoffs())
+}
+
+// context_status answers with the session's own context record, as
+// structured content and a line of text.
+func TestMCPContextStatus(t *testing.T) {
+	pct := 62.04
+	for _, tc := range []struct {
+		name string
+		view workflows.SessionView
+		want ContextStatus
+		text string
+	}{
+		{
+			name: "reported",
+			view: workflows.SessionView{
+				Policy: config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 40},
+				Context: workflows.ContextRecord{UsedTokens: 124080, WindowTokens: 200000, Percent: &pct, Source: activities.SourceReported,
+					Turns: 7, Rotations: 2, Threshold: &workflows.Threshold{Tokens: 160000, Percent: 80, By: "learned"}},
+				HandoffNext: true,
+			},
+			want: ContextStatus{Session: "web/lead", UsedTokens: 124080, WindowTokens: 200000, Percent: ptr(62.0), Source: "reported",
+				Threshold: ThresholdStatus{Tokens: 160000, Percent: 80, By: "learned", Text: "80% = 160k of 200k (learned)"},
+				Mode:      "auto", MaxTurns: 40, TurnsSinceRotation: 7, Rotations: 2, HandoffNext: true},
+			text: "web/lead: context 62% full (124.1k of 200k tokens, reported); nid rotates at 80% = 160k of 200k (learned) or after 40 turns, " +
+				"by handoff next time; 7 turns since the last rotation, 2 rotations.",
+		},
+		{
+			name: "unknown, halted",
+			view: workflows.SessionView{
+				Policy:       config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85},
+				Context:      workflows.ContextRecord{Source: activities.SourceUnknown, Turns: 3},
+				PolicyHalted: "the fresh conversation started above the threshold",
+			},
+			want: ContextStatus{Session: "web/lead", Source: "unknown",
+				Threshold: ThresholdStatus{Text: "unknown until the agent reports its window"},
+				Mode:      "handoff", TurnsSinceRotation: 3, PolicyHalted: "the fresh conversation started above the threshold"},
+			text: "web/lead: context size unknown (the agent reports no token numbers); nid's policy rotations are halted: " +
+				"the fresh conversation started above the threshold; 3 turns since the last rotation, 0 rotations.",
+		},
+		{
+			name: "policy off, window unknown",
+			view: workflows.SessionView{
+				Policy:  config.Rotate{Mode: config.ModeOff, ContextPercent: 85, ContextTokens: 150000},
+				Context: workflows.ContextRecord{UsedTokens: 9000, Source: activities.SourceReported, Threshold: &workflows.Threshold{Tokens: 150000, By: "contextTokens"}},
+			},
+			want: ContextStatus{Session: "web/lead", UsedTokens: 9000, Source: "reported",
+				Threshold: ThresholdStatus{Tokens: 150000, By: "contextTokens", Text: "150k tokens (contextTokens)"}, Mode: "off"},
+			text: "web/lead: context 9k tokens of a window of unknown size (reported); nid's policy is off: it rotates only when the human asks " +
+				"or you call handoff_write; 0 turns since the last rotation, 0 rotations.",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := &recordingSignaler{view: tc.view}
+			e := startMCP(t, sig)
+			res, err := callTool(t, e.URL(webLead, 0), activities.ToolContextStatus, nil)
+			require.NoError(t, err)
+			require.False(t, res.IsError, resultText(res))
+			require.Equal(t, tc.text, resultText(res))
+			tc.want.Summary = tc.text
+			var got ContextStatus
+			b, err := json.Marshal(res.StructuredContent)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(b, &got))
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The briefings a session starts with tell its agent that context_status
+// is there, by the name the endpoint serves it under.
+func TestDefaultBriefingsNameContextStatus(t *testing.T) {
+	e := startMCP(t, &recordingSignaler{})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.URL(webLead, 0), MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	tools, err := cs.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	require.Contains(t, names, activities.ToolContextStatus)
+	for _, briefing := range []string{config.DefaultPrompts().Task, config.DefaultPrompts().Goal} {
+		require.Contains(t, briefing, activities.ToolContextStatus+" shows how full your context is")
+	}
 }

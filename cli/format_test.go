@@ -183,3 +183,5 @@ func TestClipCountsCharactersNotBytes(t *testing.T) {
 	require.Equal(t, strings.Repeat("é", 60)+"…", clip(s, 60))
 	require.Equal(t, "short", clip("short", 60))
 }
+
+func pct(p float64) *float64 { return &p }

@@ -23,7 +23,7 @@ import (
 	"github.com/nid-dev/nid/workflows"
 )
 
-// The tests run the nid binary temporaltest.Main builds once for them.
+// The tests run the nid binary temporaltest builds once for them.
 func TestMain(m *testing.M) { temporaltest.Main(m) }
 
 // site is one nid installation: a directory with nid.yaml and its state.
@@ -102,7 +102,7 @@ func (s *site) up() *upProcess {
 func (s *site) start() (*upProcess, string, bool) {
 	s.t.Helper()
 	p := &upProcess{out: &temporaltest.SyncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(temporaltest.Binary(), "up")
+	p.cmd = exec.Command(temporaltest.Binary(s.t), "up")
 	p.cmd.Dir = s.dir
 	p.cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -152,7 +152,7 @@ func (p *upProcess) signal(t testing.TB, sig os.Signal) error {
 // exit code.
 func (s *site) nid(args ...string) (string, string, int) {
 	s.t.Helper()
-	cmd := exec.Command(temporaltest.Binary(), args...)
+	cmd := exec.Command(temporaltest.Binary(s.t), args...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	var stdout, stderr bytes.Buffer

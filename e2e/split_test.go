@@ -88,7 +88,7 @@ func TestSplitProcessesWorkerKilledMidTurn(t *testing.T) {
 func (s *site) serveNid(args ...string) *upProcess {
 	s.t.Helper()
 	p := &upProcess{out: &temporaltest.SyncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(temporaltest.Binary(), args...)
+	p.cmd = exec.Command(temporaltest.Binary(s.t), args...)
 	p.cmd.Dir = s.dir
 	p.cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -19,36 +19,40 @@ import (
 	"time"
 )
 
-// binary is the nid binary Main built.
-var binary string
-
-// Main builds nid, runs the package's tests, and stops the shared server if
-// a test started it. It does not return.
+// Main runs the package's tests and stops the shared server if a test
+// started it. It does not return.
 func Main(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	if binary, err = build(); err != nil {
-		fmt.Fprintln(os.Stderr, "temporaltest:", err)
-		return 1
-	}
 	code := m.Run()
 	if shared.proc != nil {
 		if err := shared.proc.stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "temporaltest: stopping nid server:", err)
+			code = max(code, 1)
 		}
 	}
-	return code
+	os.Exit(code)
 }
 
-// Binary is the nid binary Main built, for tests that run nid itself.
-func Binary() string {
-	if binary == "" {
-		panic("temporaltest: call temporaltest.Main from TestMain")
+// built is the nid binary, built when a test first needs it.
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Binary is the nid binary, for tests that run nid itself; the first call
+// builds it.
+func Binary(t testing.TB) string {
+	t.Helper()
+	path, err := binary()
+	if err != nil {
+		t.Fatalf("temporaltest: %v", err)
 	}
-	return binary
+	return path
+}
+
+func binary() (string, error) {
+	built.once.Do(func() { built.path, built.err = build() })
+	return built.path, built.err
 }
 
 // build builds ./cmd/nid into a directory kept between runs, one per

@@ -14,9 +14,9 @@
 //
 // The server is a process, not a library, because only cmd/nid and
 // worker/embedded may link the Temporal server: the packages under test keep
-// compiling in seconds. Main builds the binary (go build finds it up to date
-// and skips the link when nothing changed); the server starts when the first
-// test asks for it. It binds 127.0.0.1 only and needs no network.
+// compiling in seconds. When the first test asks for it, the binary is built
+// (go build finds it up to date and skips the link when nothing changed) and
+// the server started. It binds 127.0.0.1 only and needs no network.
 package temporaltest
 
 import (
@@ -132,7 +132,14 @@ type result struct {
 var shared = &server{ready: make(chan result)}
 
 func (s *server) address() (string, error) {
-	s.start.Do(func() { s.proc, s.err = startServer(Binary()) })
+	s.start.Do(func() {
+		bin, err := binary()
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.proc, s.err = startServer(bin)
+	})
 	if s.err != nil {
 		return "", s.err
 	}

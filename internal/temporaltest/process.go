@@ -214,14 +214,14 @@ func (p *process) stop() error {
 func environWithout(prefixes ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !slicesHasPrefix(kv, prefixes) {
+		if !hasAnyPrefix(kv, prefixes) {
 			env = append(env, kv)
 		}
 	}
 	return env
 }
 
-func slicesHasPrefix(s string, prefixes []string) bool {
+func hasAnyPrefix(s string, prefixes []string) bool {
 	for _, p := range prefixes {
 		if strings.HasPrefix(s, p) {
 			return true
@@ -247,6 +247,7 @@ type SyncBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write appends p.
 func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

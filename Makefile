@@ -19,9 +19,14 @@ AGENTS := activities/testdata/agents
 test: deps ## Run every test (installs what they need first: see deps)
 	$(GO) test -timeout 30m ./...
 
-deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs (npm) and Chromium (Debian) the tests drive
-	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } || \
-		{ echo "the browser test needs Debian's chromium: apt-get install chromium"; exit 1; }
+# The Debian packages the tests drive, as package:program: Chromium for the
+# dashboard test, bubblewrap and socat for Claude Code's and Codex's sandboxes.
+DEBS := chromium:/usr/bin/chromium bubblewrap:/usr/bin/bwrap socat:/usr/bin/socat
+
+deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs (npm) and the Debian packages the tests drive (chromium, bubblewrap, socat)
+	@missing=""; for d in $(DEBS); do test -x "$${d#*:}" || missing="$$missing $${d%%:*}"; done; \
+	test -z "$$missing" || { [ "$$(id -u)" = 0 ] && apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; } || \
+		{ echo "the tests need Debian's$$missing: apt-get install$$missing"; exit 1; }
 
 $(AGENTS)/node_modules/.package-lock.json: $(AGENTS)/package.json $(AGENTS)/package-lock.json
 	cd $(AGENTS) && npm ci --no-audit --no-fund

@@ -25,6 +25,12 @@ const (
 	// ErrContextFull is a turn the vendor refused because the conversation
 	// no longer fits its context window: only a fresh conversation helps.
 	ErrContextFull = "ContextFull"
+	// ErrSandboxUnavailable is an agent nid would not start because the
+	// sandbox its permissions ask for cannot work on this host (bubblewrap
+	// missing, user namespaces refused, a kind with no sandbox). The
+	// message says what to install, or to set permissions: full. nid never
+	// runs such an agent unsandboxed instead.
+	ErrSandboxUnavailable = "SandboxUnavailable"
 )
 
 // MaxOutputBytes bounds the agent output kept in workflow history; the rest

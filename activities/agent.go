@@ -21,25 +21,24 @@ const (
 	TurnFresh          = "fresh"           // first message of a fresh conversation after a handoff
 )
 
-// AgentSpec says which agent a session runs and how it is configured. It
-// travels in workflow input and history, so it holds nothing secret: the
-// arguments and environment of a process agent (API keys) are resolved on
-// the worker at activity time (see Activities.Settings and Process).
+// AgentSpec says which agent a session runs. It travels in workflow input
+// and history, where anything that can signal the workflow can change it, so
+// it decides nothing that runs: the command, arguments, environment and model
+// of a process agent come from the worker's own nid.yaml at activity time
+// (see Activities.Settings), and a spec whose kind differs from what that
+// file gives the session is refused. Histories from before this still carry
+// "command" and "model"; decoding ignores them.
 type AgentSpec struct {
 	Kind string     `json:"kind"`
 	Sim  config.Sim `json:"sim,omitempty"`
-	// Command is the program a process agent runs; empty means the worker's
-	// own setting, or the kind's name on PATH.
-	Command string `json:"command,omitempty"`
-	// Model is passed to the agent's CLI; empty means the CLI's default.
-	Model string `json:"model,omitempty"`
-	// TurnTimeout bounds one turn; zero means config.DefaultTurnTimeout.
+	// TurnTimeout sizes the workflow's activity timeout for one turn; zero
+	// means config.DefaultTurnTimeout. The process itself is bounded by the
+	// worker's own setting.
 	TurnTimeout config.Duration `json:"turnTimeout,omitempty"`
 }
 
-// Process is how the worker runs a process agent for one session: the spec's
-// command and model with the arguments and environment from the worker's own
-// nid.yaml. It never leaves the worker.
+// Process is how the worker runs a process agent for one session, all of it
+// from the worker's own nid.yaml. It never leaves the worker.
 type Process struct {
 	Command string
 	Args    []string
@@ -51,7 +50,29 @@ type Process struct {
 	// PidDir records the process while it runs (see ReapOrphans); empty:
 	// not recorded.
 	PidDir string
+	// Permissions is what the agent may change (config.PermissionsModes);
+	// empty means config.DefaultPermissions. Network says whether its
+	// commands may reach the network; nil means the vendor's default.
+	Permissions string
+	Network     *bool
+	// TempDir is the session's own directory for temporary files and
+	// caches, which its sandbox lets it write; empty means none.
+	TempDir string
+	// GitDirs is the file recording where the session's worktree keeps its
+	// git directories (see recordGitDirs); empty means none.
+	GitDirs string
 }
+
+// sandboxed reports whether the process runs in its vendor's sandbox.
+func (p Process) sandboxed() bool { return p.Permissions != config.PermissionsFull }
+
+// readonly reports whether the process may change nothing.
+func (p Process) readonly() bool { return p.Permissions == config.PermissionsReadonly }
+
+// network reports whether the process's commands may reach the network:
+// Network if set, else the vendor's default, which for both Claude Code's
+// and Codex's sandboxes is no network.
+func (p Process) network() bool { return !p.sandboxed() || (p.Network != nil && *p.Network) }
 
 // SessionRef names a session and what it needs on this host.
 type SessionRef struct {
@@ -67,6 +88,10 @@ type Usage struct {
 	UsedTokens   int64  `json:"usedTokens"`
 	WindowTokens int64  `json:"windowTokens"`
 	Source       string `json:"source"`
+	// Model is the model the conversation runs on, when the agent says or
+	// the worker configured one: where a vendor compacts by itself depends
+	// on it.
+	Model string `json:"model,omitempty"`
 }
 
 // VendorCompaction is a compaction the agent's CLI did by itself inside a
@@ -74,6 +99,31 @@ type Usage struct {
 type VendorCompaction struct {
 	BeforeTokens int64 `json:"beforeTokens"`
 	AfterTokens  int64 `json:"afterTokens"`
+}
+
+// EnvMCPToken is the variable that carries the session's MCP token to
+// Claude Code and Codex, which send it as a bearer token.
+const EnvMCPToken = "NIDAGENT_MCP_TOKEN"
+
+// MCPAccess is how an agent reaches its session's own MCP endpoint. The
+// token is a secret of the session: it goes to the agent in a header read
+// from the agent's environment, never on a command line, which every local
+// user can read.
+type MCPAccess struct {
+	// URL is the endpoint without the token.
+	URL string
+	// Token authenticates the session: "Authorization: Bearer <Token>".
+	Token string
+}
+
+// TokenURL is the endpoint with the token as its last path segment, for
+// agents that cannot send a header (an exec agent gets it in
+// NIDAGENT_MCP_URL). Empty when there is no endpoint.
+func (m MCPAccess) TokenURL() string {
+	if m.URL == "" || m.Token == "" {
+		return m.URL
+	}
+	return m.URL + "/" + m.Token
 }
 
 // TurnRequest is one prompt for an agent.
@@ -85,8 +135,8 @@ type TurnRequest struct {
 	Conversation string `json:"conversation,omitempty"`
 	Prompt       string `json:"prompt"`
 	Kind         string `json:"kind"`
-	// MCPURL is the session's own MCP endpoint, token included.
-	MCPURL string `json:"mcpURL"`
+	// MCP is the session's own MCP endpoint.
+	MCP MCPAccess `json:"-"`
 	// StateDir is where the agent may keep per-session files.
 	StateDir string `json:"stateDir"`
 	// Process is how to run the agent; the sim ignores it.
@@ -125,7 +175,7 @@ type CompactRequest struct {
 	Session      SessionRef `json:"session"`
 	Spec         AgentSpec  `json:"spec"`
 	Conversation string     `json:"conversation"`
-	MCPURL       string     `json:"mcpURL"`
+	MCP          MCPAccess  `json:"-"`
 	StateDir     string     `json:"stateDir"`
 	// Process is how to run the agent; the sim ignores it.
 	Process Process `json:"-"`

@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -66,7 +67,7 @@ type agentRig struct {
 	t        *testing.T
 	model    *fakeModel
 	sessions *fakeSessions
-	mcpURL   string
+	mcp      activities.MCPAccess
 	ref      activities.SessionRef
 	proc     activities.Process
 	home     string
@@ -80,14 +81,17 @@ func newRig(t *testing.T) *agentRig {
 	r := &agentRig{t: t, model: startFakeModel(t), sessions: &fakeSessions{}}
 	// nid's own MCP endpoint, as the worker serves it.
 	ts := httptest.NewUnstartedServer(nil)
-	ep := worker.NewMCPEndpoint([]byte("0123456789abcdef0123456789abcdef"), r.sessions, "http://"+ts.Listener.Addr().String())
+	// A key of its own, so that no other test's agent holds this token.
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	ep := worker.NewMCPEndpoint(key, r.sessions, "http://"+ts.Listener.Addr().String())
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/", ep.Handler())
 	ts.Config.Handler = mux
 	ts.Start()
 	t.Cleanup(ts.Close)
 	r.ref = activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
-	r.mcpURL = ep.URL(r.ref)
+	r.mcp = ep.Access(r.ref)
 	r.home = t.TempDir()
 	tmp := t.TempDir()
 	r.state = t.TempDir()
@@ -95,6 +99,7 @@ func newRig(t *testing.T) *agentRig {
 		WorkDir: t.TempDir(),
 		Timeout: 2 * time.Minute,
 		Env:     map[string]string{"HOME": r.home, "TMPDIR": tmp},
+		TempDir: t.TempDir(),
 	}
 	return r
 }
@@ -105,7 +110,7 @@ func (r *agentRig) turn(ag activities.Agent, conv, prompt, kind string) (activit
 	defer cancel()
 	rep, err := ag.Turn(ctx, activities.TurnRequest{
 		Session: r.ref, Conversation: conv, Prompt: prompt, Kind: kind,
-		MCPURL: r.mcpURL, StateDir: r.state, Process: r.proc,
+		MCP: r.mcp, StateDir: r.state, Process: r.proc,
 		RateLimited: func(l bool) { limited = append(limited, l) },
 		ToolCalled:  func(c string) { r.toolCalls = append(r.toolCalls, c) },
 	})
@@ -115,7 +120,7 @@ func (r *agentRig) turn(ag activities.Agent, conv, prompt, kind string) (activit
 func (r *agentRig) compact(ag activities.Agent, conv string) (activities.CompactReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	return ag.Compact(ctx, activities.CompactRequest{Session: r.ref, Conversation: conv, MCPURL: r.mcpURL, StateDir: r.state, Process: r.proc})
+	return ag.Compact(ctx, activities.CompactRequest{Session: r.ref, Conversation: conv, MCP: r.mcp, StateDir: r.state, Process: r.proc})
 }
 
 // errType is the activities error type of err, if it has one.

@@ -5,18 +5,25 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/nid-dev/nid/config"
 )
 
-// Claude drives Claude Code: one `claude -p` process per turn, reading its
-// stream-json output. The conversation id is chosen with --session-id on the
-// first turn and continued with --resume after, so it survives worker
-// restarts. nid's MCP server is added to the user's own as "nid" and all
-// its tools are allowed. Compaction is `/compact` as its own resumed
-// turn, confirmed only by a compact_boundary line.
+// Claude drives Claude Code: one `claude -p` process per turn, the prompt
+// on its stdin (never argv: a prompt may start with "-" or exceed what a
+// command line holds), reading its stream-json output. The conversation id
+// is chosen with --session-id on the first turn and continued with --resume
+// after, so it survives worker restarts. nid's MCP server is added to the
+// user's own as "nid", its token sent as a bearer header read from the
+// process's environment, and all its tools are allowed. Compaction is
+// `/compact` as its own resumed turn, confirmed only by a compact_boundary
+// line.
+//
+// What the agent may change is Claude Code's own business, set through
+// --settings and --permission-mode (see claudeSandbox).
 type Claude struct {
 	mu sync.Mutex
 	// windows remembers each session's context window: a /compact turn
@@ -36,7 +43,7 @@ func (c *Claude) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) 
 		args = append(args, "--resume", req.Conversation)
 	}
 	limited, retries, answers, calls := false, 0, 0, 0
-	st, err := c.run(ctx, req.Process, req.Prompt, args, req.MCPURL, func(s *ClaudeStream) {
+	st, err := c.run(ctx, req.Process, req.Prompt, args, req.MCP, func(s *ClaudeStream) {
 		for ; calls < len(s.ToolCalls); calls++ {
 			req.toolCalled(s.ToolCalls[calls])
 		}
@@ -72,7 +79,7 @@ func (c *Claude) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) 
 
 // Compact runs `/compact` as its own resumed turn.
 func (c *Claude) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
-	st, err := c.run(ctx, req.Process, "/compact", []string{"--resume", req.Conversation}, req.MCPURL, nil)
+	st, err := c.run(ctx, req.Process, "/compact", []string{"--resume", req.Conversation}, req.MCP, nil)
 	if err != nil {
 		return CompactReport{}, err
 	}
@@ -102,15 +109,24 @@ func (c *Claude) Stop(context.Context, StopRequest) error { return nil }
 
 // run runs one claude process and folds its output. progress, if set, sees
 // the stream after every line.
-func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []string, mcpURL string, progress func(*ClaudeStream)) (*ClaudeStream, error) {
+func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []string, mcp MCPAccess, progress func(*ClaudeStream)) (*ClaudeStream, error) {
 	path, err := lookCommand(config.AgentClaude, p)
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"-p", prompt, "--output-format", "stream-json", "--verbose"}
+	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
 	args = append(args, extra...)
-	if mcpURL != "" {
-		cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"nid": map[string]string{"type": "http", "url": mcpURL}}})
+	args = append(args, claudeSandbox(p)...)
+	// Claude Code keeps the sockets of its sandbox's proxy in its own temp
+	// directory, /tmp/claude-<uid> unless told otherwise, whose path must
+	// stay short: the session gets a cache directory, not a temp one.
+	env := sandboxEnv(p, map[string]string{"XDG_CACHE_HOME": "cache"})
+	if mcp.URL != "" {
+		// Claude Code expands ${VAR} in an MCP server's headers from its own
+		// environment, so the token never appears on the command line.
+		cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"nid": map[string]any{
+			"type": "http", "url": mcp.URL, "headers": map[string]string{"Authorization": "Bearer ${" + EnvMCPToken + "}"}}}})
+		env[EnvMCPToken] = mcp.Token
 		// "mcp__nid" allows every tool of nid's server, so a tool nid adds
 		// needs no change here.
 		args = append(args, "--mcp-config", string(cfg), "--allowedTools", "mcp__nid")
@@ -121,12 +137,13 @@ func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []stri
 	args = append(args, p.Args...)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := newCommand(runCtx, path, args, p, nil)
+	cmd := newCommand(runCtx, path, args, p, env)
+	cmd.Stdin = strings.NewReader(prompt)
 	st := &ClaudeStream{}
 	refused := false
 	runErr := runLines(runCtx, config.AgentClaude, cmd, p, func(line []byte) {
 		st.Feed(line)
-		if !refused && st.Retries > 0 && AuthStatus(st.RetryStatus) {
+		if !refused && (st.Retries > 0 && AuthStatus(st.RetryStatus) || st.SandboxFailure != "") {
 			refused = true
 			cancel()
 		}
@@ -136,6 +153,16 @@ func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []stri
 	})
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	if st.StartupFailure == claudeSandboxRequired {
+		return nil, SandboxUnavailable("claude: Claude Code's sandbox cannot run on this host, so nid did not start the agent: %s. "+
+			"Install what it names (on Debian or Ubuntu: apt-get install bubblewrap socat), or set permissions: %s for this session to run it without a sandbox",
+			strings.Join(st.Errors, "; "), config.PermissionsFull)
+	}
+	if st.SandboxFailure != "" {
+		return nil, SandboxUnavailable("claude: Claude Code's sandbox cannot run commands on this host, so nid stopped the agent: %s. "+
+			"Its sandbox runs them with bubblewrap (bwrap) in a user namespace: allow unprivileged user namespaces or install a working bubblewrap, "+
+			"or set permissions: %s for this session to run it without a sandbox", st.SandboxFailure, config.PermissionsFull)
 	}
 	if refused {
 		return nil, AgentFailed("claude: the API refused the credentials (status %d %s); check ANTHROPIC_API_KEY or the login under HOME", st.RetryStatus, st.RetryError)
@@ -160,11 +187,81 @@ func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []stri
 	if !st.Result {
 		return nil, fmt.Errorf("claude ended without a result line")
 	}
-	if mcpURL != "" && st.MCPStatus != "connected" {
+	if mcp.URL != "" && st.MCPStatus != "connected" {
 		// The turn still counts; the agent just cannot reach nid's tools.
 		loggerFor(ctx).Warn("Claude Code did not connect to nid's MCP server", "status", st.MCPStatus)
 	}
 	return st, nil
+}
+
+// claudeSandboxRequired is the startup_failure_reason of a run whose
+// sandbox settings say failIfUnavailable and whose sandbox cannot start.
+const claudeSandboxRequired = "sandbox_required_unavailable"
+
+// claudeSandbox returns the arguments that give a Claude Code process its
+// permissions, all through Claude Code's own mechanisms:
+//
+//   - workspace: its sandbox (bubblewrap on Linux) around every Bash
+//     command, with every command allowed inside it, so the agent runs its
+//     builds and tests without approval and its commands cannot write
+//     outside the working directory (Claude Code adds a git worktree's own
+//     git directory itself, and keeps hooks, git config and its settings
+//     files read-only); the acceptEdits mode, so its edit tools change files
+//     in the working directory and nowhere else (a write elsewhere needs an
+//     approval nobody can give to `claude -p`, so it is refused).
+//   - readonly: the same sandbox with the working directory and its git
+//     directories read-only too (Claude Code would open a worktree's to
+//     commits), and the default mode, so every edit tool call is refused.
+//   - full: no sandbox, and every tool allowed.
+//
+// In both sandboxed modes the sandbox must start or the process refuses to
+// run (failIfUnavailable), and no command may leave it
+// (allowUnsandboxedCommands false): by default Claude Code would warn and
+// run commands unsandboxed on a host without bubblewrap. Network access is
+// Claude Code's default, none (its proxy allows no domain), unless
+// Process.Network allows every domain. These settings come on the command
+// line, above the user's and the project's settings files, and hold no
+// secret.
+func claudeSandbox(p Process) []string {
+	if !p.sandboxed() {
+		settings, _ := json.Marshal(map[string]any{
+			"permissions": map[string]any{"allow": []string{"Bash", "Edit", "Write", "NotebookEdit", "WebFetch"}},
+			"sandbox":     map[string]any{"enabled": false},
+		})
+		return []string{"--settings", string(settings), "--permission-mode", "acceptEdits"}
+	}
+	sandbox := map[string]any{
+		"enabled":                  true,
+		"failIfUnavailable":        true,
+		"autoAllowBashIfSandboxed": true,
+		"allowUnsandboxedCommands": false,
+	}
+	if p.network() {
+		sandbox["network"] = map[string]any{"allowedDomains": []string{"*"}}
+	}
+	fs := map[string]any{}
+	if p.TempDir != "" {
+		fs["allowWrite"] = []string{p.TempDir}
+	}
+	mode := "acceptEdits"
+	if p.readonly() {
+		mode = "default"
+		deny := []string{workDir(p)}
+		if gitDir, common := gitDirs(p); gitDir != "" {
+			deny = append(deny, gitDir, common)
+		}
+		fs["denyWrite"] = slices.Compact(deny)
+	}
+	if len(fs) > 0 {
+		sandbox["filesystem"] = fs
+	}
+	settings, _ := json.Marshal(map[string]any{
+		// Some commands (ones Claude Code cannot parse, say) still ask for
+		// approval under auto-allow; inside the sandbox they may all run.
+		"permissions": map[string]any{"allow": []string{"Bash"}},
+		"sandbox":     sandbox,
+	})
+	return []string{"--settings", string(settings), "--permission-mode", mode}
 }
 
 // usage is the context record a turn's stream gives.
@@ -172,7 +269,7 @@ func (c *Claude) usage(ref SessionRef, st *ClaudeStream) Usage {
 	if !st.UsageSeen {
 		return Usage{Source: SourceUnknown}
 	}
-	return Usage{UsedTokens: st.Used, WindowTokens: c.window(ref, st.Window), Source: SourceReported}
+	return Usage{UsedTokens: st.Used, WindowTokens: c.window(ref, st.Window), Source: SourceReported, Model: st.Model}
 }
 
 // window records a session's window when a run reported one and returns the

@@ -41,13 +41,13 @@ func TestClaudeTurnAndResume(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, rep.Conversation)
 	require.Equal(t, "first answer", rep.Output)
-	require.Equal(t, activities.Usage{UsedTokens: 5000, WindowTokens: 200000, Source: activities.SourceReported}, rep.Usage)
+	require.Equal(t, activities.Usage{UsedTokens: 5000, WindowTokens: 200000, Source: activities.SourceReported, Model: "claude-sonnet-4-5"}, rep.Usage)
 
 	rep2, _, err := r.turn(c, rep.Conversation, "what was the word?", activities.TurnWork)
 	require.NoError(t, err)
 	require.Equal(t, rep.Conversation, rep2.Conversation)
 	require.Equal(t, "second answer", rep2.Output)
-	require.Equal(t, activities.Usage{UsedTokens: 9000, WindowTokens: 200000, Source: activities.SourceReported}, rep2.Usage)
+	require.Equal(t, activities.Usage{UsedTokens: 9000, WindowTokens: 200000, Source: activities.SourceReported, Model: "claude-sonnet-4-5"}, rep2.Usage)
 	// The resumed turn sent the first turn's prompt again: same conversation.
 	require.Contains(t, lastRequest(t, r.model).Body, "pelican")
 }

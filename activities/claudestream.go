@@ -47,6 +47,15 @@ type ClaudeStream struct {
 	Billed  int64
 	// Compactions are the compact_boundary lines, in order.
 	Compactions []ClaudeCompaction
+	// StartupFailure is the result's startup_failure_reason: why Claude Code
+	// refused to start (sandbox_required_unavailable, ...). Errors are the
+	// result's errors, which say more.
+	StartupFailure string
+	Errors         []string
+	// SandboxFailure is bubblewrap's complaint when a command failed
+	// because the sandbox could not start (user namespaces refused, say):
+	// Claude Code then runs no command at all.
+	SandboxFailure string
 	// Skipped counts lines that were not JSON objects nid could read.
 	Skipped int
 }
@@ -79,11 +88,13 @@ type claudeLine struct {
 		Name   string `json:"name"`
 		Status string `json:"status"`
 	} `json:"mcp_servers"`
-	Result         *string `json:"result"`
-	IsError        bool    `json:"is_error"`
-	TerminalReason string  `json:"terminal_reason"`
-	APIErrorStatus any     `json:"api_error_status"`
-	TotalCostUSD   float64 `json:"total_cost_usd"`
+	Result         *string  `json:"result"`
+	IsError        bool     `json:"is_error"`
+	StartupFailure string   `json:"startup_failure_reason"`
+	Errors         []string `json:"errors"`
+	TerminalReason string   `json:"terminal_reason"`
+	APIErrorStatus any      `json:"api_error_status"`
+	TotalCostUSD   float64  `json:"total_cost_usd"`
 	Usage          *struct {
 		Input         int64 `json:"input_tokens"`
 		CacheCreation int64 `json:"cache_creation_input_tokens"`
@@ -156,11 +167,17 @@ func (s *ClaudeStream) Feed(line []byte) {
 		if len(text) > 0 {
 			s.Text = strings.Join(text, "\n")
 		}
+	case l.Type == "user" && l.Message != nil:
+		if f := sandboxFailure(l.Message.Content); f != "" && s.SandboxFailure == "" {
+			s.SandboxFailure = f
+		}
 	case l.Type == "result":
 		s.Result = true
 		s.IsError = l.IsError
 		s.TerminalReason = l.TerminalReason
 		s.APIErrorStatus = statusCode(l.APIErrorStatus)
+		s.StartupFailure = l.StartupFailure
+		s.Errors = l.Errors
 		if l.Result != nil && *l.Result != "" {
 			s.Text = *l.Result
 		}
@@ -170,6 +187,40 @@ func (s *ClaudeStream) Feed(line []byte) {
 			s.Billed = max(u.Input, 0) + max(u.CacheCreation, 0) + max(u.CacheRead, 0) + max(u.Output, 0)
 		}
 	}
+}
+
+// sandboxFailure finds, in a user message's content, a failed tool result
+// that says the sandbox could not start: Claude Code's own "Sandbox is
+// required but failed to initialize: ...", or bubblewrap's "Exit code
+// 1\nbwrap: setting up uid map: Permission denied". A command's own errors
+// never start that way, since bubblewrap runs before the command does.
+func sandboxFailure(content json.RawMessage) string {
+	var blocks []struct {
+		Type    string          `json:"type"`
+		IsError bool            `json:"is_error"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(content, &blocks) != nil {
+		return ""
+	}
+	for _, b := range blocks {
+		var text string
+		if b.Type != "tool_result" || !b.IsError || json.Unmarshal(b.Content, &text) != nil {
+			continue
+		}
+		if strings.HasPrefix(text, "Sandbox is required but failed to initialize") {
+			line, _, _ := strings.Cut(text, "\n")
+			return line
+		}
+		first, rest, _ := strings.Cut(text, "\n")
+		if !strings.HasPrefix(first, "Exit code ") {
+			rest = text
+		}
+		if line, _, _ := strings.Cut(rest, "\n"); strings.HasPrefix(line, "bwrap: ") {
+			return line
+		}
+	}
+	return ""
 }
 
 // claudeWindow is the window of the conversation's model, else the largest

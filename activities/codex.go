@@ -1,12 +1,12 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -18,12 +18,13 @@ import (
 
 // Codex drives OpenAI's Codex CLI: one long-lived `codex app-server` per
 // session, spoken to in JSON-RPC over stdio. A thread is started in the
-// session's working directory with no approvals asked and full access (the
-// worktree is the boundary); each turn is a turn/start, a compaction a
-// thread/compact/start. When the worker restarted, or a turn was killed,
-// the next call starts a new app-server and resumes the thread with
-// thread/resume. nid's MCP server is added to the user's Codex config as
-// mcp_servers.nid by a -c override. An app-server whose worker died exits
+// session's working directory with no approvals asked, in the sandbox its
+// permissions name (see codexSandbox); each turn is a turn/start, a
+// compaction a thread/compact/start. When the worker restarted, or a turn
+// was killed, the next call starts a new app-server and resumes the thread
+// with thread/resume. nid's MCP server is added to the user's Codex config
+// as mcp_servers.nid by -c overrides, its token sent as a bearer token read
+// from the app-server's environment. An app-server whose worker died exits
 // when its stdin closes.
 type Codex struct {
 	mu      sync.Mutex
@@ -38,7 +39,7 @@ const codexStartTimeout = 60 * time.Second
 
 // Turn runs one turn of the session's thread.
 func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
-	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCPURL, req.Conversation)
+	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation)
 	if err != nil {
 		return TurnReport{}, err
 	}
@@ -64,7 +65,7 @@ func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	}
 	rep := TurnReport{Conversation: thread, Output: t.Text, Usage: Usage{Source: SourceUnknown}}
 	if t.UsageSeen {
-		rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported}
+		rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported, Model: req.Process.Model}
 	}
 	if t.Compacted {
 		rep.Vendor = &VendorCompaction{BeforeTokens: t.CompactBefore, AfterTokens: t.CompactAfter}
@@ -75,7 +76,7 @@ func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 // Compact asks Codex to compact the thread; only a completed
 // contextCompaction item counts.
 func (c *Codex) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
-	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCPURL, req.Conversation)
+	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation)
 	if err != nil {
 		return CompactReport{}, err
 	}
@@ -98,7 +99,7 @@ func (c *Codex) Compact(ctx context.Context, req CompactRequest) (CompactReport,
 		rep.BeforeTokens = t.CompactBefore
 	}
 	rep.AfterTokens = t.Used
-	rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported}
+	rep.Usage = Usage{UsedTokens: t.Used, WindowTokens: srv.window(t.Window), Source: SourceReported, Model: req.Process.Model}
 	return rep, nil
 }
 
@@ -133,7 +134,7 @@ func (c *Codex) Close() error {
 
 // thread returns the session's running app-server with the conversation's
 // thread loaded, starting the server and the thread as needed.
-func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcpURL, conv string) (*codexServer, string, error) {
+func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAccess, conv string) (*codexServer, string, error) {
 	c.mu.Lock()
 	srv := c.servers[ref.WorkflowID]
 	c.mu.Unlock()
@@ -142,7 +143,7 @@ func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcpURL, c
 	}
 	if srv == nil {
 		var err error
-		if srv, err = startCodex(ctx, p, mcpURL); err != nil {
+		if srv, err = startCodex(ctx, p, mcp); err != nil {
 			return nil, "", err
 		}
 		c.mu.Lock()
@@ -160,11 +161,11 @@ func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcpURL, c
 			ID string `json:"id"`
 		} `json:"thread"`
 	}
-	// A resumed thread gets the same unattended settings as a new one.
-	params := map[string]any{"approvalPolicy": "never", "sandbox": "danger-full-access"}
-	if p.WorkDir != "" {
-		params["cwd"] = p.WorkDir
-	} else if wd, werr := os.Getwd(); werr == nil {
+	// A resumed thread gets the same unattended settings as a new one:
+	// nothing asks for approval, so a command the sandbox refuses fails
+	// instead of waiting for a human.
+	params := map[string]any{"approvalPolicy": "never", "sandbox": codexSandboxMode(p)}
+	if wd := workDir(p); wd != "" {
 		params["cwd"] = wd
 	}
 	if p.Model != "" {
@@ -233,6 +234,43 @@ func (c *Codex) runTurn(ctx context.Context, ref SessionRef, srv *codexServer, t
 	return t, nil
 }
 
+// codexSandboxMode is the sandbox a thread runs in, by the process's
+// permissions.
+func codexSandboxMode(p Process) string {
+	switch {
+	case !p.sandboxed():
+		return "danger-full-access"
+	case p.readonly():
+		return "read-only"
+	}
+	return "workspace-write"
+}
+
+// codexSandbox returns the -c overrides that complete a thread's sandbox.
+// In workspace-write Codex lets commands write the working directory,
+// $TMPDIR and /tmp, and keeps .git and .codex in them read-only. nid takes
+// /tmp away (it is every session's and every user's; sandboxEnv gives the
+// session a temp directory of its own instead) and, in a git worktree, adds
+// the parts of the repository's git directory a commit writes, so that `git
+// commit` works in the worktree while the repository's hooks and config stay
+// read-only. Network access is Codex's default, none, unless Process.Network
+// allows it.
+func codexSandbox(p Process) []string {
+	if !p.sandboxed() || p.readonly() {
+		return nil
+	}
+	writable := gitWritable(p)
+	if p.TempDir != "" {
+		writable = append(writable, p.TempDir)
+	}
+	roots, _ := json.Marshal(writable)
+	return []string{
+		"-c", "sandbox_workspace_write.writable_roots=" + string(roots),
+		"-c", "sandbox_workspace_write.network_access=" + strconv.FormatBool(p.network()),
+		"-c", "sandbox_workspace_write.exclude_slash_tmp=true",
+	}
+}
+
 // codexFailure turns a failed turn into the error workflows branch on.
 func codexFailure(t *CodexTurn) error {
 	msg := t.ErrorMessage
@@ -256,6 +294,9 @@ type codexServer struct {
 	stdin  io.WriteCloser
 	stderr *tail
 	exited chan struct{}
+	// grant says approvals are granted: the session runs unsandboxed
+	// anyway. In a sandbox an approval would let a command out of it.
+	grant bool
 
 	mu      sync.Mutex
 	nextID  int64
@@ -268,19 +309,29 @@ type codexServer struct {
 	waitErr error
 }
 
-func startCodex(ctx context.Context, p Process, mcpURL string) (*codexServer, error) {
+func startCodex(ctx context.Context, p Process, mcp MCPAccess) (*codexServer, error) {
 	path, err := lookCommand(config.AgentCodex, p)
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"app-server"}
-	if mcpURL != "" {
-		args = append(args, "-c", "mcp_servers.nid.url="+strconv.Quote(mcpURL))
+	// Codex's sandbox lets commands write $TMPDIR, which codexSandbox
+	// makes the session's own.
+	env := sandboxEnv(p, map[string]string{"TMPDIR": "tmp", "XDG_CACHE_HOME": "cache"})
+	if mcp.URL != "" {
+		// In a sandbox Codex asks before every MCP tool call; nid's own tools
+		// act only on the session's board, so they are approved up front.
+		args = append(args, "-c", "mcp_servers.nid.url="+strconv.Quote(mcp.URL),
+			"-c", "mcp_servers.nid.bearer_token_env_var="+strconv.Quote(EnvMCPToken),
+			"-c", `mcp_servers.nid.default_tools_approval_mode="approve"`)
+		env[EnvMCPToken] = mcp.Token
 	}
+	args = append(args, codexSandbox(p)...)
 	args = append(args, p.Args...)
 	// The server outlives this call: it is not bound to ctx.
-	cmd := newCommand(context.Background(), path, args, p, nil)
-	s := &codexServer{cmd: cmd, stderr: &tail{}, exited: make(chan struct{}), pending: map[string]chan CodexMessage{}, wake: make(chan struct{}, 1)}
+	cmd := newCommand(context.Background(), path, args, p, env)
+	s := &codexServer{cmd: cmd, stderr: &tail{}, exited: make(chan struct{}), pending: map[string]chan CodexMessage{}, wake: make(chan struct{}, 1),
+		grant: !p.sandboxed()}
 	cmd.Stderr = s.stderr
 	if s.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -321,7 +372,40 @@ func startCodex(ctx context.Context, p Process, mcpURL string) (*codexServer, er
 		s.kill()
 		return nil, err
 	}
+	if p.sandboxed() {
+		if err := s.probeSandbox(ictx, workDir(p)); err != nil {
+			s.kill()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// probeSandbox runs `true` in Codex's sandbox, the way Codex runs the
+// agent's commands. Where the sandbox cannot start (user namespaces
+// refused, a broken bubblewrap), Codex does not run commands without it:
+// every one fails, and the agent would work on blind. nid stops there
+// instead, saying why.
+func (s *codexServer) probeSandbox(ctx context.Context, dir string) error {
+	var res struct {
+		ExitCode int    `json:"exitCode"`
+		Stdout   string `json:"stdout"`
+		Stderr   string `json:"stderr"`
+	}
+	err := s.call(ctx, "command/exec", map[string]any{
+		"command": []string{"true"}, "cwd": dir, "timeoutMs": 30000,
+		"sandboxPolicy": map[string]any{"type": "readOnly"},
+	}, &res)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return SandboxUnavailable("codex: Codex's sandbox cannot run commands on this host, so nid did not start the agent: %s. "+
+			"Codex runs them with bubblewrap (bwrap) in a user namespace: allow unprivileged user namespaces, or install a working bubblewrap "+
+			"(on Debian or Ubuntu: apt-get install bubblewrap), or set permissions: %s for this session to run it without a sandbox",
+			cmp.Or(clipText(res.Stderr+res.Stdout, 300), fmt.Sprintf("exit status %d", res.ExitCode)), config.PermissionsFull)
+	}
+	return nil
 }
 
 // receive routes one line from the server: responses to their callers,
@@ -333,7 +417,7 @@ func (s *codexServer) receive(line []byte) {
 	}
 	switch {
 	case m.IsRequest():
-		result, rpcErr := CodexAnswer(m.Method)
+		result, rpcErr := CodexAnswer(m.Method, s.grant)
 		reply := map[string]any{"id": m.ID}
 		if rpcErr != nil {
 			reply["error"] = rpcErr

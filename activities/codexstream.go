@@ -37,15 +37,23 @@ func ParseCodexMessage(line []byte) (m CodexMessage, ok bool) {
 // IsRequest says the server is asking nid something; it waits for the answer.
 func (m CodexMessage) IsRequest() bool { return len(m.ID) > 0 && m.Method != "" }
 
-// CodexAnswer is nid's answer to a server-to-client request: every approval
-// is granted (the session runs unattended, its sandbox is the worktree), an
-// elicitation accepted, and anything unknown refused with a JSON-RPC error,
-// because an unanswered request stalls the turn.
-func CodexAnswer(method string) (result any, rpcErr *CodexRPCError) {
+// CodexAnswer is nid's answer to a server-to-client request: an approval
+// is granted only when grant says so (a session with permissions: full,
+// which has no sandbox to leave), and declined otherwise, because nobody is
+// there to judge it and granting it would let a command out of the
+// sandbox; an elicitation is accepted, and anything unknown refused with a
+// JSON-RPC error, because an unanswered request stalls the turn.
+func CodexAnswer(method string, grant bool) (result any, rpcErr *CodexRPCError) {
 	switch method {
 	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
+		if !grant {
+			return map[string]any{"decision": "decline"}, nil
+		}
 		return map[string]any{"decision": "accept"}, nil
 	case "execCommandApproval", "applyPatchApproval":
+		if !grant {
+			return map[string]any{"decision": "denied"}, nil
+		}
 		return map[string]any{"decision": "approved"}, nil
 	case "mcpServer/elicitation/request":
 		return map[string]any{"action": "accept", "content": map[string]any{}}, nil

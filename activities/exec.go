@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 )
 
 // Exec runs any command as an agent: one process per turn, the prompt on its
@@ -26,8 +28,13 @@ import (
 // and the auto mode falls back to a handoff, whose fresh conversation is
 // simply the next turn with the handoff as its prompt.
 //
-// The command also sees NID_SESSION (group/name), NID_CONVERSATION,
-// NID_TURN_KIND (work, handoff-request, fresh) and NID_MCP_URL.
+// The command also sees NIDAGENT_SESSION (group/name), NIDAGENT_CONVERSATION,
+// NIDAGENT_TURN_KIND (work, handoff-request, fresh) and NIDAGENT_MCP_URL
+// (the session's MCP endpoint, token included), and none of the worker's
+// NID_* or TEMPORAL_* variables.
+//
+// nid has no sandbox to put a command in, so an exec agent runs only with
+// permissions: full; anything else is refused as ErrSandboxUnavailable.
 type Exec struct{}
 
 // NewExec returns an exec agent.
@@ -62,6 +69,11 @@ func ParseExecLine(line []byte) (u Usage, ok bool) {
 
 // Turn runs the command once with the prompt on stdin.
 func (e *Exec) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
+	if req.Process.sandboxed() {
+		return TurnReport{}, SandboxUnavailable("exec: %s/%s would run with permissions: %s, but nid cannot sandbox an exec agent's command; "+
+			"set permissions: %s for it (agents.exec, its group or the session) to run it with everything the user running nid can do",
+			req.Session.Group, req.Session.Name, cmp.Or(req.Process.Permissions, config.DefaultPermissions), config.PermissionsFull)
+	}
 	path, err := lookCommand(config.AgentExec, req.Process)
 	if err != nil {
 		return TurnReport{}, err
@@ -73,10 +85,10 @@ func (e *Exec) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 		}
 	}
 	cmd := newCommand(ctx, path, req.Process.Args, req.Process, map[string]string{
-		"NID_SESSION":      req.Session.Group + "/" + req.Session.Name,
-		"NID_CONVERSATION": conv,
-		"NID_TURN_KIND":    req.Kind,
-		"NID_MCP_URL":      req.MCPURL,
+		"NIDAGENT_SESSION":      req.Session.Group + "/" + req.Session.Name,
+		"NIDAGENT_CONVERSATION": conv,
+		"NIDAGENT_TURN_KIND":    req.Kind,
+		"NIDAGENT_MCP_URL":      req.MCP.TokenURL(),
 	})
 	cmd.Stdin = strings.NewReader(req.Prompt)
 	rep := TurnReport{Conversation: conv, Usage: Usage{Source: SourceUnknown}}
@@ -116,7 +128,7 @@ func (e *Exec) Stop(context.Context, StopRequest) error { return nil }
 // exec-2, ... in a counter file that outlives the worker.
 func nextExecConversation(stateDir string, ref SessionRef) (string, error) {
 	dir := filepath.Join(stateDir, "exec", ref.Group, ref.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return "", err
 	}
 	file := filepath.Join(dir, "conversations")
@@ -125,7 +137,7 @@ func nextExecConversation(stateDir string, ref SessionRef) (string, error) {
 		n, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	n++
-	if err := os.WriteFile(file, []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(strconv.Itoa(n)+"\n"), statedir.FileMode); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("exec-%d", n), nil

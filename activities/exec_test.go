@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/config"
 )
 
 // script writes an executable shell script and returns its path.
@@ -27,8 +29,8 @@ func execTurn(t *testing.T, ctx context.Context, cmd, conv string, timeout time.
 	return NewExec().Turn(ctx, TurnRequest{
 		Session:      SessionRef{Group: "web", Name: "worker", WorkflowID: "nid/web/worker"},
 		Conversation: conv, Prompt: "add dark mode", Kind: TurnWork,
-		MCPURL: "http://127.0.0.1:1/mcp/web/worker/tok", StateDir: t.TempDir(),
-		Process: Process{Command: cmd, Env: map[string]string{"GREETING": "hello"}, Timeout: timeout},
+		MCP: MCPAccess{URL: "http://127.0.0.1:1/mcp/web/worker", Token: "tok"}, StateDir: t.TempDir(),
+		Process: Process{Command: cmd, Env: map[string]string{"GREETING": "hello"}, Timeout: timeout, Permissions: config.PermissionsFull},
 	})
 }
 
@@ -40,8 +42,8 @@ func TestExecTurn(t *testing.T) {
 		usage  Usage
 	}{
 		{"usage lines are not output, the last wins",
-			`read p; echo "$GREETING, I got: $p"; echo '{"nid":"usage","used":100,"window":1000}'; echo "$NID_SESSION $NID_TURN_KIND"; echo '{"nid":"usage","used":1234,"window":200000}'`,
-			"hello, I got: add dark mode\nweb/worker work", Usage{UsedTokens: 1234, WindowTokens: 200000, Source: SourceReported}},
+			`read p; echo "$GREETING, I got: $p"; echo '{"nid":"usage","used":100,"window":1000}'; echo "$NIDAGENT_SESSION $NIDAGENT_TURN_KIND $NIDAGENT_MCP_URL"; echo '{"nid":"usage","used":1234,"window":200000}'`,
+			"hello, I got: add dark mode\nweb/worker work http://127.0.0.1:1/mcp/web/worker/tok", Usage{UsedTokens: 1234, WindowTokens: 200000, Source: SourceReported}},
 		{"no usage is an unknown context", `cat`, "add dark mode", Usage{Source: SourceUnknown}},
 	}
 	for _, tt := range tests {
@@ -58,9 +60,9 @@ func TestExecTurn(t *testing.T) {
 func TestExecConversations(t *testing.T) {
 	state := t.TempDir()
 	ref := SessionRef{Group: "web", Name: "worker"}
-	cmd := script(t, `echo "$NID_CONVERSATION"`)
+	cmd := script(t, `echo "$NIDAGENT_CONVERSATION"`)
 	run := func(conv string) string {
-		rep, err := NewExec().Turn(context.Background(), TurnRequest{Session: ref, Conversation: conv, Prompt: "p", Kind: TurnWork, StateDir: state, Process: Process{Command: cmd}})
+		rep, err := NewExec().Turn(context.Background(), TurnRequest{Session: ref, Conversation: conv, Prompt: "p", Kind: TurnWork, StateDir: state, Process: Process{Command: cmd, Permissions: config.PermissionsFull}})
 		require.NoError(t, err)
 		require.Equal(t, rep.Conversation, rep.Output)
 		return rep.Conversation

@@ -17,6 +17,13 @@ type fakeReply struct {
 	// Tool, if set, is a call of one of nid's MCP tools, e.g. handoff_write.
 	Tool      string
 	ToolInput map[string]any
+	// Shell, if set, asks the CLI to run this shell command with its own
+	// shell tool (Claude Code's Bash, Codex's exec_command).
+	Shell string
+	// WriteFile, if set, asks the CLI to create this file holding
+	// WriteText with its own edit tool (Claude Code's Write, Codex's
+	// apply_patch).
+	WriteFile, WriteText string
 	// Usage the answer reports: input tokens, of which Cached were read from
 	// the cache, and output tokens.
 	Input, Cached, Output int64
@@ -144,11 +151,19 @@ func (f *fakeModel) anthropic(w http.ResponseWriter, rep fakeReply, n int) {
 		idx++
 	}
 	stop := "end_turn"
-	if rep.Tool != "" {
+	if rep.Tool != "" || rep.Shell != "" || rep.WriteFile != "" {
 		stop = "tool_use"
-		in, _ := json.Marshal(rep.ToolInput)
+		name, in := "mcp__nid__"+rep.Tool, []byte(nil)
+		switch {
+		case rep.Shell != "":
+			name, in = "Bash", must(json.Marshal(map[string]any{"command": rep.Shell, "description": "run a command"}))
+		case rep.WriteFile != "":
+			name, in = "Write", must(json.Marshal(map[string]any{"file_path": rep.WriteFile, "content": rep.WriteText}))
+		default:
+			in = must(json.Marshal(rep.ToolInput))
+		}
 		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{
-			"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": "mcp__nid__" + rep.Tool, "input": map[string]any{}}})
+			"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": name, "input": map[string]any{}}})
 		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
 		sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
 	}
@@ -179,14 +194,29 @@ func (f *fakeModel) openai(w http.ResponseWriter, rep fakeReply, n int) {
 			"content": []any{map[string]any{"type": "output_text", "text": rep.Text}}}})
 		out++
 	}
-	if rep.Tool != "" {
-		args, _ := json.Marshal(rep.ToolInput)
-		sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": out, "item": map[string]any{
-			"type": "function_call", "id": fmt.Sprintf("fc_%d", n), "call_id": fmt.Sprintf("call_%d", n),
-			"namespace": "mcp__nid", "name": rep.Tool, "arguments": string(args)}})
+	if rep.Tool != "" || rep.Shell != "" || rep.WriteFile != "" {
+		item := map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%d", n), "call_id": fmt.Sprintf("call_%d", n)}
+		switch {
+		case rep.Shell != "":
+			item["name"], item["arguments"] = "exec_command", string(must(json.Marshal(map[string]any{"cmd": rep.Shell})))
+		case rep.WriteFile != "":
+			// apply_patch is a freeform tool: its input is the patch itself.
+			item["type"], item["name"] = "custom_tool_call", "apply_patch"
+			item["input"] = "*** Begin Patch\n*** Add File: " + rep.WriteFile + "\n+" + rep.WriteText + "\n*** End Patch\n"
+		default:
+			item["namespace"], item["name"], item["arguments"] = "mcp__nid", rep.Tool, string(must(json.Marshal(rep.ToolInput)))
+		}
+		sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": out, "item": item})
 	}
 	sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": id, "usage": map[string]any{
 		"input_tokens": rep.Input, "input_tokens_details": map[string]any{"cached_tokens": rep.Cached},
 		"output_tokens": rep.Output, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
 		"total_tokens": rep.Input + rep.Output}}})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/nid-dev/nid/statedir"
 )
 
 // Agent processes run in process groups of their own, so that the end of a
@@ -59,7 +61,7 @@ func startRecorded(cmd *exec.Cmd, dir string) (done func(), err error) {
 }
 
 func writeRecord(dir, file string, rec procRecord) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return err
 	}
 	b, err := json.Marshal(rec)
@@ -68,7 +70,7 @@ func writeRecord(dir, file string, rec procRecord) error {
 	}
 	// Whole or not at all: a reader never sees half a record.
 	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := os.WriteFile(tmp, b, statedir.FileMode); err != nil {
 		return err
 	}
 	return os.Rename(tmp, file)
@@ -120,6 +122,12 @@ func ReapOrphans(dir string) (killed []string, err error) {
 // reapGroup kills what is left of a recorded group and says whether
 // anything was.
 func reapGroup(rec procRecord) bool {
+	if rec.Start == "" && ownStart() != "" {
+		// Start times can be read here, yet this record has none: its pid
+		// may since have gone to a process (and a group) nid did not
+		// start, and nothing tells them apart.
+		return false
+	}
 	if syscall.Kill(rec.PID, 0) == nil && !alive(rec.PID, rec.Start) {
 		// The pid now belongs to a process nid did not start.
 		return false

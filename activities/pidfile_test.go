@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/config"
 )
 
 // deadPID is the pid of a process that has ended.
@@ -88,7 +90,7 @@ func TestReapOrphans(t *testing.T) {
 		require.Eventually(t, func() bool { return !alive(owner.Process.Pid, "") }, 5*time.Second, 10*time.Millisecond)
 		dir := t.TempDir()
 		cmd, child := startGroup(t)
-		record(t, dir, procRecord{PID: cmd.Process.Pid, Owner: owner.Process.Pid, Command: "claude"})
+		record(t, dir, procRecord{PID: cmd.Process.Pid, Start: processStart(cmd.Process.Pid), Owner: owner.Process.Pid, Command: "claude"})
 		killed, err := ReapOrphans(dir)
 		require.NoError(t, err)
 		require.Len(t, killed, 1)
@@ -112,6 +114,18 @@ func TestReapOrphans(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, killed)
 		require.NoFileExists(t, file, "the record is of no use any more")
+		require.False(t, gone(child))
+	})
+	t.Run("a record without a start time kills nothing where /proc exists", func(t *testing.T) {
+		require.NotEmpty(t, ownStart(), "this test needs /proc")
+		dir := t.TempDir()
+		cmd, child := startGroup(t)
+		file := record(t, dir, procRecord{PID: cmd.Process.Pid, Owner: deadPID(t), Command: "claude"})
+		killed, err := ReapOrphans(dir)
+		require.NoError(t, err)
+		require.Empty(t, killed)
+		require.NoFileExists(t, file, "the record is of no use")
+		require.False(t, gone(cmd.Process.Pid))
 		require.False(t, gone(child))
 	})
 	t.Run("a half-written record is dropped", func(t *testing.T) {
@@ -138,7 +152,7 @@ func TestTurnProcessIsRecordedWhileItRuns(t *testing.T) {
 	cmd := script(t, `for i in $(seq 200); do [ -e "$PIDDIR/$$.json" ] && break; sleep 0.05; done; cat "$PIDDIR/$$.json"`)
 	rep, err := NewExec().Turn(context.Background(), TurnRequest{
 		Session: SessionRef{Group: "web", Name: "worker"}, Prompt: "go", Kind: TurnWork, StateDir: t.TempDir(),
-		Process: Process{Command: cmd, PidDir: dir, Env: map[string]string{"PIDDIR": dir}},
+		Process: Process{Command: cmd, PidDir: dir, Env: map[string]string{"PIDDIR": dir}, Permissions: config.PermissionsFull},
 	})
 	require.NoError(t, err)
 	var rec procRecord

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/nid-dev/nid/config"
 )
 
 // stderrKeep is how much of a process's stderr an error message quotes.
@@ -36,13 +38,15 @@ func lookCommand(kind string, p Process) (string, error) {
 
 // newCommand builds the command for a process agent: in its own process
 // group so that a timeout or cancellation kills everything it started, with
-// the worker's environment plus p.Env plus extra (later ones win).
+// the worker's environment plus p.Env plus extra (later ones win). The
+// worker's NID_* and TEMPORAL_* variables are left out: they hold its
+// secrets (the API token, Temporal's key), which no agent needs.
 func newCommand(ctx context.Context, path string, args []string, p Process, extra map[string]string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Dir = p.WorkDir
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		if k, v, ok := strings.Cut(kv, "="); ok && !config.ReservedEnv(k) {
 			env[k] = v
 		}
 	}

@@ -24,12 +24,13 @@ func (n *notes) RateLimited(_ context.Context, ref SessionRef, limited bool) err
 	return nil
 }
 
-// The spec in workflow history names the kind, command, model and timeout;
-// the arguments and the environment (API keys) come from the worker's own
+// The spec in workflow history names only the kind; the command, arguments,
+// environment (API keys), model and timeout come from the worker's own
 // config at activity time.
 func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
 	var got Process
 	n := &notes{}
+	yes := true
 	acts := &Activities{
 		Agents: map[string]Agent{config.AgentClaude: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
 			got = req.Process
@@ -38,25 +39,19 @@ func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
 			return TurnReport{Conversation: "c1", Output: "ok"}, nil
 		}}},
 		WorkDir: "/srv/work",
-		Settings: func(ref SessionRef) (config.AgentSettings, bool) {
+		Settings: func(ref SessionRef) (string, config.AgentSettings, bool) {
 			require.Equal(t, lead, ref)
-			return config.AgentSettings{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
-				Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(time.Minute)}, true
+			return config.AgentClaude, config.AgentSettings{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
+				Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(time.Minute), Permissions: config.PermissionsReadonly, Network: &yes}, true
 		},
 		Notify: n,
 	}
-	spec := AgentSpec{Kind: config.AgentClaude, Command: "/opt/claude", Model: "claude-opus-4-1", TurnTimeout: config.Duration(5 * time.Minute)}
+	spec := AgentSpec{Kind: config.AgentClaude, TurnTimeout: config.Duration(5 * time.Minute)}
 	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: spec, Prompt: "go"})
 	require.NoError(t, err)
-	require.Equal(t, Process{Command: "/opt/claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
-		Model: "claude-opus-4-1", WorkDir: "/srv/work", Timeout: 5 * time.Minute}, got)
+	require.Equal(t, Process{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
+		Model: "claude-sonnet-4-5", WorkDir: "/srv/work", Timeout: time.Minute, Permissions: config.PermissionsReadonly, Network: &yes}, got)
 	require.Equal(t, []bool{true, false}, n.limited, "rate limiting reaches the session while the turn runs")
-
-	// Without settings for the session, the spec alone, and claude on PATH.
-	acts.Settings = func(SessionRef) (config.AgentSettings, bool) { return config.AgentSettings{}, false }
-	_, err = activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: AgentSpec{Kind: config.AgentClaude}, Prompt: "go"})
-	require.NoError(t, err)
-	require.Equal(t, Process{Command: "claude", WorkDir: "/srv/work"}, got)
 }
 
 func TestContextFullIsNotRetried(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -40,19 +41,20 @@ type Activities struct {
 	Agents map[string]Agent
 	// StateDir is where adapters keep per-session files on this host.
 	StateDir string
-	// MCPURL returns a session's own MCP endpoint, token included. Nil means
-	// agents get no MCP endpoint.
-	MCPURL func(ref SessionRef) string
+	// MCP returns a session's own MCP endpoint and token. Nil means agents
+	// get no MCP endpoint.
+	MCP func(ref SessionRef) MCPAccess
 	// HeartbeatEvery overrides DefaultHeartbeatEvery.
 	HeartbeatEvery time.Duration
 	// Transcripts receives every turn's prompt, tool calls and output and
 	// every compaction; nil means no transcripts.
 	Transcripts *transcript.Log
-	// Settings returns a session's agent settings from this worker's own
-	// nid.yaml; they fill in what the spec cannot carry through workflow
-	// history (arguments, environment with API keys). Nil, or false for a
-	// session the worker does not know, means the spec alone.
-	Settings func(ref SessionRef) (config.AgentSettings, bool)
+	// Settings returns what this worker's own nid.yaml says of a session's
+	// agent: its kind and how to run it. It is the only authority on what
+	// runs; the spec in workflow history only names a kind, which must be
+	// this one. Nil, or ok false for a session the file does not list,
+	// means no process agent runs for the session (the sim still may).
+	Settings func(ref SessionRef) (kind string, set config.AgentSettings, ok bool)
 	// Notify tells a session's workflow what a running turn learns before
 	// it ends; nil means nobody is told.
 	Notify Notifier
@@ -80,33 +82,47 @@ type Notifier interface {
 	RateLimited(ctx context.Context, ref SessionRef, limited bool) error
 }
 
-// process resolves how to run a session's process agent on this worker, in
-// workDir (the session's worktree or the group's directory) when given.
-func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) Process {
-	var set config.AgentSettings
+// process resolves how to run a session's agent on this worker, in workDir
+// (the session's worktree or the group's directory) when given. It refuses
+// a spec whose kind is not the one this worker's nid.yaml gives the session,
+// and a process agent for a session the file does not list: a spec comes
+// from workflow history, which anyone who can signal the workflow can write.
+func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) (Process, error) {
+	var (
+		kind string
+		set  config.AgentSettings
+		ok   bool
+	)
 	if a.Settings != nil {
-		set, _ = a.Settings(ref)
+		kind, set, ok = a.Settings(ref)
 	}
-	p := Process{Command: set.Command, Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D()}
+	switch {
+	case ok && spec.Kind != kind:
+		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q",
+			ref.Group, ref.Name, spec.Kind, kind)
+	case !ok && slices.Contains(config.ProcessKinds(), spec.Kind):
+		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent command may run for it",
+			ref.Group, ref.Name, spec.Kind)
+	}
+	p := Process{Command: set.Command, Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
+		Permissions: set.Permissions, Network: set.Network}
+	if p.Permissions == "" {
+		// A session this worker's nid.yaml does not know gets the default,
+		// never more: what an agent may do is the worker's decision.
+		p.Permissions = config.DefaultPermissions
+	}
 	if a.StateDir != "" {
 		p.PidDir = PidDir(a.StateDir)
+		// Agents run in their worktree: a relative path would not lead back.
+		if state, err := filepath.Abs(a.StateDir); err == nil {
+			p.TempDir = filepath.Join(state, "agents", ref.Group, ref.Name)
+			p.GitDirs = gitDirsFile(state, ref)
+		}
 	}
 	if workDir != "" {
 		p.WorkDir = workDir
 	}
-	if spec.Command != "" {
-		p.Command = spec.Command
-	}
-	if spec.Model != "" {
-		p.Model = spec.Model
-	}
-	if spec.TurnTimeout > 0 {
-		p.Timeout = spec.TurnTimeout.D()
-	}
-	if p.Command == "" && (spec.Kind == config.AgentClaude || spec.Kind == config.AgentCodex) {
-		p.Command = spec.Kind
-	}
-	return p
+	return p, nil
 }
 
 // rateLimited returns the callback a turn uses to report rate limiting.
@@ -122,8 +138,9 @@ func (a *Activities) rateLimited(ctx context.Context, ref SessionRef) func(bool)
 }
 
 // Error is a failure an adapter reports that retrying cannot fix. Type is
-// ErrBadInput, ErrAgentFailed or ErrContextFull; the activities turn it into a non-retryable
-// temporal.ApplicationError of that type, which workflows branch on.
+// ErrBadInput, ErrAgentFailed, ErrContextFull or ErrSandboxUnavailable; the
+// activities turn it into a non-retryable temporal.ApplicationError of that
+// type, which workflows branch on.
 type Error struct {
 	Type string
 	Err  error
@@ -158,13 +175,20 @@ func classify(err error) error {
 	if _, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 		return err
 	}
+	// Benign: the session records every failure in its feed (and, when it
+	// needs the human, the inbox), so the SDK need not log each one as an
+	// error on the worker's terminal; it logs them at debug.
 	if e, ok := errors.AsType[*Error](err); ok {
-		return temporal.NewNonRetryableApplicationError(err.Error(), e.Type, nil)
+		return temporal.NewApplicationErrorWithOptions(err.Error(), e.Type, temporal.ApplicationErrorOptions{
+			NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign,
+		})
 	}
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	return temporal.NewApplicationError(err.Error(), ErrTransient)
+	return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTransient, temporal.ApplicationErrorOptions{
+		Category: temporal.ApplicationErrorCategoryBenign,
+	})
 }
 
 // RunTurn sends one prompt to a session's agent and reports what came back,
@@ -186,6 +210,10 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 	default:
 		err = checkSession(in.Session)
 	}
+	var proc Process
+	if err == nil {
+		proc, err = a.process(in.Session, in.Spec, in.WorkDir)
+	}
 	if err != nil {
 		return TurnResult{}, classify(err)
 	}
@@ -195,9 +223,9 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 		Conversation: in.Conversation,
 		Prompt:       in.Prompt,
 		Kind:         kind,
-		MCPURL:       a.mcpURL(in.Session),
+		MCP:          a.mcp(in.Session),
 		StateDir:     a.StateDir,
-		Process:      a.process(in.Session, in.Spec, in.WorkDir),
+		Process:      proc,
 		RateLimited:  a.rateLimited(ctx, in.Session),
 		ToolCalled:   a.toolNoter(ctx, in),
 	}
@@ -213,7 +241,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 		// A turn cut short by the worker stopping is retried by the next
 		// worker; it is not the agent's failure.
 		if ctx.Err() == nil {
-			logger.Warn("Turn failed", "sessionID", in.Session.WorkflowID, "kind", kind, "error", err)
+			logger.Info("Turn failed", "sessionID", in.Session.WorkflowID, "kind", kind, "error", err)
 		}
 		return TurnResult{}, classify(err)
 	}
@@ -235,13 +263,17 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactRepor
 	if in.Conversation == "" {
 		return CompactReport{}, classify(BadInput("%s/%s has no conversation to compact", in.Session.Group, in.Session.Name))
 	}
+	proc, err := a.process(in.Session, in.Spec, in.WorkDir)
+	if err != nil {
+		return CompactReport{}, classify(err)
+	}
 	req := CompactRequest{
 		Session:      in.Session,
 		Spec:         in.Spec,
 		Conversation: in.Conversation,
-		MCPURL:       a.mcpURL(in.Session),
+		MCP:          a.mcp(in.Session),
 		StateDir:     a.StateDir,
-		Process:      a.process(in.Session, in.Spec, in.WorkDir),
+		Process:      proc,
 	}
 	var rep CompactReport
 	err = a.heartbeating(ctx, "compact", func(ctx context.Context) (err error) {
@@ -251,7 +283,7 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactRepor
 	a.noteCompact(ctx, in, rep, err)
 	logger := loggerFor(ctx)
 	if err != nil {
-		logger.Warn("Compaction failed", "sessionID", in.Session.WorkflowID, "conversation", in.Conversation, "error", err)
+		logger.Info("Compaction failed", "sessionID", in.Session.WorkflowID, "conversation", in.Conversation, "error", err)
 		return CompactReport{}, classify(err)
 	}
 	logger.Debug("Compaction done", "sessionID", in.Session.WorkflowID, "conversation", rep.Conversation,
@@ -268,12 +300,16 @@ func (a *Activities) StopAgent(ctx context.Context, in StopInput) (StopResult, e
 	if err := checkSession(in.Session); err != nil {
 		return StopResult{}, classify(err)
 	}
+	proc, err := a.process(in.Session, in.Spec, "")
+	if err != nil {
+		return StopResult{}, classify(err)
+	}
 	req := StopRequest{
 		Session:      in.Session,
 		Spec:         in.Spec,
 		Conversation: in.Conversation,
 		StateDir:     a.StateDir,
-		Process:      a.process(in.Session, in.Spec, ""),
+		Process:      proc,
 	}
 	err = a.heartbeating(ctx, "stop", func(ctx context.Context) error {
 		return agent.Stop(ctx, req)
@@ -297,11 +333,11 @@ func (a *Activities) agent(kind string) (Agent, error) {
 		ErrUnknownAgent, nil)
 }
 
-func (a *Activities) mcpURL(ref SessionRef) string {
-	if a.MCPURL == nil {
-		return ""
+func (a *Activities) mcp(ref SessionRef) MCPAccess {
+	if a.MCP == nil {
+		return MCPAccess{}
 	}
-	return a.MCPURL(ref)
+	return a.MCP(ref)
 }
 
 // heartbeating runs fn, heartbeating meanwhile so that a worker that died
@@ -378,4 +414,11 @@ func loggerFor(ctx context.Context) log.Logger {
 // no longer fits the context window, formatted as by fmt.Errorf.
 func ContextFull(format string, args ...any) error {
 	return &Error{Type: ErrContextFull, Err: fmt.Errorf(format, args...)}
+}
+
+// SandboxUnavailable reports an agent that was not started because its
+// sandbox cannot work on this host, formatted as by fmt.Errorf. The message
+// should say what to install, or to set permissions: full.
+func SandboxUnavailable(format string, args ...any) error {
+	return &Error{Type: ErrSandboxUnavailable, Err: fmt.Errorf(format, args...)}
 }

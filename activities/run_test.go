@@ -160,9 +160,9 @@ func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
 	acts := &Activities{
 		Agents:   map[string]Agent{config.AgentSim: NewSim()},
 		StateDir: stateDir,
-		MCPURL: func(ref SessionRef) string {
+		MCP: func(ref SessionRef) MCPAccess {
 			require.Equal(t, lead, ref)
-			return rec.URL
+			return MCPAccess{URL: rec.URL}
 		},
 	}
 	env := activityEnv(acts)
@@ -268,8 +268,95 @@ func TestClassify(t *testing.T) {
 			require.True(t, ok)
 			require.Equal(t, tc.errType, appErr.Type())
 			require.Equal(t, !tc.retryable, appErr.NonRetryable())
+			if tc.err != already {
+				// The session reports it; the SDK logs it at debug only.
+				require.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
+			}
 		})
 	}
 	require.ErrorIs(t, classify(context.Canceled), context.Canceled, "cancellation reaches Temporal as is")
 	require.NoError(t, classify(nil))
+}
+
+// ran records which of an agent's operations ran.
+type ran struct{ ops []string }
+
+func (r *ran) Turn(context.Context, TurnRequest) (TurnReport, error) {
+	r.ops = append(r.ops, "turn")
+	return TurnReport{Conversation: "c1", Output: "ok"}, nil
+}
+
+func (r *ran) Compact(context.Context, CompactRequest) (CompactReport, error) {
+	r.ops = append(r.ops, "compact")
+	return CompactReport{OK: true, Conversation: "c1"}, nil
+}
+
+func (r *ran) Stop(context.Context, StopRequest) error {
+	r.ops = append(r.ops, "stop")
+	return nil
+}
+
+// A spec comes from workflow history, which anyone who can signal the
+// workflow writes; only the worker's own nid.yaml decides which agent runs.
+func TestTheWorkersConfigDecidesWhichAgentRuns(t *testing.T) {
+	claudeLead := func(ref SessionRef) (string, config.AgentSettings, bool) {
+		if ref.Group != lead.Group || ref.Name != lead.Name {
+			return "", config.AgentSettings{}, false
+		}
+		return config.AgentClaude, config.AgentSettings{Command: "claude"}, true
+	}
+	ghost := SessionRef{Group: "web", Name: "ghost", WorkflowID: "nid/web/ghost"}
+	for _, tc := range []struct {
+		name     string
+		settings func(SessionRef) (string, config.AgentSettings, bool)
+		ref      SessionRef
+		kind     string
+		message  string // empty: the agent runs
+	}{
+		{"the kind the file gives", claudeLead, lead, config.AgentClaude, ""},
+		{"another kind", claudeLead, lead, config.AgentExec,
+			`session web/lead asks for agent kind "exec", but this worker's nid.yaml gives it "claude"`},
+		{"the sim instead of the file's kind", claudeLead, lead, config.AgentSim,
+			`session web/lead asks for agent kind "sim", but this worker's nid.yaml gives it "claude"`},
+		{"a process agent for a session the file does not list", claudeLead, ghost, config.AgentExec,
+			`session web/ghost asks for agent kind "exec", but this worker's nid.yaml has no such session`},
+		{"a process agent with no config at all", nil, lead, config.AgentCodex,
+			`session web/lead asks for agent kind "codex", but this worker's nid.yaml has no such session`},
+		{"the sim for a session the file does not list", claudeLead, ghost, config.AgentSim, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			agents := map[string]Agent{}
+			for _, kind := range config.AgentKinds() {
+				agents[kind] = &ran{}
+			}
+			env := activityEnv(&Activities{Agents: agents, Settings: tc.settings, StateDir: t.TempDir()})
+			spec := AgentSpec{Kind: tc.kind}
+			for _, call := range []struct {
+				name string
+				in   any
+			}{
+				{RunTurnName, TurnInput{Session: tc.ref, Spec: spec, Prompt: "go"}},
+				{CompactName, CompactInput{Session: tc.ref, Spec: spec, Conversation: "c1"}},
+				{StopAgentName, StopInput{Session: tc.ref, Spec: spec, Conversation: "c1"}},
+			} {
+				_, err := env.ExecuteActivity(call.name, call.in)
+				if tc.message == "" {
+					require.NoError(t, err, call.name)
+					continue
+				}
+				appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+				require.True(t, ok, "%s: want an application error, got %v", call.name, err)
+				require.Equal(t, ErrBadInput, appErr.Type(), call.name)
+				require.True(t, appErr.NonRetryable(), call.name)
+				require.Contains(t, appErr.Error(), tc.message, call.name)
+			}
+			for kind, a := range agents {
+				want := []string(nil)
+				if tc.message == "" && kind == tc.kind {
+					want = []string{"turn", "compact", "stop"}
+				}
+				require.Equal(t, want, a.(*ran).ops, "what the %s agent ran", kind)
+			}
+		})
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 )
 
 // Sim is nid's built-in simulated agent: it needs no API key, behaves the
@@ -121,7 +122,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 		out = fmt.Sprintf("sim turn %d of conversation %s: I will not write a handoff (noHandoff)", st.Turns, st.Conversation)
 	case req.Kind == TurnHandoffRequest:
 		summary := st.summary(req.Session, "")
-		if err := s.handoffWrite(ctx, req.MCPURL, summary); err != nil {
+		if err := s.handoffWrite(ctx, req.MCP.TokenURL(), summary); err != nil {
 			return TurnReport{}, err
 		}
 		req.toolCalled(ToolHandoffWrite + "(" + clip(summary, 60) + ")")
@@ -129,7 +130,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	case req.Kind == TurnWork && cfg.HandoffAfterTurns > 0 && st.SinceCompact == cfg.HandoffAfterTurns:
 		why := fmt.Sprintf("My context is cluttered after %d turns: start me fresh from this summary. ", st.SinceCompact)
 		summary := st.summary(req.Session, why)
-		if err := s.handoffWrite(ctx, req.MCPURL, summary); err != nil {
+		if err := s.handoffWrite(ctx, req.MCP.TokenURL(), summary); err != nil {
 			return TurnReport{}, err
 		}
 		req.toolCalled(ToolHandoffWrite + "(" + clip(summary, 60) + ")")
@@ -165,7 +166,7 @@ func (s *Sim) workOnTask(ctx context.Context, req TurnRequest, cfg config.Sim, s
 	if st.TaskTurns < cfg.TaskTurns {
 		return "", nil
 	}
-	if err := s.callTool(ctx, req.MCPURL, ToolTaskDone, map[string]any{"task_id": st.TaskID}); err != nil {
+	if err := s.callTool(ctx, req.MCP.TokenURL(), ToolTaskDone, map[string]any{"task_id": st.TaskID}); err != nil {
 		return "", err
 	}
 	req.toolCalled(ToolTaskDone + "(" + st.TaskID + ")")
@@ -281,7 +282,7 @@ func simUsage(cfg config.Sim, used int64) Usage {
 	if cfg.Silent {
 		return Usage{Source: SourceUnknown}
 	}
-	return Usage{UsedTokens: used, WindowTokens: cfg.Window, Source: SourceReported}
+	return Usage{UsedTokens: used, WindowTokens: cfg.Window, Source: SourceReported, Model: "sim"}
 }
 
 // reported is what a sim says about a token count: nothing when silent.
@@ -374,7 +375,7 @@ func loadSim(dir, conversation string) (simState, error) {
 // saveSim writes the state through a temporary file and a rename, so a
 // worker killed mid-write leaves the old state or the new, never half.
 func saveSim(dir string, st simState) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
 	b, err := json.MarshalIndent(st, "", "  ")

@@ -89,7 +89,7 @@ func (s *simSession) turn(kind, prompt string) (TurnReport, error) {
 		Conversation: s.conversation,
 		Prompt:       prompt,
 		Kind:         kind,
-		MCPURL:       s.mcpURL,
+		MCP:          MCPAccess{URL: s.mcpURL},
 		StateDir:     s.stateDir,
 	})
 	if err == nil {
@@ -128,7 +128,7 @@ func TestSimTurnsGrowTheContext(t *testing.T) {
 		rep := s.mustTurn(TurnWork, prompt)
 		require.Equal(t, "sim-1", rep.Conversation, "turn %d", i+1)
 		require.Equal(t, want.output, rep.Output)
-		require.Equal(t, Usage{UsedTokens: want.used, WindowTokens: 100_000, Source: SourceReported}, rep.Usage)
+		require.Equal(t, Usage{UsedTokens: want.used, WindowTokens: 100_000, Source: SourceReported, Model: "sim"}, rep.Usage)
 	}
 	require.FileExists(t, filepath.Join(s.stateDir, "sim", "web", "lead", "sim-1.json"))
 }
@@ -161,7 +161,7 @@ func TestSimOutputQuotesTheFirst60Characters(t *testing.T) {
 func TestSimDefaultsWhenUnconfigured(t *testing.T) {
 	s := newSimSession(t, config.Sim{})
 	rep := s.mustTurn(TurnWork, "abcd")
-	require.Equal(t, Usage{UsedTokens: 1 + config.DefaultSimTokensPerTurn, WindowTokens: config.DefaultSimWindow, Source: SourceReported}, rep.Usage)
+	require.Equal(t, Usage{UsedTokens: 1 + config.DefaultSimTokensPerTurn, WindowTokens: config.DefaultSimWindow, Source: SourceReported, Model: "sim"}, rep.Usage)
 }
 
 func TestSimNeverReportsMoreThanItsWindow(t *testing.T) {
@@ -231,13 +231,13 @@ func TestSimCompact(t *testing.T) {
 	}{
 		{
 			name:     "shrinks to a tenth",
-			want:     CompactReport{OK: true, Conversation: "sim-1", BeforeTokens: 30_001, AfterTokens: 3_000, Usage: Usage{UsedTokens: 3_000, WindowTokens: 100_000, Source: SourceReported}},
+			want:     CompactReport{OK: true, Conversation: "sim-1", BeforeTokens: 30_001, AfterTokens: 3_000, Usage: Usage{UsedTokens: 3_000, WindowTokens: 100_000, Source: SourceReported, Model: "sim"}},
 			nextUsed: 13_000,
 		},
 		{
 			name:        "failCompact refuses and changes nothing",
 			failCompact: true,
-			want:        CompactReport{OK: false, Conversation: "sim-1", BeforeTokens: 30_001, AfterTokens: 30_001, Usage: Usage{UsedTokens: 30_001, WindowTokens: 100_000, Source: SourceReported}, Detail: "sim: compaction refused (failCompact)"},
+			want:        CompactReport{OK: false, Conversation: "sim-1", BeforeTokens: 30_001, AfterTokens: 30_001, Usage: Usage{UsedTokens: 30_001, WindowTokens: 100_000, Source: SourceReported, Model: "sim"}, Detail: "sim: compaction refused (failCompact)"},
 			nextUsed:    40_001,
 		},
 	} {

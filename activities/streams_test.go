@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -74,6 +75,20 @@ func TestClaudeStream(t *testing.T) {
 			require.Equal(t, []string{`mcp__nid__handoff_write({"summary":"S"})`}, s.ToolCalls)
 			require.Equal(t, int64(302), s.Billed)
 			require.Greater(t, s.CostUSD, 0.0)
+		}},
+		{"sandbox-required.jsonl", func(t *testing.T, s *ClaudeStream) {
+			// Sandbox settings with failIfUnavailable on a host without
+			// bubblewrap: Claude Code refuses to start.
+			require.True(t, s.IsError)
+			require.Equal(t, "sandbox_required_unavailable", s.StartupFailure)
+			require.Len(t, s.Errors, 1)
+			require.Contains(t, s.Errors[0], "bubblewrap (bwrap) not installed")
+		}},
+		{"sandbox-refused.jsonl", func(t *testing.T, s *ClaudeStream) {
+			// A sandbox whose bubblewrap cannot create a user namespace:
+			// the command never ran.
+			require.Equal(t, "bwrap: setting up uid map: Permission denied", s.SandboxFailure)
+			require.False(t, s.Result)
 		}},
 	}
 	for _, tt := range tests {
@@ -193,20 +208,26 @@ func TestCodexBadLines(t *testing.T) {
 func TestCodexAnswer(t *testing.T) {
 	tests := []struct {
 		method string
+		grant  bool
 		want   any
 	}{
-		{"item/commandExecution/requestApproval", map[string]any{"decision": "accept"}},
-		{"item/fileChange/requestApproval", map[string]any{"decision": "accept"}},
-		{"execCommandApproval", map[string]any{"decision": "approved"}},
-		{"applyPatchApproval", map[string]any{"decision": "approved"}},
-		{"mcpServer/elicitation/request", map[string]any{"action": "accept", "content": map[string]any{}}},
+		{"item/commandExecution/requestApproval", true, map[string]any{"decision": "accept"}},
+		{"item/fileChange/requestApproval", true, map[string]any{"decision": "accept"}},
+		{"execCommandApproval", true, map[string]any{"decision": "approved"}},
+		{"applyPatchApproval", true, map[string]any{"decision": "approved"}},
+		// In a sandbox, an approval would let the command out of it.
+		{"item/commandExecution/requestApproval", false, map[string]any{"decision": "decline"}},
+		{"item/fileChange/requestApproval", false, map[string]any{"decision": "decline"}},
+		{"execCommandApproval", false, map[string]any{"decision": "denied"}},
+		{"applyPatchApproval", false, map[string]any{"decision": "denied"}},
+		{"mcpServer/elicitation/request", false, map[string]any{"action": "accept", "content": map[string]any{}}},
 	}
 	for _, tt := range tests {
-		got, rpcErr := CodexAnswer(tt.method)
+		got, rpcErr := CodexAnswer(tt.method, tt.grant)
 		require.Nil(t, rpcErr)
 		require.Equal(t, tt.want, got, tt.method)
 	}
-	_, rpcErr := CodexAnswer("something/new")
+	_, rpcErr := CodexAnswer("something/new", true)
 	require.NotNil(t, rpcErr, "an unknown request is refused, not left unanswered")
 }
 
@@ -270,7 +291,7 @@ func FuzzCodexTurn(f *testing.F) {
 			t.Fatalf("bad fold of %q: %+v", line, c)
 		}
 		if m.IsRequest() {
-			if res, rpcErr := CodexAnswer(m.Method); (res == nil) == (rpcErr == nil) {
+			if res, rpcErr := CodexAnswer(m.Method, false); (res == nil) == (rpcErr == nil) {
 				t.Fatalf("request %q got no single answer", m.Method)
 			}
 		}
@@ -289,4 +310,31 @@ func FuzzParseExecLine(f *testing.F) {
 			t.Fatalf("usage from a non-usage line %q", line)
 		}
 	})
+}
+
+// Only a failed tool result that is the sandbox itself failing counts; a
+// command that failed, or that printed bubblewrap's words, does not.
+func TestClaudeSandboxFailure(t *testing.T) {
+	result := func(isError bool, content string) []byte {
+		b, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user",
+			"content": []any{map[string]any{"type": "tool_result", "content": content, "is_error": isError, "tool_use_id": "toolu_1"}}}})
+		return b
+	}
+	tests := []struct {
+		line []byte
+		want string
+	}{
+		{result(true, "Exit code 1\nbwrap: Creating new namespace failed: Operation not permitted"), "bwrap: Creating new namespace failed: Operation not permitted"},
+		{result(true, "Sandbox is required but failed to initialize: Failed to create bridge sockets after 5 attempts.\nmore"),
+			"Sandbox is required but failed to initialize: Failed to create bridge sockets after 5 attempts."},
+		{result(true, "Exit code 2\nmake: *** [test] Error 1"), ""},
+		{result(false, "bwrap: setting up uid map: Permission denied"), ""},
+		{result(true, "Exit code 1\nsome output\nbwrap: setting up uid map: Permission denied"), ""},
+		{[]byte(`{"type":"user","message":{"role":"user","content":"bwrap: plain text"}}`), ""},
+	}
+	for _, tt := range tests {
+		s := &ClaudeStream{}
+		s.Feed(tt.line)
+		require.Equal(t, tt.want, s.SandboxFailure, string(tt.line))
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/nid-dev/nid/statedir"
 )
 
 // WorkspaceInput names the session and its group's repository.
@@ -42,19 +44,23 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 		return WorkspaceResult{}, classify(BadInput("state directory %q: %v", a.StateDir, err))
 	}
 	res := WorkspaceResult{
-		Worktree: filepath.Join(state, "worktrees", in.Session.Group, in.Session.Name),
+		Worktree: filepath.Join(state, statedir.Worktrees, in.Session.Group, in.Session.Name),
 		Branch:   WorkspaceBranch(in.Session),
 	}
-	if head, err := git(ctx, res.Worktree, "rev-parse", "--abbrev-ref", "HEAD"); err == nil {
-		if head == res.Branch {
-			return res, nil
+	// Ask the repository, never git inside the worktree: the agent may
+	// have rewritten what the worktree says of itself (see gitDirs).
+	if branch, ok, err := worktreeBranch(ctx, repo, res.Worktree); err != nil {
+		return res, classify(AgentFailed("%s: %v", repo, err))
+	} else if ok {
+		if branch != res.Branch {
+			return res, classify(AgentFailed("%s is a worktree on branch %s, not %s: move it away and nid makes a new one", res.Worktree, branch, res.Branch))
 		}
-		return res, classify(AgentFailed("%s is a worktree on branch %s, not %s: move it away and nid makes a new one", res.Worktree, head, res.Branch))
+		return res, a.recordGitDirs(ctx, in.Session, repo, res.Worktree)
 	}
 	if _, err := os.Stat(res.Worktree); err == nil {
 		return res, classify(AgentFailed("%s exists but is not a git worktree: move it away and nid makes a new one", res.Worktree))
 	}
-	if err := os.MkdirAll(filepath.Dir(res.Worktree), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(res.Worktree), statedir.DirMode); err != nil {
 		return res, classify(err)
 	}
 	// A worktree removed by hand stays registered until pruned.
@@ -68,7 +74,48 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 	if _, err := git(ctx, repo, args...); err != nil {
 		return res, classify(AgentFailed("creating the worktree of %s/%s: %v", in.Session.Group, in.Session.Name, err))
 	}
-	return res, nil
+	return res, a.recordGitDirs(ctx, in.Session, repo, res.Worktree)
+}
+
+// worktreeBranch asks repo whether worktree is one of its worktrees, and on
+// which branch.
+func worktreeBranch(ctx context.Context, repo, worktree string) (branch string, ok bool, err error) {
+	out, err := git(ctx, repo, "worktree", "list", "--porcelain")
+	if err != nil {
+		return "", false, err
+	}
+	for _, entry := range strings.Split(out, "\n\n") {
+		lines := strings.Split(entry, "\n")
+		if path, found := strings.CutPrefix(lines[0], "worktree "); !found || filepath.Clean(path) != worktree {
+			continue
+		}
+		for _, l := range lines[1:] {
+			if ref, found := strings.CutPrefix(l, "branch "); found {
+				return strings.TrimPrefix(ref, "refs/heads/"), true, nil
+			}
+		}
+		return "(detached)", true, nil
+	}
+	return "", false, nil
+}
+
+// recordGitDirs writes, where the agent cannot, where the session's
+// worktree keeps its git directories, as the repository says: gitDirs reads
+// this rather than anything in the worktree.
+func (a *Activities) recordGitDirs(ctx context.Context, ref SessionRef, repo, worktree string) error {
+	common, err := git(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return classify(AgentFailed("%s: %v", repo, err))
+	}
+	rec, ok := readWorktreeGitDirs(worktree)
+	if !ok || rec.Common != filepath.Clean(common) {
+		return classify(AgentFailed("%s does not point back into %s's git directory as a worktree of it should: move it away and nid makes a new one", worktree, repo))
+	}
+	state, err := filepath.Abs(a.StateDir)
+	if err != nil {
+		return classify(err)
+	}
+	return classify(writeGitDirs(gitDirsFile(state, ref), rec))
 }
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {

@@ -38,7 +38,8 @@ type Deps struct {
 	Stderr io.Writer
 	// Environ is the environment as os.Environ returns it; nil means the
 	// process's own. Configuration (NID_*, TEMPORAL_ADDRESS,
-	// TEMPORAL_NAMESPACE), NID_CONFIG and NO_COLOR are read from it.
+	// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY), NID_CONFIG and NO_COLOR are
+	// read from it.
 	Environ []string
 	// Dial connects to Temporal; nil means worker.Dial. Tests see through
 	// it which configuration a command dials with.
@@ -140,9 +141,7 @@ func NewApp(d Deps) *cli.App {
 // (nid up --config FILE), and gives it nid's usage errors.
 func shareGlobals(c *cli.Command) {
 	c.OnUsageError = usageError
-	if len(c.Subcommands) == 0 {
-		c.Flags = append(c.Flags, globalFlags()...)
-	}
+	c.Flags = append(c.Flags, globalFlags()...)
 	for _, sub := range c.Subcommands {
 		shareGlobals(sub)
 	}
@@ -216,9 +215,15 @@ func globalFlag(cCtx *cli.Context, name string) (string, bool) {
 	return "", false
 }
 
-// loadConfig reads the configuration once for a command, with the global
-// flags laid over the file and the environment.
+// loadConfig reads the configuration once for a command that only reads,
+// with the global flags laid over the file and the environment.
 func (a *app) loadConfig(cCtx *cli.Context) (*config.Config, error) {
+	return a.loadConfigFor(cCtx, false)
+}
+
+// loadConfigFor reads it for a command that runs sessions when worker is
+// set: then each group's repo must exist on this host.
+func (a *app) loadConfigFor(cCtx *cli.Context, worker bool) (*config.Config, error) {
 	file, ok := globalFlag(cCtx, "config")
 	if !ok {
 		file = a.getenv(config.EnvConfig)
@@ -230,7 +235,7 @@ func (a *app) loadConfig(cCtx *cli.Context) (*config.Config, error) {
 	if v, ok := globalFlag(cCtx, "namespace"); ok {
 		flags["temporal.namespace"] = v
 	}
-	return config.Load(config.LoadOptions{File: file, Environ: a.environ(), Flags: flags})
+	return config.Load(config.LoadOptions{File: file, Environ: a.environ(), Flags: flags, Worker: worker})
 }
 
 func (a *app) logger(cCtx *cli.Context) (*slog.Logger, error) {
@@ -334,9 +339,9 @@ func lookupFlag(cCtx *cli.Context, name string) cli.Flag {
 func action(fn cli.ActionFunc) cli.ActionFunc {
 	return func(cCtx *cli.Context) error {
 		err := fn(cCtx)
-		if errors.Is(err, errHelpShown) {
+		if err == nil || errors.Is(err, errHelpShown) {
 			return nil
 		}
-		return err
+		return printableError{err}
 	}
 }

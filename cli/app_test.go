@@ -38,7 +38,8 @@ func TestArgumentErrors(t *testing.T) {
 		{"group set without =", []string{"group", "set", "web", "rotate"}, `"rotate" is not KEY=VALUE (keys: rotate, budget)`},
 		{"group set unknown key", []string{"group", "set", "web", "color=blue"}, `unknown key "color": allowed keys: rotate, budget`},
 		{"board add without title", []string{"board", "add", "web"}, "nid board add takes GROUP TITLE"},
-		{"stop without session", []string{"stop", "web"}, "is not a session"},
+		{"stop a malformed session", []string{"stop", "web/Lead!"}, "is not a session"},
+		{"stop a malformed group", []string{"stop", "We b"}, `"We b" is not a group name`},
 		{"group set empty value", []string{"group", "set", "web", "rotate="}, "rotate needs a value"},
 		{"group set twice", []string{"group", "set", "web", `rotate={"mode":"auto"}`, `rotate={"mode":"off"}`}, "rotate is given twice"},
 		{"group set bad group", []string{"group", "set", "Web", `rotate={}`}, `"Web" is not a group name`},
@@ -52,6 +53,14 @@ func TestArgumentErrors(t *testing.T) {
 		{"watch half a session", []string{"watch", "web/"}, `"web/" is not a session`},
 		{"inbox two groups", []string{"inbox", "web", "api"}, "too many arguments"},
 		{"up takes no arguments", []string{"up", "now"}, `nid up takes no arguments (got "now")`},
+
+		// Every command reads the global flags after its name too, the
+		// ones with subcommands included.
+		{"board --config", []string{"board", "--config", "/nonexistent/nid.yaml"}, "/nonexistent/nid.yaml"},
+		{"board add --config", []string{"board", "add", "web", "t", "--config", "/nonexistent/nid.yaml"}, "/nonexistent/nid.yaml"},
+		{"inbox --config", []string{"inbox", "--config", "/nonexistent/nid.yaml"}, "/nonexistent/nid.yaml"},
+		{"inbox clear --config", []string{"inbox", "clear", "--config", "/nonexistent/nid.yaml"}, "/nonexistent/nid.yaml"},
+		{"board --address", []string{"board", "--address"}, "flag needs an argument: -address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

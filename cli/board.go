@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -79,14 +81,16 @@ func runBoard(ctx context.Context, c client.Client, opts boardOptions, stdout io
 }
 
 func writeBoard(w io.Writer, b workflows.BoardView) error {
-	fmt.Fprintf(w, "%s: %s\n", b.Group, cmpOr(b.Goal, "(no goal)"))
+	if err := printLine(w, "%s: %s", b.Group, cmpOr(b.Goal, "(no goal)")); err != nil {
+		return err
+	}
 	rows := [][]string{{"TASK", "STATUS", "HOLDER", "TITLE"}}
 	for _, t := range b.Tasks {
 		holder := "—"
 		if t.Holder != "" {
 			holder = b.Group + "/" + t.Holder
 		}
-		rows = append(rows, []string{t.ID, t.Status, holder, t.Title})
+		rows = append(rows, []string{printable(t.ID, true), printable(t.Status, true), printable(holder, true), printable(t.Title, true)})
 	}
 	if len(b.Tasks) == 0 {
 		fmt.Fprintln(w, "no tasks (add one with nid board add "+b.Group+" TITLE)")
@@ -96,14 +100,14 @@ func writeBoard(w io.Writer, b workflows.BoardView) error {
 	if len(b.Locks) > 0 {
 		locks := [][]string{{"LOCK", "HOLDER"}}
 		for _, l := range b.Locks {
-			locks = append(locks, []string{l.Name, b.Group + "/" + l.Holder})
+			locks = append(locks, []string{printable(l.Name, true), printable(b.Group+"/"+l.Holder, true)})
 		}
 		if err := writeTable(w, locks); err != nil {
 			return err
 		}
 	}
 	if b.Exhausted != "" {
-		fmt.Fprintf(w, "budget exhausted (%s): %s\n", b.Exhausted, workflows.BudgetText(b.Budget, b.Spent))
+		return printLine(w, "budget exhausted (%s): %s", b.Exhausted, workflows.BudgetText(b.Budget, b.Spent))
 	}
 	return nil
 }
@@ -161,8 +165,7 @@ func runBoardAdd(ctx context.Context, c client.Client, opts boardAddOptions, std
 	if opts.JSON {
 		return writeJSON(stdout, task)
 	}
-	_, err = fmt.Fprintf(stdout, "added task %s to %s: %s\n", task.ID, opts.Group, task.Title)
-	return err
+	return printLine(stdout, "added task %s to %s: %s", task.ID, opts.Group, task.Title)
 }
 
 type stopOptions struct {
@@ -172,28 +175,51 @@ type stopOptions struct {
 func newStopCommand(a *app) *cli.Command {
 	return &cli.Command{
 		Name:      "stop",
-		Usage:     "Stop a session and release its claims and locks",
-		ArgsUsage: "GROUP/SESSION",
+		Usage:     "Stop a session, or every session of a group, and release their claims and locks",
+		ArgsUsage: "GROUP/SESSION | GROUP",
 		Description: "Stops the session's agent; the session takes no more turns or rotations.\n" +
 			"Its claimed tasks go back to the board and its locks are released; nid says\n" +
-			"which. The session stays listed as stopped, with its history.",
+			"which. The session stays listed as stopped, with its history. Given a GROUP,\n" +
+			"stops each of its sessions (a group removed from nid.yaml keeps running until\n" +
+			"then).",
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
 			if err != nil {
 				return err
 			}
 			if len(args) != 1 {
-				return fmt.Errorf("nid stop takes one GROUP/SESSION")
+				return fmt.Errorf("nid stop takes one GROUP/SESSION, or a GROUP to stop all its sessions")
 			}
-			group, name, err := workflows.ParseSessionRef(args[0])
+			var opts stopOptions
+			if strings.Contains(args[0], "/") {
+				opts.Group, opts.Name, err = workflows.ParseSessionRef(args[0])
+			} else {
+				opts.Group, err = args[0], validGroup(args[0])
+			}
 			if err != nil {
 				return err
 			}
 			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
-				return runStop(ctx, c, stopOptions{Group: group, Name: name}, a.Stdout)
+				if opts.Name == "" {
+					return runStopGroup(ctx, c, opts.Group, a.Stdout)
+				}
+				return runStop(ctx, c, opts, a.Stdout)
 			})
 		}),
 	}
+}
+
+func runStopGroup(ctx context.Context, c client.Client, group string, stdout io.Writer) error {
+	stopped, err := nidclient.StopGroup(ctx, c, group)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(stopped)) {
+		if err := printStopped(stdout, group, name, stopped[name]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.Writer) error {
@@ -201,18 +227,24 @@ func runStop(ctx context.Context, c client.Client, opts stopOptions, stdout io.W
 	if err != nil {
 		return err
 	}
-	ref := opts.Group + "/" + opts.Name
+	return printStopped(stdout, opts.Group, opts.Name, res)
+}
+
+// printStopped says what a stopped session let go of, and when its agent
+// stops.
+func printStopped(stdout io.Writer, group, name string, res nidclient.Stopped) error {
+	ref := group + "/" + name
 	held := "it held no tasks or locks"
 	if len(res.Released) > 0 {
 		held = "released " + strings.Join(res.Released, ", ")
 	}
-	if _, err := fmt.Fprintf(stdout, "stopped %s; %s\n", ref, held); err != nil {
+	if err := printLine(stdout, "stopped %s; %s", ref, held); err != nil {
 		return err
 	}
 	// A turn is not cut short: the session stops its agent when it ends.
 	switch res.Was {
 	case workflows.StatusWorking, workflows.StatusRateLimited, workflows.StatusRotating:
-		_, err = fmt.Fprintf(stdout, "%s is %s: its agent stops when the current step ends\n", ref, res.Was)
+		return printLine(stdout, "%s is %s: its agent stops when the current step ends", ref, res.Was)
 	}
-	return err
+	return nil
 }

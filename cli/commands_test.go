@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -408,29 +410,38 @@ func TestInbox(t *testing.T) {
     rotate: {mode: off}
     budget: {turns: 4}
     sessions:
-      - {agent: exec, name: exec, command: "false"}
+      - {agent: exec, name: exec, command: "false", permissions: full}
 `)
 	empty := newSite(t, teamGroups)
 	require.Equal(t, "inbox empty\n", empty.mustNid("inbox"))
 
 	// Oldest first, whichever group: api/exec's command fails three
-	// times, then web/lead's compaction fails, then api's budget is
+	// times, then web/lead's compaction fails twice, then api's budget is
 	// spent by a fourth turn.
 	for i := range 3 {
+		// A new message ends the wait before a failed turn is retried; the
+		// first goes first again.
 		temporaltest.Signal(t, s.c, "api", "exec", workflows.SignalMessage, workflows.Message{Text: fmt.Sprint("e", i)})
+		temporaltest.WaitSession(t, s.c, "api", "exec", "to fail", func(v workflows.SessionView) bool {
+			return len(eventTexts(v, workflows.EventTurnFailed)) == i+1
+		})
 	}
 	temporaltest.WaitGroup(t, s.c, "api", "to hear of the failures", func(g workflows.GroupView) bool { return len(g.Inbox) == 1 })
 	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
-	temporaltest.Signal(t, s.c, "web", "lead", workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
-	temporaltest.WaitGroup(t, s.c, "web", "to hear of the failure", func(g workflows.GroupView) bool { return len(g.Inbox) == 1 })
+	for i := range 2 {
+		temporaltest.Signal(t, s.c, "web", "lead", workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
+		temporaltest.WaitGroup(t, s.c, "web", "to hear of the failure", func(g workflows.GroupView) bool {
+			return len(g.Inbox) == 1 && max(g.Inbox[0].Count, 1) == i+1
+		})
+	}
 	temporaltest.Signal(t, s.c, "api", "exec", workflows.SignalMessage, workflows.Message{Text: "e4"})
 	temporaltest.WaitGroup(t, s.c, "api", "to spend its budget", func(g workflows.GroupView) bool { return len(g.Inbox) == 2 })
 
 	out := s.mustNid("inbox")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	require.Len(t, lines, 3, out)
-	require.Regexp(t, `^\d\d:\d\d:\d\d  api/exec  turn-failed       3 turns failed in a row; last: exec exited with status 1$`, lines[0])
-	require.Regexp(t, `^\d\d:\d\d:\d\d  web/lead  rotation-failed   compact rotation \(manual\) failed: the agent did not compact: sim: compaction refused \(failCompact\)$`, lines[1])
+	require.Regexp(t, `^\d\d:\d\d:\d\d  api/exec  turn-failed       3 turns failed in a row; last: exec exited with status 1; your message was not run: e0$`, lines[0])
+	require.Regexp(t, `^\d\d:\d\d:\d\d  web/lead  rotation-failed   ×2 compact rotation \(manual\) failed: the agent did not compact: sim: compaction refused \(failCompact\)$`, lines[1])
 	require.Regexp(t, `^\d\d:\d\d:\d\d  api       budget-exhausted  budget exhausted \(turns\): `, lines[2])
 
 	// An item from another day carries its date.
@@ -443,6 +454,7 @@ func TestInbox(t *testing.T) {
 	require.Len(t, items, 1)
 	require.Equal(t, "lead", items[0].Session)
 	require.Equal(t, workflows.EventRotationFailed, items[0].Kind)
+	require.Equal(t, 2, items[0].Count)
 
 	_, _, err := s.nid("inbox", "mobile")
 	require.EqualError(t, err, `no group "mobile"; running groups: api, web`)
@@ -499,9 +511,9 @@ func TestWatchShowsRecentEventsThenFollows(t *testing.T) {
 	}
 	temporaltest.Settle(t, s.c)
 	w := startWatch(t, s, watchOptions{Group: "web", Backlog: 4})
-	w.waitFor(t, 7)
+	w.waitFor(t, 8) // the backlog, then the live marker
 	temporaltest.Rotate(t, s.c, "web", "lead", config.ModeCompact)
-	w.waitFor(t, 9)
+	w.waitFor(t, 10)
 	w.stop()
 	require.Equal(t, ""+
 		// web/lead's whole past is within the backlog.
@@ -514,6 +526,7 @@ func TestWatchShowsRecentEventsThenFollows(t *testing.T) {
 		"web/worker  message queued: w6\n"+
 		"web/worker  turn 6  100% of 200k\n"+
 		// Then what happens next.
+		"── live ──\n"+
 		"web/lead    rotating web/lead now (compact)\n"+
 		"web/lead    ↻ compact (manual) 62k → 6.2k\n",
 		untimed(w.out.String()))
@@ -558,34 +571,62 @@ func TestWatchUnknown(t *testing.T) {
 
 func TestWatchKeepsGoingThroughErrors(t *testing.T) {
 	t.Parallel()
-	s := newSite(t, `  web:
+	const groups = `  web:
     sessions:
       - {agent: sim, name: lead, sim: {turnDelay: 0s}}
-`)
-	temporaltest.Settle(t, s.c)
-	// No worker answers at first: the feed waits for one rather than
-	// ending.
-	s.down()
-	w := startWatch(t, s, watchOptions{Backlog: 10})
-	require.Eventually(t, func() bool { return w.errOut.String() != "" }, time.Minute, 10*time.Millisecond)
-	s.up(`  web:
-    sessions:
-      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
-`)
-	w.waitFor(t, 1)
-	w.stop()
-	require.Equal(t, "web/lead  session started (sim)\n", untimed(w.out.String()))
-	require.Regexp(t, `^nid: web/lead did not answer \(is nid up or nid worker running\?\): [^\n]+ \(retrying\)\n$`, w.errOut.String(),
-		"a lasting failure is reported once")
+`
+	for _, persist := range []bool{false, true} {
+		t.Run(fmt.Sprint("persist=", persist), func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, groups)
+			temporaltest.Settle(t, s.c)
+			// No worker answers at first: the feed waits for one rather
+			// than ending.
+			s.down()
+			w := startWatch(t, s, watchOptions{Backlog: 10, Persist: persist})
+			require.Eventually(t, func() bool { return w.errOut.String() != "" }, time.Minute, 10*time.Millisecond)
+			s.up(groups)
+			w.waitFor(t, 1)
+			w.stop()
+			require.Equal(t, "web/lead  session started (sim)\n", untimed(w.out.String()))
+			want := `^nid: web/lead did not answer \(is nid up or nid worker running\?\): [^\n]+ \(retrying\)\n$`
+			if persist {
+				// nid up's own feed does not ask whether nid up is running.
+				want = `^nid: web/lead has not answered yet \(retrying\)\n$`
+			}
+			require.Regexp(t, want, w.errOut.String(), "a lasting failure is reported once")
+		})
+	}
 }
 
 func TestUp(t *testing.T) {
 	t.Parallel()
-	s := newSite(t, "")
-	cfg := s.Config(t, `  web:
+	// nid up after an earlier one: web/lead has run before, and so has
+	// group old, which has left nid.yaml since.
+	const web = `  web:
     sessions:
       - {agent: sim, name: lead, sim: {turnDelay: 0s}}
-`)
+`
+	s := newSite(t, web)
+	// A query waits for web/lead to have recorded its start, so old/bot's
+	// comes after it.
+	temporaltest.Session(t, s.c, "web", "lead")
+	require.NoError(t, worker.StartGroups(context.Background(), s.c, s.Config(t, `  old:
+    sessions:
+      - {agent: sim, name: bot, sim: {turnDelay: 0s}}
+`), worker.HostQueue()))
+	temporaltest.Session(t, s.c, "old", "bot")
+	require.Eventually(t, func() bool {
+		groups, err := nidclient.ListGroups(context.Background(), s.c)
+		sessions, err2 := nidclient.ListSessions(context.Background(), s.c, "")
+		return err == nil && err2 == nil && len(groups) == 2 && len(sessions) == 2
+	}, time.Minute, 10*time.Millisecond, "visibility lists group old and old/bot")
+	temporaltest.Settle(t, s.c)
+	s.down()
+
+	cfg := s.Config(t, web)
+	cfg.HTTP.Token = ""                           // nid makes one in the state directory
+	cfg.Temporal.UI.URL = "http://127.0.0.1:8233" // nid server's, say
 	embed := func(context.Context, worker.EmbeddedOptions) (worker.EmbeddedServer, error) {
 		return nil, errors.New("not in this test")
 	}
@@ -604,18 +645,22 @@ func TestUp(t *testing.T) {
 	opts.Feed.Interval = 20 * time.Millisecond
 	done := make(chan error, 1)
 	go func() { done <- runUp(ctx, opts, start, &out, &errOut) }()
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "session started") }, time.Minute, 10*time.Millisecond, "%s", errOut.String())
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), liveMarker) }, time.Minute, 10*time.Millisecond, "%s", errOut.String())
 	cancel()
 	require.NoError(t, <-done)
+	require.Regexp(t, `^http://127\.0\.0\.1:\d+/login/[A-Z2-7]{26}$`, started.login)
 	require.Equal(t, ""+
 		"Temporal frontend  "+s.Address+"\n"+
-		"Temporal Web UI    not started here (the cluster serves its own)\n"+
+		"Temporal Web UI    http://127.0.0.1:8233\n"+
 		"nid HTTP server    "+started.http+"\n"+
-		"Dashboard          "+started.http+"/?token=TOKEN\n"+
-		"API token          http.token (nid.yaml or NID_HTTP_TOKEN)\n"+
-		"web/lead  session started (sim)\n",
+		"Dashboard          "+started.login+" (a one-time login link for 10 minutes; then log in with the API token)\n"+
+		"API token          in "+filepath.Join(cfg.State, worker.TokenFile)+" (nid made it on its first start; set http.token to choose one)\n"+
+		"web/lead  session started (sim)\n"+
+		"old/bot   session started (sim)\n"+
+		"── live ──\n",
 		untimed(out.String()))
-	require.Equal(t, "Ctrl-C stops nid.\n", errOut.String())
+	require.Equal(t, "nid: group old is running but not in the configuration: its sessions go on; nid stop old stops them\n"+
+		"Ctrl-C stops nid.\n", errOut.String())
 	require.True(t, got.StartGroups)
 	require.NotNil(t, got.StartEmbedded)
 	require.Same(t, cfg, got.Config)
@@ -659,6 +704,44 @@ func TestStop(t *testing.T) {
 
 	require.Equal(t, "stopped api/exec; it held no tasks or locks\n", s.mustNid("stop", "api/exec"))
 	temporaltest.WaitSession(t, s.c, "api", "exec", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+}
+
+// nid stop GROUP stops each session of the group that is not stopped yet.
+func TestStopGroup(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, `  web:
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 1h}}
+      - {agent: sim, name: old, sim: {turnDelay: 0s}}
+      - {agent: sim, name: worker, sim: {turnDelay: 0s}}
+  api:
+    sessions:
+      - {agent: sim, name: exec, sim: {turnDelay: 0s}}
+`)
+	// web/lead is mid-turn and holds a lock, web/old was stopped before,
+	// web/worker is idle with nothing.
+	working(t, s, "web", "lead")
+	_, err := worker.UpdateBoard(context.Background(), s.c, "web", workflows.UpdateLockAcquire, workflows.BoardRequest{Session: "lead", Lock: "src/app.go"})
+	require.NoError(t, err)
+	s.mustNid("stop", "web/old")
+
+	c := &temporaltest.Counter{Client: s.c}
+	var out bytes.Buffer
+	require.NoError(t, runStopGroup(context.Background(), c, "web", &out))
+	require.Equal(t, "stopped web/lead; released lock src/app.go\n"+
+		"web/lead is working: its agent stops when the current step ends\n"+
+		"stopped web/worker; it held no tasks or locks\n", out.String())
+	require.Equal(t, 2, c.Sent(), "the stopped one is left alone")
+	g := temporaltest.Group(t, s.c, "web")
+	require.ElementsMatch(t, []string{"lead", "old", "worker"}, g.Stopped)
+	require.Empty(t, g.Board.Locks)
+	for _, name := range []string{"lead", "worker"} {
+		temporaltest.WaitSession(t, s.c, "web", name, "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	}
+	require.Empty(t, temporaltest.Group(t, s.c, "api").Stopped, "another group is left alone")
+
+	_, _, err = s.nid("stop", "web")
+	require.EqualError(t, err, "every session of group web is already stopped")
 }
 
 func TestStopUnknown(t *testing.T) {

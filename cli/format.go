@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -22,25 +23,9 @@ const (
 // yellowFrom is the context percent from which nid ls shows it in yellow.
 const yellowFrom = 75
 
-// formatTokens writes a token count the way people say it: 999, 1.5k, 200k,
-// 258.4k, 1M.
-func formatTokens(n int64) string {
-	if n < 1000 {
-		return strconv.FormatInt(n, 10)
-	}
-	// Rounded to tenths of a thousand, in integers so 1250 is always 1.3k.
-	if tenths := (n + 50) / 100; tenths < 10_000 {
-		return tenthsString(tenths) + "k"
-	}
-	return tenthsString((n+50_000)/100_000) + "M"
-}
-
-func tenthsString(tenths int64) string {
-	if tenths%10 == 0 {
-		return strconv.FormatInt(tenths/10, 10)
-	}
-	return fmt.Sprintf("%d.%d", tenths/10, tenths%10)
-}
+// formatTokens writes a token count the way people say it (see
+// workflows.TokensText).
+func formatTokens(n int64) string { return workflows.TokensText(n) }
 
 // percentText is "62% of 200k", or "—" when the percent is unknown: a
 // meter never shows a guess as a fact. Percents are rounded down, so a
@@ -53,6 +38,10 @@ func percentText(rec workflows.ContextRecord, color bool) string {
 	s := strconv.Itoa(pct) + "%"
 	if rec.WindowTokens > 0 {
 		s += " of " + formatTokens(rec.WindowTokens)
+	}
+	if pct > 100 {
+		// Not a fuller meter: the agent says it holds more than its window.
+		s += " (more than the window, as the agent reports it)"
 	}
 	if color && pct >= yellowFrom {
 		s = ansiYellow + s + ansiReset
@@ -120,4 +109,100 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
+}
+
+// plural is "1 item" or "n items".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// printable makes text nid did not write itself (an agent's output, a
+// summary, a task title, an inbox item, an error from a workflow) safe to
+// print on a terminal: every character that a terminal acts on rather
+// than shows becomes a visible stand-in, so the text cannot move the
+// cursor, rewrite lines, set the title or write the clipboard (OSC 52),
+// nor turn itself around with bidirectional overrides. C0 controls show as
+// their control pictures (ESC as ␛, CR as ␍), DEL as ␡; C1 controls,
+// overrides and broken UTF-8 as �. Newlines and tabs stay unless oneLine,
+// where a newline shows as ␊ and a tab as a space, so the text cannot pass
+// for a line of its own.
+func printable(s string, oneLine bool) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return actsOnTerminal(r) || r == utf8.RuneError }) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			b.WriteRune(utf8.RuneError)
+		case r == '\r' && !oneLine && strings.HasPrefix(s[i+1:], "\n"):
+			// A CRLF line end is a line end.
+		case (r == '\n' || r == '\t') && !oneLine:
+			b.WriteRune(r)
+		case r == '\t':
+			b.WriteByte(' ')
+		case r < 0x20:
+			b.WriteRune(0x2400 + r)
+		case r == 0x7f:
+			b.WriteRune('␡')
+		case actsOnTerminal(r):
+			b.WriteRune(utf8.RuneError)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// printLine writes one line of output made from text nid did not write
+// itself, made printable.
+func printLine(w io.Writer, format string, args ...any) error {
+	_, err := io.WriteString(w, printable(fmt.Sprintf(format, args...), true)+"\n")
+	return err
+}
+
+// printableError shows an error's text made printable: an error may quote
+// a workflow, a board or an agent.
+type printableError struct{ error }
+
+func (e printableError) Error() string { return printable(e.error.Error(), false) }
+func (e printableError) Unwrap() error { return e.error }
+
+// actsOnTerminal says whether a terminal, or the way it lays out text,
+// acts on r rather than showing it: C0 and C1 controls, DEL, and the
+// bidirectional marks, embeddings, overrides and isolates.
+func actsOnTerminal(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7f && r <= 0x9f:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
+}
+
+// printableJSON escapes what encoding/json leaves raw but a terminal
+// would act on (DEL, C1 controls, bidirectional overrides): the same
+// JSON, safe to print. Those characters appear only inside strings, where
+// \uXXXX means the same.
+func printableJSON(b []byte) []byte {
+	// encoding/json escapes C0 controls in strings; outside them, newlines
+	// are layout.
+	raw := func(r rune) bool { return r >= 0x20 && actsOnTerminal(r) }
+	s := string(b)
+	if !strings.ContainsFunc(s, raw) {
+		return b
+	}
+	var out bytes.Buffer
+	for _, r := range s {
+		if raw(r) {
+			fmt.Fprintf(&out, `\u%04x`, r)
+			continue
+		}
+		out.WriteRune(r)
+	}
+	return out.Bytes()
 }

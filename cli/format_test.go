@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,7 @@ func TestContextText(t *testing.T) {
 		{"not yellow at 74", pct(74), 200_000, 0, true, "74% of 200k"},
 		{"yellow above, rotations uncoloured", pct(91.2), 258_400, 1, true, yellow("91% of 258.4k") + " ↻1"},
 		{"no colour when not asked", pct(95), 200_000, 0, false, "95% of 200k"},
+		{"over the window says so", pct(740), 200_000, 0, false, "740% of 200k (more than the window, as the agent reports it)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,3 +188,32 @@ func TestClipCountsCharactersNotBytes(t *testing.T) {
 }
 
 func pct(p float64) *float64 { return &p }
+
+func TestPrintable(t *testing.T) {
+	tests := []struct {
+		name, in, lines, oneLine string
+	}{
+		{"nid's own text is left alone", "62% of 200k ↻2 — “quoted”", "62% of 200k ↻2 — “quoted”", "62% of 200k ↻2 — “quoted”"},
+		{"escape sequences show", "a\x1b[31mb\x1b]52;c;eA==\x07", "a␛[31mb␛]52;c;eA==␇", "a␛[31mb␛]52;c;eA==␇"},
+		{"line layout", "one\r\ntwo\tcols\n", "one\ntwo\tcols\n", "one␍␊two cols␊"},
+		{"a lone carriage return", "safe\rforged", "safe␍forged", "safe␍forged"},
+		{"DEL and NUL", "x\x7fy\x00", "x␡y␀", "x␡y␀"},
+		{"C1 controls, overrides, broken UTF-8", "\u009b2J\u202eab\u2066\xff", "�2J�ab��", "�2J�ab��"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.lines, printable(tt.in, false))
+			require.Equal(t, tt.oneLine, printable(tt.in, true))
+		})
+	}
+}
+
+func TestPrintableJSONIsTheSameJSON(t *testing.T) {
+	text := "a\u009b31m\u202e\x7f\x1b\u2028é"
+	var b bytes.Buffer
+	require.NoError(t, writeJSON(&b, map[string]string{"text": text}))
+	require.Equal(t, "{\n  \"text\": \"a\\u009b31m\\u202e\\u007f\\u001b\\u2028é\"\n}\n", b.String())
+	var back map[string]string
+	require.NoError(t, json.Unmarshal(b.Bytes(), &back))
+	require.Equal(t, text, back["text"])
+}

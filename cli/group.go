@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -168,16 +169,30 @@ func runGroupShow(ctx context.Context, c client.Client, opts groupShowOptions, s
 	if b.Exhausted != "" {
 		budget += " — exhausted (" + b.Exhausted + "): sessions paused"
 	}
+
 	rows := [][]string{
 		{"group", view.Name},
 		{"goal", cmpOr(view.Goal, "—")},
 		{"rotate", workflows.PolicyText(view.Policy)},
 		{"budget", budget},
+		{"", budgetNote(b.Budget)},
 		{"sessions", strings.Join(sessions, ", ")},
 		{"tasks", taskCounts(b.Tasks)},
-		{"inbox", fmt.Sprintf("%d items", len(view.Inbox))},
+		{"inbox", plural(len(view.Inbox), "item")},
+	}
+	for _, row := range rows {
+		row[1] = printable(row[1], true)
 	}
 	return writeTable(stdout, rows)
+}
+
+// budgetNote says what can spend past a budget's limits (see
+// docs/reliability.md).
+func budgetNote(b config.Budget) string {
+	if b.Turns <= 0 && b.Tokens <= 0 && b.USD <= 0 {
+		return "no limits: sessions run until stopped"
+	}
+	return "a manual nid rotate runs even when the budget is spent and costs one turn; a tokens or usd limit is passed by the turns already running when it is reached"
 }
 
 func cmpOr(s, fallback string) string {

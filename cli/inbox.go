@@ -25,8 +25,11 @@ func newInboxCommand(a *app) *cli.Command {
 		Usage:     "Show what needs a human: failed rotations, stuck sessions",
 		ArgsUsage: "[GROUP]",
 		Description: "Lists the inbox items of every running group, or of GROUP, oldest first:\n" +
-			"time, session, kind and what happened.",
-		Flags: []cli.Flag{jsonFlag()},
+			"time, session, kind and what happened (×N when it happened N times). nid inbox\n" +
+			"clear removes the items once you have dealt with them.",
+		Flags:           []cli.Flag{jsonFlag()},
+		Subcommands:     []*cli.Command{newInboxClearCommand(a)},
+		HideHelpCommand: true,
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
 			if err != nil {
@@ -66,7 +69,11 @@ func runInbox(ctx context.Context, c client.Client, opts inboxOptions, stdout io
 		if it.Session != "" {
 			who += "/" + it.Session
 		}
-		rows = append(rows, []string{inboxTime(it.At, opts.Now), who, it.Kind, it.Text})
+		text := it.Text
+		if it.Count > 1 {
+			text = fmt.Sprintf("×%d %s", it.Count, text)
+		}
+		rows = append(rows, []string{inboxTime(it.At, opts.Now), printable(who, true), printable(it.Kind, true), printable(text, true)})
 	}
 	return writeTable(stdout, rows)
 }
@@ -79,4 +86,36 @@ func inboxTime(at, now time.Time) string {
 		return at.Format("15:04:05")
 	}
 	return at.Format("2006-01-02 15:04:05")
+}
+
+func newInboxClearCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:      "clear",
+		Usage:     "Remove the inbox items you have dealt with",
+		ArgsUsage: "[GROUP]",
+		Description: "Removes the items nid inbox shows now, of every running group or of GROUP;\n" +
+			"an item that arrives meanwhile stays.",
+		Action: action(func(cCtx *cli.Context) error {
+			args, err := commandArgs(cCtx)
+			if err != nil {
+				return err
+			}
+			group, err := optionalGroup("inbox clear", args)
+			if err != nil {
+				return err
+			}
+			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				return runInboxClear(ctx, c, group, a.Stdout)
+			})
+		}),
+	}
+}
+
+func runInboxClear(ctx context.Context, c client.Client, group string, stdout io.Writer) error {
+	n, err := nidclient.ClearInbox(ctx, c, group)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "cleared %s\n", plural(n, "inbox item"))
+	return err
 }

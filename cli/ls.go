@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -80,7 +81,7 @@ func runLs(ctx context.Context, c client.Client, opts lsOptions, stdout, stderr 
 	rows := [][]string{{"SESSION", "AGENT", "STATUS", "TURNS", "CONTEXT"}}
 	for _, s := range sessions {
 		rows = append(rows, []string{
-			s.Ref(), s.Agent, s.Status, strconv.Itoa(s.Context.TotalTurns), contextText(s.Context, opts.Color),
+			printable(s.Ref(), true), printable(s.Agent, true), printable(s.Status, true), strconv.Itoa(s.Context.TotalTurns), contextText(s.Context, opts.Color),
 		})
 	}
 	if err := writeTable(stdout, rows); err != nil {
@@ -97,7 +98,12 @@ func runLs(ctx context.Context, c client.Client, opts lsOptions, stdout, stderr 
 }
 
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(printableJSON(b.Bytes()))
+	return err
 }

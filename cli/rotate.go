@@ -67,6 +67,5 @@ func runRotate(ctx context.Context, c client.Client, opts rotateOptions, stdout 
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, answer.Text)
-	return err
+	return printLine(stdout, "%s", answer.Text)
 }

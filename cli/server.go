@@ -70,7 +70,7 @@ func runServer(ctx context.Context, opts serverOptions, start worker.StartEmbedd
 	}
 	ui := srv.UIAddress()
 	if ui == "" {
-		ui = "off (temporal.uiPort is 0)"
+		ui = "off"
 	}
 	if err := writeTable(stdout, [][]string{
 		{"Temporal frontend", srv.FrontendAddress()},

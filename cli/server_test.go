@@ -60,7 +60,7 @@ func TestServerServesUntilCancelled(t *testing.T) {
 		StartEmbedded: start,
 		Stdout:        &out,
 		Stderr:        &errOut,
-		Environ:       []string{"NID_STATE=" + dir, "NID_TEMPORAL_PORT=17233", "NID_TEMPORAL_UIPORT=18233"},
+		Environ:       []string{"NID_STATE=" + dir, "NID_TEMPORAL_PORT=17233", "NID_TEMPORAL_UI_PORT=18233", "NID_TEMPORAL_UI_WRITEACTIONS=true"},
 		IsTerminal:    func(io.Writer) bool { return false },
 	})
 	// Already cancelled: the server starts, says where it is, and stops as
@@ -72,6 +72,7 @@ func TestServerServesUntilCancelled(t *testing.T) {
 	require.Equal(t, dir, got.StateDir)
 	require.Equal(t, 17233, got.Port)
 	require.Equal(t, 18233, got.UIPort)
+	require.True(t, got.UIWriteActions)
 	require.NotEmpty(t, got.SearchAttributes, "nid's search attributes are registered as nid up registers them")
 	require.Contains(t, out.String(), "Temporal frontend  127.0.0.1:17233")
 	require.Contains(t, out.String(), "Temporal Web UI    http://127.0.0.1:18233")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -44,7 +45,13 @@ func newSite(t *testing.T, groups string) *site {
 // up starts the node as nid up does: the worker, then every group.
 func (s *site) up(groups string) {
 	s.t.Helper()
-	n, err := worker.Start(s.t.Context(), worker.Options{Config: s.Config(s.t, groups), StartGroups: true, Logger: temporaltest.Logger()})
+	s.upConfig(s.Config(s.t, groups))
+}
+
+// upConfig is up with a loaded configuration.
+func (s *site) upConfig(cfg *config.Config) {
+	s.t.Helper()
+	n, err := worker.Start(s.t.Context(), worker.Options{Config: cfg, StartGroups: true, Logger: temporaltest.Logger()})
 	require.NoError(s.t, err)
 	s.node = n
 	s.t.Cleanup(s.down)
@@ -72,24 +79,46 @@ func (s *site) mustNid(args ...string) string {
 	return out
 }
 
+// follow runs a command that follows (nid watch) against the site, with
+// environ added to the site's, until done holds of its output; then it
+// stops it as Ctrl-C does and returns the output.
+func (s *site) follow(environ []string, done func(out string) bool, args ...string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut temporaltest.SyncBuffer
+	end := make(chan error, 1)
+	d := Deps{Environ: append(s.Environ(), environ...), Dial: worker.Dial}
+	go func() { end <- run(ctx, d, &out, &errOut, args...) }()
+	require.Eventually(s.t, func() bool { return done(out.String()) }, time.Minute, 10*time.Millisecond, "nid %v:\n%s%s", args, out.String(), errOut.String())
+	cancel()
+	require.NoError(s.t, <-end, "nid %v\n%s", args, errOut.String())
+	return out.String()
+}
+
 // runApp runs the whole command line the way main does. Without a Dial in
 // d, a command that dials Temporal fails the test.
 func runApp(t *testing.T, d Deps, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	d.Stdout, d.Stderr = &out, &errOut
-	if d.Environ == nil {
-		d.Environ = []string{}
-	}
 	if d.Dial == nil {
 		d.Dial = func(context.Context, *config.Config, *slog.Logger) (client.Client, error) {
 			t.Fatal("the command dialled Temporal")
 			return nil, nil
 		}
 	}
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), d, &out, &errOut, args...)
+	return out.String(), errOut.String(), err
+}
+
+// run runs a command line until ctx ends, as main does.
+func run(ctx context.Context, d Deps, stdout, stderr io.Writer, args ...string) error {
+	d.Stdout, d.Stderr = stdout, stderr
+	if d.Environ == nil {
+		d.Environ = []string{}
+	}
 	if d.IsTerminal == nil {
 		d.IsTerminal = func(io.Writer) bool { return false }
 	}
-	err = NewApp(d).RunContext(context.Background(), append([]string{"nid"}, args...))
-	return out.String(), errOut.String(), err
+	return NewApp(d).RunContext(ctx, append([]string{"nid"}, args...))
 }

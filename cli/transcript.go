@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -83,7 +84,11 @@ func runTranscript(ctx context.Context, log *transcript.Log, opts transcriptOpti
 		return err
 	}
 	if len(entries) == 0 && !opts.Follow {
-		return fmt.Errorf("no transcript for %s/%s at %s: it is written on the host that runs the session", opts.Group, opts.Name, log.Path(opts.Group, opts.Name))
+		err := fmt.Errorf("no transcript for %s/%s at %s: it is written on the host that runs the session", opts.Group, opts.Name, log.Path(opts.Group, opts.Name))
+		if here, _ := log.Sessions(); len(here) > 0 {
+			err = fmt.Errorf("%w; transcripts on this host: %s", err, strings.Join(here, ", "))
+		}
+		return err
 	}
 	p := &transcriptPrinter{w: stdout, json: opts.JSON}
 	if err := p.print(entries); err != nil {
@@ -122,19 +127,19 @@ func (p *transcriptPrinter) print(entries []transcript.Entry) error {
 			if err != nil {
 				return err
 			}
-			if _, err := fmt.Fprintf(p.w, "%s\n", b); err != nil {
+			if _, err := fmt.Fprintf(p.w, "%s\n", printableJSON(b)); err != nil {
 				return err
 			}
 			continue
 		}
 		if e.Conversation != "" && e.Conversation != p.conversation && e.Kind != transcript.KindRotation {
-			if _, err := fmt.Fprintf(p.w, "── conversation %s\n", e.Conversation); err != nil {
+			if err := printLine(p.w, "── conversation %s", e.Conversation); err != nil {
 				return err
 			}
 			p.conversation = e.Conversation
 		}
 		e.At = e.At.Local()
-		if _, err := fmt.Fprintln(p.w, transcript.Line(e)); err != nil {
+		if _, err := fmt.Fprintln(p.w, printable(transcript.Line(e), false)); err != nil {
 			return err
 		}
 	}

@@ -49,6 +49,7 @@ func TestTranscriptAcrossConversations(t *testing.T) {
 
 	err := runTranscript(context.Background(), logs, transcriptOptions{Group: "web", Name: "nobody"}, &out)
 	require.ErrorContains(t, err, `no transcript for web/nobody at `)
+	require.ErrorContains(t, err, `; transcripts on this host: web/lead`, "it names the sessions it has")
 }
 
 func TestTranscriptFollow(t *testing.T) {

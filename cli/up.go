@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
@@ -24,6 +25,10 @@ type node struct {
 	// tokenFile is where the generated API token lives; empty when the
 	// configuration sets it.
 	tokenFile string
+	// login is a one-time login link to the dashboard.
+	login string
+	// unlisted are running groups the configuration does not name.
+	unlisted []string
 }
 
 // startNode starts a worker node; tests pass their own.
@@ -34,7 +39,8 @@ func startWorkerNode(ctx context.Context, opts worker.Options) (node, error) {
 	if err != nil {
 		return node{}, err
 	}
-	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop, tokenFile: n.TokenFile}, nil
+	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop, tokenFile: n.TokenFile, login: n.Login,
+		unlisted: n.Unlisted}, nil
 }
 
 type upOptions struct {
@@ -92,7 +98,7 @@ func (a *app) upOptions(cCtx *cli.Context, embed worker.StartEmbedded, startGrou
 	if len(args) > 0 {
 		return upOptions{}, fmt.Errorf("%s takes no arguments (got %q)", helpName(cCtx), args[0])
 	}
-	cfg, err := a.loadConfig(cCtx)
+	cfg, err := a.loadConfigFor(cCtx, true)
 	if err != nil {
 		return upOptions{}, err
 	}
@@ -127,14 +133,17 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 		{"Temporal frontend", n.frontend},
 		{"Temporal Web UI", ui},
 		{"nid HTTP server", n.http},
-		{"Dashboard", n.http + "/?token=TOKEN"},
+		{"Dashboard", n.login + " (a one-time login link for " + loginLinkTTL() + "; then log in with the API token)"},
 		{"API token", tokenWhere(n.tokenFile)},
 	}); err != nil {
 		return errors.Join(err, n.stop())
 	}
+	for _, g := range n.unlisted {
+		_ = printLine(stderr, "nid: group %s is running but not in the configuration: its sessions go on; nid stop %s stops them", g, g)
+	}
 	fmt.Fprintln(stderr, opts.Hint)
 	if err := runWatch(ctx, n.client, opts.Feed, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "nid: event feed stopped: %v\n", err)
+		_ = printLine(stderr, "nid: event feed stopped: %v", err)
 		<-ctx.Done()
 	}
 	if err := n.stop(); err != nil {
@@ -143,10 +152,15 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 	return nil
 }
 
+// loginLinkTTL is how long nid up's login link works, as people say it.
+func loginLinkTTL() string {
+	return strconv.Itoa(int(worker.LoginLinkTTL.Minutes())) + " minutes"
+}
+
 // tokenWhere says where the API token the dashboard and the API need is.
 func tokenWhere(file string) string {
 	if file == "" {
 		return "http.token (nid.yaml or NID_HTTP_TOKEN)"
 	}
-	return "in " + file + " (generated; set http.token to choose one)"
+	return "in " + file + " (nid made it on its first start; set http.token to choose one)"
 }

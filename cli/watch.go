@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -110,6 +111,10 @@ func runWatch(ctx context.Context, c client.Client, opts watchOptions, stdout, s
 		if err == nil {
 			err = f.show(poll)
 		}
+		if err == nil && !started && len(poll.Events) > 0 && !opts.JSON {
+			// What came first was the recent past; from here on it is live.
+			_, err = fmt.Fprintln(stdout, liveMarker)
+		}
 		switch {
 		case err != nil && !started && !opts.Persist:
 			return err
@@ -129,6 +134,10 @@ func runWatch(ctx context.Context, c client.Client, opts watchOptions, stdout, s
 		}
 	}
 }
+
+// liveMarker separates the recent past a feed shows first from what happens
+// while it runs.
+const liveMarker = "── live ──"
 
 type feed struct {
 	src            *nidclient.Feed
@@ -161,17 +170,22 @@ func (f *feed) print(e workflows.Event, width int) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(f.stdout, "%s\n", b)
+		_, err = fmt.Fprintf(f.stdout, "%s\n", printableJSON(b))
 		return err
 	}
 	e.At = e.At.Local()
-	_, err := fmt.Fprintln(f.stdout, eventLine(e, width))
-	return err
+	return printLine(f.stdout, "%s", eventLine(e, width))
 }
 
 func (f *feed) warn(err error) {
-	if msg := err.Error(); msg != f.failing {
-		fmt.Fprintf(f.stderr, "nid: %s (retrying)\n", msg)
+	msg := err.Error()
+	if un := (*nidclient.UnavailableError)(nil); f.opts.Persist && errors.As(err, &un) {
+		// nid up's or nid worker's own feed: the worker that should answer
+		// is this process, still taking its sessions back after a start.
+		msg = un.Who + " has not answered yet"
+	}
+	if msg != f.failing {
+		_ = printLine(f.stderr, "nid: %s (retrying)", msg)
 		f.failing = msg
 	}
 }

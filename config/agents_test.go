@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,36 +12,54 @@ import (
 )
 
 const agentsFile = `agents:
-  claude: {command: /opt/claude/bin/claude, args: [--verbose-mcp], env: {ANTHROPIC_API_KEY: sk-default, HOME: /home/agents}, model: claude-sonnet-4-5, turnTimeout: 20m}
-  codex: {env: {OPENAI_API_KEY: sk-openai}}
+  claude: {command: /opt/claude/bin/claude, args: [--verbose-mcp], env: {ANTHROPIC_API_KEY: sk-default, HOME: /home/agents}, model: claude-sonnet-4-5, turnTimeout: 20m, network: true}
+  codex: {env: {OPENAI_API_KEY: sk-openai}, permissions: readonly}
 groups:
   web:
     sessions:
-      - {agent: claude, name: lead, model: claude-opus-4-1, env: {ANTHROPIC_API_KEY: sk-lead}}
+      - {agent: claude, name: lead, model: claude-opus-4-1, env: {ANTHROPIC_API_KEY: sk-lead}, permissions: full}
       - {agent: claude, name: plain}
       - {agent: codex, name: worker, args: [-c, model_reasoning_effort=high], turnTimeout: 5m}
-      - {agent: exec, name: script, command: ./agent.sh}
+      - {agent: exec, name: script, command: ./agent.sh, permissions: full}
+  api:
+    permissions: readonly
+    network: false
+    sessions:
+      - {agent: claude, name: lead}
+      - {agent: codex, name: writer, permissions: workspace}
 `
 
 func TestAgentFor(t *testing.T) {
-	cfg, err := config.Load(config.LoadOptions{File: writeFile(t, agentsFile), Environ: []string{}})
+	file := writeFile(t, agentsFile)
+	cfg, err := config.Load(config.LoadOptions{File: file, Environ: []string{}})
 	require.NoError(t, err)
+	yes, no := true, false
 	tests := []struct {
-		session string
-		want    config.AgentSettings
+		group, session string
+		want           config.AgentSettings
 	}{
-		{"lead", config.AgentSettings{Command: "/opt/claude/bin/claude", Args: []string{"--verbose-mcp"},
-			Env: map[string]string{"ANTHROPIC_API_KEY": "sk-lead", "HOME": "/home/agents"}, Model: "claude-opus-4-1", TurnTimeout: config.Duration(20 * time.Minute)}},
-		{"plain", config.AgentSettings{Command: "/opt/claude/bin/claude", Args: []string{"--verbose-mcp"},
-			Env: map[string]string{"ANTHROPIC_API_KEY": "sk-default", "HOME": "/home/agents"}, Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(20 * time.Minute)}},
-		{"worker", config.AgentSettings{Command: "codex", Args: []string{"-c", "model_reasoning_effort=high"},
-			Env: map[string]string{"OPENAI_API_KEY": "sk-openai"}, TurnTimeout: config.Duration(5 * time.Minute)}},
-		{"script", config.AgentSettings{Command: "./agent.sh", Env: map[string]string{}, TurnTimeout: config.Duration(config.DefaultTurnTimeout)}},
+		{"web", "lead", config.AgentSettings{Command: "/opt/claude/bin/claude", Args: []string{"--verbose-mcp"},
+			Env: map[string]string{"ANTHROPIC_API_KEY": "sk-lead", "HOME": "/home/agents"}, Model: "claude-opus-4-1", TurnTimeout: config.Duration(20 * time.Minute),
+			Permissions: config.PermissionsFull, Network: &yes}},
+		{"web", "plain", config.AgentSettings{Command: "/opt/claude/bin/claude", Args: []string{"--verbose-mcp"},
+			Env: map[string]string{"ANTHROPIC_API_KEY": "sk-default", "HOME": "/home/agents"}, Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(20 * time.Minute),
+			Permissions: config.PermissionsWorkspace, Network: &yes}},
+		{"web", "worker", config.AgentSettings{Command: "codex", Args: []string{"-c", "model_reasoning_effort=high"},
+			Env: map[string]string{"OPENAI_API_KEY": "sk-openai"}, TurnTimeout: config.Duration(5 * time.Minute), Permissions: config.PermissionsReadonly}},
+		{"web", "script", config.AgentSettings{Command: filepath.Join(filepath.Dir(file), "agent.sh"), Env: map[string]string{}, TurnTimeout: config.Duration(config.DefaultTurnTimeout),
+			Permissions: config.PermissionsFull}},
+		// The group's setting wins over the agents: entry, the session's
+		// over the group's.
+		{"api", "lead", config.AgentSettings{Command: "/opt/claude/bin/claude", Args: []string{"--verbose-mcp"},
+			Env: map[string]string{"ANTHROPIC_API_KEY": "sk-default", "HOME": "/home/agents"}, Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(20 * time.Minute),
+			Permissions: config.PermissionsReadonly, Network: &no}},
+		{"api", "writer", config.AgentSettings{Command: "codex", Env: map[string]string{"OPENAI_API_KEY": "sk-openai"}, TurnTimeout: config.Duration(config.DefaultTurnTimeout),
+			Permissions: config.PermissionsWorkspace, Network: &no}},
 	}
 	for _, tt := range tests {
-		got, ok := cfg.AgentFor("web", tt.session)
+		got, ok := cfg.AgentFor(tt.group, tt.session)
 		require.True(t, ok, tt.session)
-		require.Equal(t, tt.want, got, tt.session)
+		require.Equal(t, tt.want, got, tt.group+"/"+tt.session)
 	}
 	_, ok := cfg.AgentFor("web", "nobody")
 	require.False(t, ok)
@@ -57,7 +76,7 @@ func TestAgentSettingsProblems(t *testing.T) {
 		{"sim takes no settings", "agents:\n  sim: {command: x}\n" + group(oneSim),
 			[]string{`agents.sim: "sim" is not an agent kind that runs a command`}},
 		{"unknown key", "agents:\n  claude: {comand: claude}\n" + group(oneSim),
-			[]string{`agents.claude.comand: unknown key (allowed: command, args, env, model, turnTimeout)`}},
+			[]string{`agents.claude.comand: unknown key (allowed: command, args, env, model, turnTimeout, permissions, network)`}},
 		{"bad duration", "agents:\n  claude: {turnTimeout: soon}\n" + group(oneSim),
 			[]string{`agents.claude.turnTimeout: "soon" is not a duration (use e.g. 500ms, 2s, 1m)`}},
 		{"negative duration", group("    sessions:\n      - {agent: claude, turnTimeout: -1m}\n"),
@@ -70,6 +89,22 @@ func TestAgentSettingsProblems(t *testing.T) {
 			[]string{`groups.web.sessions[0].env: "A=B" is not an environment variable name`}},
 		{"env values are text", "agents:\n  claude: {env: {KEY: [1]}}\n" + group(oneSim),
 			[]string{`agents.claude.env.KEY: a list is not a string`}},
+		{"nid's and Temporal's variables stay with nid", "agents:\n  claude: {env: {NID_HTTP_TOKEN: x, temporal_api_key: y, NIDAGENT_SESSION: z}}\n" + group(oneSim),
+			[]string{`agents.claude.env: "NID_HTTP_TOKEN" is reserved`, `agents.claude.env: "temporal_api_key" is reserved`, `agents.claude.env: "NIDAGENT_SESSION" is reserved`}},
+		{"unknown permissions", "agents:\n  claude: {permissions: sandbox}\n" + group("    permissions: all\n    sessions:\n      - {agent: codex, permissions: none}\n"),
+			[]string{`agents.claude.permissions: "sandbox" is not one of workspace, readonly, full`,
+				`groups.web.permissions: "all" is not one of workspace, readonly, full`,
+				`groups.web.sessions[0].permissions: "none" is not one of workspace, readonly, full`}},
+		{"network is true or false", group("    sessions:\n      - {agent: codex, network: sometimes}\n"),
+			[]string{`groups.web.sessions[0].network: "sometimes" is not true or false`}},
+		{"exec cannot be sandboxed", group("    sessions:\n      - {agent: exec, command: ./a.sh}\n"),
+			[]string{`groups.web.sessions[0].permissions: unset means workspace, which exec agents cannot enforce`, `Set permissions: full here, on the group or in agents.exec`}},
+		{"exec has no readonly", group("    permissions: readonly\n    sessions:\n      - {agent: codex}\n      - {agent: exec, command: ./a.sh}\n"),
+			[]string{`groups.web.permissions: readonly is not supported by exec agents (supported: full) (session groups.web.sessions[1] is exec)`}},
+		{"no network needs a sandbox", "agents:\n  codex: {network: false}\n" + group("    sessions:\n      - {agent: codex, permissions: full}\n"),
+			[]string{`agents.codex.network: false needs a sandbox, and groups.web.sessions[0] runs with permissions: full, which has none`}},
+		{"sim has no sandbox settings", group("    sessions:\n      - {agent: sim, permissions: full, network: true}\n"),
+			[]string{`groups.web.sessions[0].permissions: only allowed with agent: claude, codex, exec`, `groups.web.sessions[0].network: only allowed with agent: claude, codex, exec`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +116,7 @@ func TestAgentSettingsProblems(t *testing.T) {
 		})
 	}
 	t.Run("exec command from the agents section", func(t *testing.T) {
-		_, err := config.Load(config.LoadOptions{File: writeFile(t, "agents:\n  exec: {command: ./a.sh}\n"+group("    sessions:\n      - {agent: exec}\n")), Environ: []string{}})
+		_, err := config.Load(config.LoadOptions{File: writeFile(t, "agents:\n  exec: {command: ./a.sh, permissions: full}\n"+group("    sessions:\n      - {agent: exec}\n")), Environ: []string{}})
 		require.NoError(t, err)
 	})
 }

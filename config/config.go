@@ -50,6 +50,41 @@ func AgentKinds() []string { return []string{AgentSim, AgentClaude, AgentCodex, 
 // settings of an agents: entry.
 func ProcessKinds() []string { return []string{AgentClaude, AgentCodex, AgentExec} }
 
+// What an agent may change: its permissions. Claude Code and Codex enforce
+// them with their own sandboxes; nid only chooses the setting.
+const (
+	// PermissionsWorkspace lets the agent edit and run commands in its
+	// worktree without approval, and refuses writes anywhere else.
+	PermissionsWorkspace = "workspace"
+	// PermissionsReadonly lets the agent read and run commands but change
+	// nothing, its worktree included.
+	PermissionsReadonly = "readonly"
+	// PermissionsFull runs the agent with no sandbox: it can do whatever
+	// the user running nid can.
+	PermissionsFull = "full"
+)
+
+// DefaultPermissions is what an agent may change when nid.yaml does not say.
+const DefaultPermissions = PermissionsWorkspace
+
+// PermissionsModes returns the values permissions may take.
+func PermissionsModes() []string {
+	return []string{PermissionsWorkspace, PermissionsReadonly, PermissionsFull}
+}
+
+// PermissionsOf returns the permissions an agent kind can enforce. An exec
+// agent is the user's own command, which nid cannot put in a vendor's
+// sandbox, so it runs only when the user says full.
+func PermissionsOf(kind string) []string {
+	switch kind {
+	case AgentClaude, AgentCodex:
+		return PermissionsModes()
+	case AgentExec:
+		return []string{PermissionsFull}
+	}
+	return nil
+}
+
 // nameRE is the rule for group and session names. They become parts of
 // workflow ids and URLs, hence the small alphabet.
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -88,7 +123,7 @@ func Default() *Config {
 		Temporal: Temporal{
 			Namespace: DefaultNamespace,
 			Port:      DefaultFrontendPort,
-			UIPort:    DefaultUIPort,
+			UI:        UI{Port: DefaultUIPort},
 		},
 		HTTP: HTTP{Listen: DefaultHTTPListen},
 	}
@@ -118,13 +153,48 @@ func (c *Config) Address() string {
 }
 
 // Temporal says which Temporal server to use. An empty Address means nid up
-// starts the embedded server on Port with its Web UI on UIPort.
+// starts the embedded server on Port with its Web UI as UI says; TLS and
+// APIKey are for a cluster at Address.
 type Temporal struct {
 	Address   string `koanf:"address" json:"address"`
 	Namespace string `koanf:"namespace" json:"namespace"`
 	Port      int    `koanf:"port" json:"port"`
-	UIPort    int    `koanf:"uiPort" json:"uiPort"`
+	UI        UI     `koanf:"ui" json:"ui"`
+	TLS       TLS    `koanf:"tls" json:"tls"`
+	// APIKey is sent as a bearer token on every call; it turns TLS on.
+	APIKey string `koanf:"apiKey" json:"-"`
 }
+
+// UI is the embedded server's Web UI.
+type UI struct {
+	Port int `koanf:"port" json:"port"`
+	// WriteActions lets the Web UI signal, terminate, cancel, reset and
+	// start workflows. Off, it only reads: anything that reaches the UI
+	// could otherwise steer every session.
+	WriteActions bool `koanf:"writeActions" json:"writeActions"`
+	// URL is where the Web UI is, for links from the dashboard and the
+	// API, when this process does not start it (nid worker beside nid
+	// server, or a cluster's UI); empty: none, or the embedded server's own.
+	URL string `koanf:"url" json:"url,omitempty"`
+}
+
+// TLS is how nid reaches a cluster over TLS. Setting any of it turns TLS
+// on; the files are read when the configuration loads.
+type TLS struct {
+	// CAFile holds the PEM certificates of the CAs that may sign the
+	// server's certificate; empty means the system's.
+	CAFile string `koanf:"caFile" json:"caFile,omitempty"`
+	// CertFile and KeyFile are nid's client certificate and its key, for
+	// a server that asks for one (mTLS).
+	CertFile string `koanf:"certFile" json:"certFile,omitempty"`
+	KeyFile  string `koanf:"keyFile" json:"keyFile,omitempty"`
+	// ServerName is the name the server's certificate must carry; empty
+	// means the host of temporal.address.
+	ServerName string `koanf:"serverName" json:"serverName,omitempty"`
+}
+
+// On reports whether any TLS setting is given.
+func (t TLS) On() bool { return t != TLS{} }
 
 // HTTP is the worker's HTTP server: the MCP endpoint for agents, the
 // dashboard and the JSON API.
@@ -149,6 +219,10 @@ type Group struct {
 	Budget   Budget    `koanf:"budget" json:"budget"`
 	Prompts  Prompts   `koanf:"prompts" json:"prompts"`
 	Sessions []Session `koanf:"sessions" json:"sessions"`
+	// Permissions and Network, when set, apply to every session of the
+	// group that does not set its own (see AgentSettings).
+	Permissions string `koanf:"permissions" json:"permissions,omitempty"`
+	Network     *bool  `koanf:"network" json:"network,omitempty"`
 }
 
 // Rotate is a group's rotation policy. It is also the payload of
@@ -157,7 +231,11 @@ type Group struct {
 type Rotate struct {
 	Mode           string `koanf:"mode" json:"mode"`
 	ContextPercent int    `koanf:"contextPercent" json:"contextPercent"`
-	MaxTurns       int    `koanf:"maxTurns" json:"maxTurns"`
+	// ContextTokens rotates when the context holds this many tokens (0:
+	// no such limit), whichever of it and ContextPercent comes first: on a
+	// 1M window 85% is far past where models degrade.
+	ContextTokens int64 `koanf:"contextTokens" json:"contextTokens,omitempty"`
+	MaxTurns      int   `koanf:"maxTurns" json:"maxTurns"`
 }
 
 // Session is one agent seat in a group.
@@ -172,35 +250,61 @@ type Session struct {
 	Env         map[string]string `koanf:"env" json:"env,omitempty"`
 	Model       string            `koanf:"model" json:"model,omitempty"`
 	TurnTimeout Duration          `koanf:"turnTimeout" json:"turnTimeout,omitempty"`
+	Permissions string            `koanf:"permissions" json:"permissions,omitempty"`
+	Network     *bool             `koanf:"network" json:"network,omitempty"`
 }
 
 // AgentSettings says how to run an agent's command: which program, with
-// which extra arguments and environment, which model, and how long one turn
-// may take. Env usually holds API keys, so it stays on the worker: it is
-// never part of workflow input or history.
+// which extra arguments and environment, which model, how long one turn
+// may take, and what the agent may change. Env usually holds API keys, so
+// it stays on the worker: it is never part of workflow input or history.
 type AgentSettings struct {
 	Command     string            `koanf:"command" json:"command,omitempty"`
 	Args        []string          `koanf:"args" json:"args,omitempty"`
 	Env         map[string]string `koanf:"env" json:"env,omitempty"`
 	Model       string            `koanf:"model" json:"model,omitempty"`
 	TurnTimeout Duration          `koanf:"turnTimeout" json:"turnTimeout,omitempty"`
+	// Permissions is one of PermissionsModes; empty means
+	// DefaultPermissions. A session's own value wins over its group's,
+	// which wins over the agents: entry of its kind.
+	Permissions string `koanf:"permissions" json:"permissions,omitempty"`
+	// Network says whether the agent's commands may reach the network;
+	// nil means what the vendor's sandbox does by default (no network for
+	// both Claude Code and Codex). It is resolved like Permissions.
+	Network *bool `koanf:"network" json:"network,omitempty"`
 }
 
 // DefaultTurnTimeout bounds a turn of a process agent whose settings give no
 // turnTimeout.
 const DefaultTurnTimeout = 30 * time.Minute
 
+// Session returns the session named name in group; ok is false when the
+// config has no such session.
+func (c *Config) Session(group, name string) (s Session, ok bool) {
+	if p := c.session(group, name); p != nil {
+		return *p, true
+	}
+	return Session{}, false
+}
+
+// session is the session named name in group as the config holds it, or
+// nil.
+func (c *Config) session(group, name string) *Session {
+	sessions := c.Groups[group].Sessions
+	for i := range sessions {
+		if sessions[i].Name == name {
+			return &sessions[i]
+		}
+	}
+	return nil
+}
+
 // AgentFor resolves a session's agent settings: the agents: entry of its
 // kind, then the session's own values over it (env merged key by key), then
 // the built-in defaults (command claude or codex found on PATH, turn timeout
 // DefaultTurnTimeout). ok is false when the config has no such session.
 func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
-	var sess *Session
-	for i, x := range c.Groups[group].Sessions {
-		if x.Name == session {
-			sess = &c.Groups[group].Sessions[i]
-		}
-	}
+	sess := c.session(group, session)
 	if sess == nil {
 		return AgentSettings{}, false
 	}
@@ -232,7 +336,50 @@ func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
 	if s.TurnTimeout <= 0 {
 		s.TurnTimeout = Duration(DefaultTurnTimeout)
 	}
+	s.Permissions, _ = c.permissions(group, sess)
+	s.Network, _ = c.network(group, sess)
 	return s, true
+}
+
+// permissions is a session's own permissions, else its group's, else its
+// kind's agents: entry, else the default, with the key path that set it
+// ("" for the default).
+func (c *Config) permissions(group string, s *Session) (string, string) {
+	path := c.sessionPath(group, s)
+	switch {
+	case s.Permissions != "":
+		return s.Permissions, path + ".permissions"
+	case c.Groups[group].Permissions != "":
+		return c.Groups[group].Permissions, "groups." + group + ".permissions"
+	case c.Agents[s.Agent].Permissions != "":
+		return c.Agents[s.Agent].Permissions, "agents." + s.Agent + ".permissions"
+	}
+	return DefaultPermissions, ""
+}
+
+// network resolves a session's network setting as permissions does; nil
+// means the vendor's default.
+func (c *Config) network(group string, s *Session) (*bool, string) {
+	path := c.sessionPath(group, s)
+	switch {
+	case s.Network != nil:
+		return s.Network, path + ".network"
+	case c.Groups[group].Network != nil:
+		return c.Groups[group].Network, "groups." + group + ".network"
+	case c.Agents[s.Agent].Network != nil:
+		return c.Agents[s.Agent].Network, "agents." + s.Agent + ".network"
+	}
+	return nil, ""
+}
+
+// sessionPath is the key path of a session of a group: groups.web.sessions[1].
+func (c *Config) sessionPath(group string, s *Session) string {
+	for i := range c.Groups[group].Sessions {
+		if &c.Groups[group].Sessions[i] == s {
+			return fmt.Sprintf("groups.%s.sessions[%d]", group, i)
+		}
+	}
+	return "groups." + group + ".sessions"
 }
 
 // Sim configures the built-in simulated agent.

@@ -37,6 +37,8 @@ func TestLoadReportsBadInput(t *testing.T) {
 		// notWant are lines the error must not contain: a key whose value
 		// has the wrong type is reported once, as such.
 		notWant []string
+		// worker loads as nid up does, with the checks only it needs.
+		worker bool
 	}{
 		{
 			name: "negative budget",
@@ -69,9 +71,10 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`groups.web.prompts.task: {{task.name}} is not a placeholder (allowed: {{group}}, {{session}}, {{goal}}, {{task.id}}, {{task.title}}, {{task.detail}}, {{board}})`},
 		},
 		{
-			name: "repo that is not a git repository",
-			yaml: group("    repo: /\n" + oneSim),
-			want: []string{`groups.web.repo: "/" is not a git repository`},
+			name:   "repo that is not a git repository",
+			yaml:   group("    repo: /\n" + oneSim),
+			worker: true,
+			want:   []string{`groups.web.repo: "/" is not a git repository`},
 		},
 		{
 			name: "repo with a workdir",
@@ -147,7 +150,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name:    "group not a mapping",
 			yaml:    "groups:\n  web: 5\n",
-			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, repo, workdir, tasks, budget, prompts, sessions)`},
+			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network)`},
 			notWant: []string{`groups.web.sessions`},
 		},
 		{
@@ -163,7 +166,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in a group",
 			yaml: group("    rotat: {mode: off}\n" + oneSim),
-			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, repo, workdir, tasks, budget, prompts, sessions)`},
+			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network)`},
 		},
 		{
 			name: "unknown key at the top",
@@ -173,7 +176,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in rotate",
 			yaml: group("    rotate: {turns: 3}\n" + oneSim),
-			want: []string{`groups.web.rotate.turns: unknown key (allowed: mode, contextPercent, maxTurns)`},
+			want: []string{`groups.web.rotate.turns: unknown key (allowed: mode, contextPercent, contextTokens, maxTurns)`},
 		},
 		{
 			name: "unknown key in sim",
@@ -187,16 +190,21 @@ func TestLoadReportsBadInput(t *testing.T) {
 		},
 		{
 			name: "ports out of range",
-			yaml: "temporal: {port: 0, uiPort: 70000}\n",
+			yaml: "temporal: {port: 0, ui: {port: 70000}}\n",
 			want: []string{
 				`temporal.port: 0 is outside 1..65535`,
-				`temporal.uiPort: 70000 is outside 1..65535`,
+				`temporal.ui.port: 70000 is outside 1..65535`,
 			},
 		},
 		{
 			name: "Web UI on the frontend's port",
-			yaml: "temporal: {port: 7233, uiPort: 7233}\n",
-			want: []string{`temporal.uiPort: 7233 is also temporal.port; the Web UI needs a port of its own`},
+			yaml: "temporal: {port: 7233, ui: {port: 7233}}\n",
+			want: []string{`temporal.ui.port: 7233 is also temporal.port; the Web UI needs a port of its own`},
+		},
+		{
+			name: "the Web UI's port where it was before",
+			yaml: "temporal: {uiPort: 8300}\n",
+			want: []string{`temporal.uiPort: moved to temporal.ui.port`},
 		},
 		{
 			name: "empty namespace",
@@ -216,7 +224,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "temporal not a mapping",
 			yaml: "temporal: 7233\n",
-			want: []string{`temporal: 7233 is not a mapping (allowed keys: address, namespace, port, uiPort)`},
+			want: []string{`temporal: 7233 is not a mapping (allowed keys: address, namespace, port, ui, tls, apiKey)`},
 		},
 		{
 			name: "sim window zero",
@@ -268,12 +276,50 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown NID_ variable",
 			env:  []string{"NID_TEMPORAL_PROT=7300"},
-			want: []string{`NID_TEMPORAL_PROT: unknown environment variable (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)`},
+			want: []string{`NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT?`},
+		},
+		{
+			name: "a group named as a command word",
+			yaml: "groups:\n  help:\n    sessions: [{agent: sim}]\n  clear:\n    sessions: [{agent: sim}]\n",
+			want: []string{
+				`groups.clear: "clear" is a word nid's commands take (add, clear, h, help), so nid ls clear would not name the group: choose another name`,
+				`groups.help: "help" is a word nid's commands take (add, clear, h, help), so nid ls help would not name the group: choose another name`,
+			},
+		},
+		{
+			name: "a Web UI address that is no URL",
+			yaml: "temporal: {ui: {url: 127.0.0.1:8233}}\n",
+			want: []string{`temporal.ui.url: "127.0.0.1:8233" must be an http:// or https:// address, e.g. http://127.0.0.1:8233`},
+		},
+		{
+			name: "a near miss is a typo",
+			env:  []string{"NID_HTTP_LISTN=127.0.0.1:1"},
+			want: []string{`NID_HTTP_LISTN: unknown environment variable; did you mean NID_HTTP_LISTEN?`},
+		},
+		{
+			name: "the Web UI's port variable where it was before",
+			env:  []string{"NID_TEMPORAL_UIPORT=8300"},
+			want: []string{`NID_TEMPORAL_UIPORT: moved to NID_TEMPORAL_UI_PORT (temporal.ui.port)`},
+		},
+		{
+			name: "TLS for the embedded server",
+			yaml: "temporal: {tls: {serverName: temporal.example.com}}\n",
+			want: []string{`temporal.tls: is for a cluster at temporal.address; the embedded server nid up starts listens on 127.0.0.1 without TLS`},
+		},
+		{
+			name: "an API key for the embedded server",
+			env:  []string{"TEMPORAL_API_KEY=secret"},
+			want: []string{`temporal.apiKey: is for a cluster at temporal.address (TEMPORAL_API_KEY sets it too)`},
+		},
+		{
+			name: "an API key with its line break",
+			env:  []string{"TEMPORAL_ADDRESS=temporal.example.com:7233", "TEMPORAL_API_KEY=secret\n"},
+			want: []string{`temporal.apiKey: contains white space or control characters`},
 		},
 		{
 			name: "NID_ variable of the wrong type",
-			env:  []string{"NID_TEMPORAL_UIPORT=abc"},
-			want: []string{`temporal.uiPort: "abc" is not a number`},
+			env:  []string{"NID_TEMPORAL_UI_PORT=abc"},
+			want: []string{`temporal.ui.port: "abc" is not a number`},
 		},
 	}
 	for _, tt := range tests {
@@ -282,7 +328,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 			if env == nil {
 				env = []string{}
 			}
-			_, err := config.Load(config.LoadOptions{File: writeFile(t, tt.yaml), Environ: env})
+			_, err := config.Load(config.LoadOptions{File: writeFile(t, tt.yaml), Environ: env, Worker: tt.worker})
 			require.Error(t, err)
 			for _, line := range tt.want {
 				require.Contains(t, err.Error(), line)
@@ -307,10 +353,10 @@ groups:
     sessions:
       - agent: gpt
 `)
-	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{"NID_COLOUR=blue"}})
+	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{"NID_STAT=blue", "NID_COLOUR=blue"}})
 	require.Error(t, err)
 	require.Equal(t, path+`: 7 problems:
-  NID_COLOUR: unknown environment variable (known: NID_HTTP_LISTEN, NID_HTTP_TOKEN, NID_STATE, NID_TEMPORAL_ADDRESS, NID_TEMPORAL_NAMESPACE, NID_TEMPORAL_PORT, NID_TEMPORAL_UIPORT)
+  NID_STAT: unknown environment variable; did you mean NID_STATE?
   groups.API: "API" must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')
   groups.API.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)
   groups.web.rotate.contextPercent: 0 is outside 1..100
@@ -334,10 +380,13 @@ func TestLoadFile(t *testing.T) {
 		require.ErrorContains(t, err, missing)
 	})
 	t.Run("no file at all", func(t *testing.T) {
-		t.Chdir(t.TempDir())
+		dir := t.TempDir()
+		t.Chdir(dir)
 		c, err := config.Load(config.LoadOptions{Environ: []string{}})
 		require.NoError(t, err)
-		require.Equal(t, config.Default(), c)
+		want := config.Default()
+		want.State = filepath.Join(dir, config.DefaultStateDir)
+		require.Equal(t, want, c)
 		require.Empty(t, c.GroupNames())
 		require.True(t, c.Embedded())
 		require.Equal(t, config.DefaultAddress, c.Address())
@@ -430,7 +479,8 @@ func TestLoadEnvironment(t *testing.T) {
 		"NID_TEMPORAL_ADDRESS=temporal:7233",
 		"NID_TEMPORAL_NAMESPACE=ns",
 		"NID_TEMPORAL_PORT=7300",
-		"NID_TEMPORAL_UIPORT=8300",
+		"NID_TEMPORAL_UI_PORT=8300",
+		"NID_TEMPORAL_UI_WRITEACTIONS=true",
 		"NID_HTTP_LISTEN=127.0.0.1:7800",
 		"TEMPORAL_NAMESPACE=ignored-because-nid-wins",
 		"NID_CONFIG=elsewhere.yaml",
@@ -438,7 +488,7 @@ func TestLoadEnvironment(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	require.Equal(t, "/tmp/nid-state", c.State)
-	require.Equal(t, config.Temporal{Address: "temporal:7233", Namespace: "ns", Port: 7300, UIPort: 8300}, c.Temporal)
+	require.Equal(t, config.Temporal{Address: "temporal:7233", Namespace: "ns", Port: 7300, UI: config.UI{Port: 8300, WriteActions: true}}, c.Temporal)
 	require.Equal(t, "127.0.0.1:7800", c.HTTP.Listen)
 	require.False(t, c.Embedded())
 
@@ -448,10 +498,10 @@ func TestLoadEnvironment(t *testing.T) {
 }
 
 func TestLoadReadsProcessEnvironmentWhenNoneGiven(t *testing.T) {
-	t.Setenv("NID_TEMPORAL_UIPORT", "8400")
+	t.Setenv("NID_TEMPORAL_UI_PORT", "8400")
 	c, err := config.Load(config.LoadOptions{File: writeFile(t, "")})
 	require.NoError(t, err)
-	require.Equal(t, 8400, c.Temporal.UIPort)
+	require.Equal(t, 8400, c.Temporal.UI.Port)
 }
 
 func TestLoadUnknownFlagKey(t *testing.T) {
@@ -461,7 +511,7 @@ func TestLoadUnknownFlagKey(t *testing.T) {
 		Environ: []string{},
 		Flags:   map[string]any{"temporal.prot": 7300},
 	})
-	require.EqualError(t, err, path+": temporal.prot: unknown key (allowed: address, namespace, port, uiPort)")
+	require.EqualError(t, err, path+": temporal.prot: unknown key (allowed: address, namespace, port, ui, tls, apiKey)")
 }
 
 func TestLoadFillsDefaultsPerField(t *testing.T) {
@@ -507,7 +557,7 @@ groups:
 		{Agent: "sim", Name: "fast", Sim: config.Sim{Window: 200_000, TokensPerTurn: 20_000, TurnDelay: 0, TaskTurns: 5}},
 	}, web.Sessions)
 	require.Equal(t, config.Default().Temporal, c.Temporal)
-	require.Equal(t, config.DefaultStateDir, c.State)
+	require.Equal(t, config.DefaultStateDir, filepath.Base(c.State))
 	require.Equal(t, config.DefaultHTTPListen, c.HTTP.Listen)
 }
 
@@ -515,9 +565,11 @@ func TestSampleFile(t *testing.T) {
 	c, err := config.Load(config.LoadOptions{File: "../nid.yaml", Environ: []string{}})
 	require.NoError(t, err)
 	require.NoError(t, c.Validate())
+	top, err := filepath.Abs("..")
+	require.NoError(t, err)
 	want := &config.Config{
-		State:    ".nid",
-		Temporal: config.Temporal{Namespace: "default", Port: 7233, UIPort: 8233},
+		State:    filepath.Join(top, ".nid"),
+		Temporal: config.Temporal{Namespace: "default", Port: 7233, UI: config.UI{Port: 8233}},
 		HTTP:     config.HTTP{Listen: "127.0.0.1:7777"},
 		Groups: map[string]config.Group{
 			"web": {
@@ -596,7 +648,7 @@ func TestApplyRotateJSON(t *testing.T) {
 		{
 			name:    "unknown field",
 			js:      `{"mode":"off","turns":3}`,
-			wantErr: []string{`turns: unknown key (allowed: mode, contextPercent, maxTurns)`},
+			wantErr: []string{`turns: unknown key (allowed: mode, contextPercent, contextTokens, maxTurns)`},
 		},
 		{
 			name: "invalid values, all reported",
@@ -611,6 +663,11 @@ func TestApplyRotateJSON(t *testing.T) {
 			name:    "wrong type",
 			js:      `{"maxTurns":"many"}`,
 			wantErr: []string{`maxTurns: "many" is not a number`},
+		},
+		{
+			name:    "a number in quotes",
+			js:      `{"contextPercent":"80"}`,
+			wantErr: []string{`contextPercent: "80" is a string: write a number without quotes`},
 		},
 		{
 			name:    "not whole",
@@ -721,4 +778,50 @@ func TestRepoMustBeAGitRepository(t *testing.T) {
 		Sessions: []config.Session{{Agent: "sim", Name: "lead", Sim: config.DefaultSim()}},
 	}}
 	require.NoError(t, c.Validate())
+}
+
+// Variables far from any of nid's are someone else's: a shell's NID_FOO, or
+// what an older nid handed its agents, do not stop nid.
+func TestOtherNIDVariablesAreNotNids(t *testing.T) {
+	cfg, err := config.Load(config.LoadOptions{File: writeFile(t, ""), Environ: []string{
+		"NID_SESSION=g/x", "NID_CONVERSATION=abc", "NID_TURN_KIND=work", "NID_MCP_URL=http://127.0.0.1:1/mcp", "NID_FOO=1",
+	}})
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultStateDir, filepath.Base(cfg.State))
+}
+
+// Relative paths in a file are the file's: nid --config other/nid.yaml reads
+// other/'s repo and state, whatever the current directory; and a command
+// that only reads is not stopped by a repo it never uses.
+func TestRelativePathsAreTheFiles(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	require.NoError(t, os.MkdirAll(filepath.Join(other, "repo"), 0o755))
+	require.NoError(t, exec.Command("git", "init", "-q", filepath.Join(other, "repo")).Run())
+	path := filepath.Join(other, "nid.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`state: st
+groups:
+  web:
+    repo: repo
+    sessions:
+      - {agent: exec, name: tool, command: ./bin/agent.sh, permissions: full}
+      - {agent: exec, name: path, command: agent-on-path, permissions: full}
+  api:
+    workdir: ../shared
+    sessions: [{agent: sim}]
+`), 0o644))
+	t.Chdir(dir)
+	cfg, err := config.Load(config.LoadOptions{File: "other/nid.yaml", Environ: []string{}, Worker: true})
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(other, "st"), cfg.State)
+	require.Equal(t, filepath.Join(other, "repo"), cfg.Groups["web"].Repo)
+	require.Equal(t, filepath.Join(dir, "shared"), cfg.Groups["api"].WorkDir)
+	require.Equal(t, filepath.Join(other, "bin", "agent.sh"), cfg.Groups["web"].Sessions[0].Command)
+	require.Equal(t, "agent-on-path", cfg.Groups["web"].Sessions[1].Command)
+
+	require.NoError(t, os.RemoveAll(filepath.Join(other, "repo")))
+	_, err = config.Load(config.LoadOptions{File: "other/nid.yaml", Environ: []string{}})
+	require.NoError(t, err, "a read command does not need the repo")
+	_, err = config.Load(config.LoadOptions{File: "other/nid.yaml", Environ: []string{}, Worker: true})
+	require.ErrorContains(t, err, `groups.web.repo: "`+filepath.Join(other, "repo")+`" is not a git repository`)
 }

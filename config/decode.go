@@ -42,12 +42,21 @@ func join(path, key string) string {
 //
 // Values are read weakly where the source cannot do better: environment
 // variables are always strings, so "7233" is a number and "true" a bool.
+// JSON can say what it means, so a strict decoder (nid group set, the API)
+// refuses a string where a number or a bool belongs.
 type decoder struct {
 	problems []problem
+	strict   bool
 }
 
 func (d *decoder) add(path, format string, args ...any) {
 	d.problems = append(d.problems, problem{path: path, msg: fmt.Sprintf(format, args...)})
+}
+
+// movedKeys maps keys an older nid.yaml may hold to where they went, so the
+// error says where rather than only that the key is unknown.
+var movedKeys = map[string]string{
+	"temporal.uiPort": "temporal.ui.port",
 }
 
 var (
@@ -67,6 +76,14 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 		return
 	}
 	switch v.Kind() {
+	case reflect.Pointer:
+		// An optional value (network: true|false): nil means unset.
+		e := reflect.New(v.Type().Elem())
+		before := len(d.problems)
+		d.decode(path, raw, e.Elem())
+		if len(d.problems) == before {
+			v.Set(e)
+		}
 	case reflect.Struct:
 		d.structure(path, raw, v)
 	case reflect.Map:
@@ -80,6 +97,31 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 			return
 		}
 		v.SetString(s)
+	case reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
+		if _, isString := raw.(string); isString && d.strict {
+			// "80" reads as 80 from the environment, but JSON meant it.
+			var weak decoder
+			if weak.scalar(path, raw, reflect.New(v.Type()).Elem()); len(weak.problems) > 0 {
+				d.problems = append(d.problems, weak.problems...)
+				return
+			}
+			want := "a number"
+			if v.Kind() == reflect.Bool {
+				want = "true or false"
+			}
+			d.add(path, "%s is a string: write %s without quotes", describe(raw), want)
+			return
+		}
+		d.scalar(path, raw, v)
+	default:
+		// Only reachable by adding a field of a new kind to Config.
+		panic(fmt.Sprintf("config: cannot decode into %s at %s", v.Type(), path))
+	}
+}
+
+// scalar sets a number or a bool.
+func (d *decoder) scalar(path string, raw any, v reflect.Value) {
+	switch v.Kind() {
 	case reflect.Int, reflect.Int64:
 		n, msg := asInt(raw)
 		if msg == "" && v.OverflowInt(n) {
@@ -104,9 +146,6 @@ func (d *decoder) decode(path string, raw any, v reflect.Value) {
 			return
 		}
 		v.SetBool(b)
-	default:
-		// Only reachable by adding a field of a new kind to Config.
-		panic(fmt.Sprintf("config: cannot decode into %s at %s", v.Type(), path))
 	}
 }
 
@@ -133,7 +172,11 @@ func (d *decoder) structure(path string, raw any, v reflect.Value) {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		i, ok := index[k]
 		if !ok {
-			d.add(join(path, k), "unknown key (allowed: %s)", strings.Join(names, ", "))
+			if to, moved := movedKeys[join(path, k)]; moved {
+				d.add(join(path, k), "moved to %s", to)
+			} else {
+				d.add(join(path, k), "unknown key (allowed: %s)", strings.Join(names, ", "))
+			}
 			continue
 		}
 		d.decode(join(path, k), m[k], v.Field(i))

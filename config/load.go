@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,7 +22,7 @@ import (
 const DefaultFile = "nid.yaml"
 
 // EnvPrefix starts every environment variable nid reads for its
-// configuration: NID_TEMPORAL_UIPORT sets temporal.uiPort.
+// configuration: NID_TEMPORAL_UI_PORT sets temporal.ui.port.
 const EnvPrefix = "NID_"
 
 // EnvConfig is the variable for the command line's --config flag. It names
@@ -34,6 +35,7 @@ const EnvConfig = EnvPrefix + "CONFIG"
 var temporalEnv = map[string]string{
 	"TEMPORAL_ADDRESS":   "temporal.address",
 	"TEMPORAL_NAMESPACE": "temporal.namespace",
+	"TEMPORAL_API_KEY":   "temporal.apiKey",
 }
 
 // LoadOptions says where Load finds the configuration.
@@ -47,13 +49,19 @@ type LoadOptions struct {
 	// Flags override everything else, by koanf key path:
 	// {"temporal.port": 7300}.
 	Flags map[string]any
+	// Worker says the configuration is for a process that runs sessions
+	// (nid up, nid worker): only then must each group's repo be a git
+	// repository on this host. Commands that only read leave it false, so
+	// a repo they never use cannot stop them.
+	Worker bool
 }
 
 // Load builds the configuration from built-in defaults, then the YAML file,
-// then NID_* environment variables (and TEMPORAL_ADDRESS and
-// TEMPORAL_NAMESPACE, which NID_ ones override), then flags, and validates
-// it. A file that cannot be parsed is an error naming it and the line; an
-// invalid configuration is one error listing every problem.
+// then NID_* environment variables (and TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE and TEMPORAL_API_KEY, which NID_ ones override), then
+// flags, and validates it. A file that cannot be parsed is an error naming
+// it and the line; an invalid configuration is one error listing every
+// problem.
 func Load(opts LoadOptions) (*Config, error) {
 	file, data, err := readFile(opts.File)
 	if err != nil {
@@ -96,7 +104,13 @@ func Load(opts LoadOptions) (*Config, error) {
 			// Keys are camelCase, variables upper case: match either way.
 			key, ok := envKeys[strings.ToUpper(name)]
 			if !ok {
-				envProblems = append(envProblems, problem{name, "unknown environment variable (known: " + strings.Join(slices.Sorted(maps.Keys(envKeys)), ", ") + ")"})
+				// A moved key or a near miss of a known variable is worth
+				// stopping for; any other NID_ variable is someone else's (a
+				// shell profile's, a script's), not nid's to refuse.
+				if msg := envUnknown(name, envKeys); msg != "" {
+					envProblems = append(envProblems, problem{name, msg})
+				}
+				return "", nil
 			}
 			return key, value
 		},
@@ -114,7 +128,11 @@ func Load(opts LoadOptions) (*Config, error) {
 	var d decoder
 	d.decode("", k.Raw(), reflect.ValueOf(c).Elem())
 	c.nameSessions()
+	c.resolvePaths(filepath.Dir(file))
 	ps := merge(append(envProblems, d.problems...), c.problems())
+	if opts.Worker {
+		ps = merge(ps, c.repoProblems())
+	}
 	if len(ps) > 0 {
 		return nil, &invalidError{source: file, problems: ps}
 	}
@@ -141,6 +159,43 @@ func readFile(name string) (string, []byte, error) {
 	return name, data, nil
 }
 
+// resolvePaths makes the file's relative paths relative to the file's own
+// directory, as a reader of the file expects, rather than to wherever nid
+// was started: the state directory, the TLS files, each group's repo and
+// workdir, and a command named by a path (./agent.sh; a bare name is looked
+// up on PATH).
+func (c *Config) resolvePaths(dir string) {
+	if d, err := filepath.Abs(dir); err == nil {
+		dir = d
+	}
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	c.State = abs(c.State)
+	t := &c.Temporal.TLS
+	t.CAFile, t.CertFile, t.KeyFile = abs(t.CAFile), abs(t.CertFile), abs(t.KeyFile)
+	command := func(cmd string) string {
+		if strings.ContainsRune(cmd, filepath.Separator) {
+			return abs(cmd)
+		}
+		return cmd
+	}
+	for name, g := range c.Groups {
+		g.Repo, g.WorkDir = abs(g.Repo), abs(g.WorkDir)
+		for i := range g.Sessions {
+			g.Sessions[i].Command = command(g.Sessions[i].Command)
+		}
+		c.Groups[name] = g
+	}
+	for kind, a := range c.Agents {
+		a.Command = command(a.Command)
+		c.Agents[kind] = a
+	}
+}
+
 // nameSessions gives each session without a name its agent kind's name.
 func (c *Config) nameSessions() {
 	for _, g := range c.Groups {
@@ -154,7 +209,7 @@ func (c *Config) nameSessions() {
 
 // scalarKeys returns the environment variable for every key of struct type t
 // that holds a single value outside groups, mapped to its key path:
-// NID_TEMPORAL_UIPORT → temporal.uiPort. Groups are lists and maps, which
+// NID_TEMPORAL_UI_PORT → temporal.ui.port. Groups are lists and maps, which
 // one variable cannot express.
 func scalarKeys(t reflect.Type, prefix string) map[string]string {
 	out := make(map[string]string)
@@ -171,6 +226,54 @@ func scalarKeys(t reflect.Type, prefix string) map[string]string {
 		}
 	}
 	return out
+}
+
+// envUnknown says what is wrong with a NID_ variable that names no key:
+// it names a key that moved, or is a typo of a known variable; "" when it
+// is not nid's at all.
+func envUnknown(name string, known map[string]string) string {
+	for from, to := range movedKeys {
+		if strings.EqualFold(name, envName(from)) {
+			return fmt.Sprintf("moved to %s (%s)", envName(to), to)
+		}
+	}
+	if near := nearestEnv(strings.ToUpper(name), known); near != "" {
+		return "unknown environment variable; did you mean " + near + "?"
+	}
+	return ""
+}
+
+// nearestEnv is the known variable name is a typo of, if any: at most two
+// letters added, dropped or changed.
+func nearestEnv(name string, known map[string]string) string {
+	best, bestDist := "", 3
+	for _, k := range slices.Sorted(maps.Keys(known)) {
+		if d := editDistance(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func envName(key string) string {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 )
@@ -143,9 +142,6 @@ func (g Group) teamProblems(path string) []problem {
 		if g.WorkDir != "" {
 			ps = append(ps, problem{path + ".workdir", "not allowed with repo: each session works in its own worktree of the repo"})
 		}
-		if msg := gitRepoProblem(g.Repo); msg != "" {
-			ps = append(ps, problem{path + ".repo", msg})
-		}
 	}
 	for i, t := range g.Tasks {
 		if strings.TrimSpace(t.Title) == "" {
@@ -157,13 +153,21 @@ func (g Group) teamProblems(path string) []problem {
 	return ps
 }
 
-func gitRepoProblem(repo string) string {
-	if !filepath.IsAbs(repo) {
-		abs, err := filepath.Abs(repo)
-		if err == nil {
-			repo = abs
+// repoProblems says which groups' repos are not git repositories on this
+// host. Only a process that runs sessions needs them (LoadOptions.Worker).
+func (c *Config) repoProblems() []problem {
+	var ps []problem
+	for _, name := range c.GroupNames() {
+		if repo := c.Groups[name].Repo; repo != "" {
+			if msg := gitRepoProblem(repo); msg != "" {
+				ps = append(ps, problem{"groups." + name + ".repo", msg})
+			}
 		}
 	}
+	return ps
+}
+
+func gitRepoProblem(repo string) string {
 	out, err := exec.Command("git", "-C", repo, "rev-parse", "--is-inside-work-tree").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "true" {
 		detail := strings.TrimSpace(string(out))
@@ -193,6 +197,13 @@ func ApplyBudgetJSON(base Budget, js string) (Budget, error) {
 	return b, nil
 }
 
+// ShapeError is JSON that does not have the shape of the setting: not an
+// object, an unknown key, a value of the wrong type (the API's bad_json),
+// as opposed to a well-formed value that is not allowed.
+type ShapeError struct{ err error }
+
+func (e *ShapeError) Error() string { return e.err.Error() }
+
 // applyJSON decodes the JSON object js onto *v (only the fields it names),
 // then checks the result; every problem comes back at once, named under
 // what.
@@ -201,15 +212,19 @@ func applyJSON(what, example, js string, v any, check func() []problem) error {
 	dec.UseNumber()
 	var raw any
 	if err := dec.Decode(&raw); err != nil {
-		return fmt.Errorf("%s: %q is not JSON (%v); write an object such as %s", what, js, err, example)
+		return &ShapeError{fmt.Errorf("%s: %q is not JSON (%v); write an object such as %s", what, js, err, example)}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: %q has more after its JSON object; write one object such as %s", what, js, example)
+		return &ShapeError{fmt.Errorf("%s: %q has more after its JSON object; write one object such as %s", what, js, example)}
 	}
 	if _, ok := raw.(map[string]any); !ok {
-		return fmt.Errorf("%s: %s is not a JSON object; write one such as %s", what, describe(raw), example)
+		return &ShapeError{fmt.Errorf("%s: %s is not a JSON object; write one such as %s", what, describe(raw), example)}
 	}
-	var d decoder
+	d := decoder{strict: true}
 	d.decode("", raw, reflect.ValueOf(v).Elem())
-	return joinLines(merge(d.problems, check()))
+	err := joinLines(merge(d.problems, check()))
+	if len(d.problems) > 0 {
+		return &ShapeError{err: err}
+	}
+	return err
 }

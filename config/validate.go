@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,13 +38,30 @@ func (c *Config) problems() []problem {
 	for _, p := range []struct {
 		key  string
 		port int
-	}{{"temporal.port", t.Port}, {"temporal.uiPort", t.UIPort}} {
+	}{{"temporal.port", t.Port}, {"temporal.ui.port", t.UI.Port}} {
 		if p.port < 1 || p.port > 65535 {
 			add(p.key, "%d is outside 1..65535", p.port)
 		}
 	}
-	if c.Embedded() && t.Port == t.UIPort {
-		add("temporal.uiPort", "%d is also temporal.port; the Web UI needs a port of its own", t.UIPort)
+	if c.Embedded() && t.Port == t.UI.Port {
+		add("temporal.ui.port", "%d is also temporal.port; the Web UI needs a port of its own", t.UI.Port)
+	}
+	if t.UI.URL != "" {
+		if u, err := url.Parse(t.UI.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("temporal.ui.url", "%q must be an http:// or https:// address, e.g. http://127.0.0.1:8233", t.UI.URL)
+		}
+	}
+	if msg := apiKeyProblem(t.APIKey); msg != "" {
+		add("temporal.apiKey", "%s", msg)
+	}
+	switch {
+	case c.Embedded() && t.TLS.On():
+		add("temporal.tls", "is for a cluster at temporal.address; the embedded server nid up starts listens on 127.0.0.1 without TLS")
+	case c.Embedded() && t.APIKey != "":
+		add("temporal.apiKey", "is for a cluster at temporal.address (TEMPORAL_API_KEY sets it too); the embedded server nid up starts takes none")
+	default:
+		_, tlsProblems := t.clientTLS()
+		ps = append(ps, tlsProblems...)
 	}
 
 	if msg := listenProblem(c.HTTP.Listen); msg != "" {
@@ -65,9 +83,63 @@ func (c *Config) problems() []problem {
 			if s.Agent == AgentExec && s.Command == "" && c.Agents[AgentExec].Command == "" {
 				add(fmt.Sprintf("groups.%s.sessions[%d].command", name, i), "an exec session needs a command (here or in agents.exec.command)")
 			}
+			ps = append(ps, c.sandboxProblems(name, &c.Groups[name].Sessions[i])...)
 		}
 	}
 	return ps
+}
+
+// sandboxProblems checks that a session's agent can enforce the
+// permissions and network setting it ends up with, naming the key that
+// set each.
+func (c *Config) sandboxProblems(group string, s *Session) []problem {
+	supported := PermissionsOf(s.Agent)
+	if supported == nil {
+		return nil // sim, or an unknown kind reported elsewhere
+	}
+	var ps []problem
+	perm, permPath := c.permissions(group, s)
+	if !slices.Contains(PermissionsModes(), perm) {
+		return nil // reported where it is set
+	}
+	if !slices.Contains(supported, perm) {
+		path, msg := permPath, fmt.Sprintf("%s is not supported by %s agents (supported: %s)", perm, s.Agent, strings.Join(supported, ", "))
+		if path == "" {
+			path = c.sessionPath(group, s) + ".permissions"
+			msg = fmt.Sprintf("unset means %s, which %s agents cannot enforce: nid runs their command as it is, with no sandbox. "+
+				"Set permissions: %s here, on the group or in agents.%s to let it do whatever the user running nid can",
+				DefaultPermissions, s.Agent, PermissionsFull, s.Agent)
+		} else if path != c.sessionPath(group, s)+".permissions" {
+			msg += " (session " + c.sessionPath(group, s) + " is " + s.Agent + ")"
+		}
+		ps = append(ps, problem{path, msg})
+	}
+	if net, netPath := c.network(group, s); net != nil && !*net && perm == PermissionsFull {
+		ps = append(ps, problem{netPath, fmt.Sprintf("false needs a sandbox, and %s runs with permissions: full, which has none (use %s or %s)",
+			c.sessionPath(group, s), PermissionsWorkspace, PermissionsReadonly)})
+	}
+	return ps
+}
+
+// permissionsProblem says what is wrong with a permissions value, if
+// anything; empty means the default.
+func permissionsProblem(path, v string) []problem {
+	if v == "" || slices.Contains(PermissionsModes(), v) {
+		return nil
+	}
+	return []problem{{path, fmt.Sprintf("%q is not one of %s", v, strings.Join(PermissionsModes(), ", "))}}
+}
+
+// reservedEnv are the prefixes of variables nid keeps from agents (its own
+// configuration and Temporal's, which hold the worker's secrets) or sets
+// itself (NIDAGENT_*).
+var reservedEnv = []string{"NIDAGENT_", EnvPrefix, "TEMPORAL_"}
+
+// ReservedEnv reports whether an agent's environment may not hold the
+// variable name: nid never passes its own or Temporal's settings to an
+// agent, and sets the NIDAGENT_ variables itself.
+func ReservedEnv(name string) bool {
+	return slices.ContainsFunc(reservedEnv, func(p string) bool { return strings.HasPrefix(strings.ToUpper(name), p) })
 }
 
 func (a AgentSettings) problems(path string) []problem {
@@ -76,10 +148,15 @@ func (a AgentSettings) problems(path string) []problem {
 		ps = append(ps, problem{path + ".turnTimeout", fmt.Sprintf("%s must be more than 0 (or unset for %s)", a.TurnTimeout.D(), DefaultTurnTimeout)})
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
-		if k == "" || strings.ContainsAny(k, "= \x00") {
+		switch {
+		case k == "" || strings.ContainsAny(k, "= \x00"):
 			ps = append(ps, problem{path + ".env", fmt.Sprintf("%q is not an environment variable name", k)})
+		case ReservedEnv(k):
+			ps = append(ps, problem{path + ".env", fmt.Sprintf("%q is reserved: agents never get nid's or Temporal's settings (%s*), and nid sets NIDAGENT_* itself",
+				k, strings.Join(reservedEnv[1:], "*, "))})
 		}
 	}
+	ps = append(ps, permissionsProblem(path+".permissions", a.Permissions)...)
 	return ps
 }
 
@@ -96,6 +173,10 @@ func listenProblem(addr string) string {
 	return ""
 }
 
+// reservedGroupNames are words the commands that take a GROUP also take as
+// a subcommand or help: a group named so could not be addressed.
+var reservedGroupNames = []string{"add", "clear", "h", "help"}
+
 // nameRule is the message for a name ValidName refuses.
 func nameRule(name string) string {
 	return fmt.Sprintf("%q must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')", name)
@@ -107,8 +188,13 @@ func (g Group) problems(name string) []problem {
 	if !ValidName(name) {
 		ps = append(ps, problem{path, nameRule(name)})
 	}
+	if slices.Contains(reservedGroupNames, name) {
+		ps = append(ps, problem{path, fmt.Sprintf("%q is a word nid's commands take (%s), so nid ls %s would not name the group: choose another name",
+			name, strings.Join(reservedGroupNames, ", "), name)})
+	}
 	ps = append(ps, g.Rotate.problems(path+".rotate")...)
 	ps = append(ps, g.teamProblems(path)...)
+	ps = append(ps, permissionsProblem(path+".permissions", g.Permissions)...)
 	if len(g.Sessions) == 0 {
 		ps = append(ps, problem{path + ".sessions", "a group needs at least one session"})
 	}
@@ -153,13 +239,14 @@ func (s Session) problems(path string) []problem {
 	}
 	if s.Agent == AgentSim {
 		only := "only allowed with agent: " + strings.Join(ProcessKinds(), ", ")
-		for key, set := range map[string]bool{"command": s.Command != "", "args": s.Args != nil, "env": s.Env != nil, "model": s.Model != "", "turnTimeout": s.TurnTimeout != 0} {
+		for key, set := range map[string]bool{"command": s.Command != "", "args": s.Args != nil, "env": s.Env != nil, "model": s.Model != "", "turnTimeout": s.TurnTimeout != 0,
+			"permissions": s.Permissions != "", "network": s.Network != nil} {
 			if set {
 				ps = append(ps, problem{path + "." + key, only})
 			}
 		}
 	}
-	ps = append(ps, AgentSettings{Env: s.Env, TurnTimeout: s.TurnTimeout}.problems(path)...)
+	ps = append(ps, AgentSettings{Env: s.Env, TurnTimeout: s.TurnTimeout, Permissions: s.Permissions}.problems(path)...)
 	return ps
 }
 
@@ -221,6 +308,9 @@ func (r Rotate) problems(prefix string) []problem {
 	}
 	if r.MaxTurns < 0 {
 		ps = append(ps, problem{join(prefix, "maxTurns"), fmt.Sprintf("%d must be 0 (never) or more", r.MaxTurns)})
+	}
+	if r.ContextTokens < 0 {
+		ps = append(ps, problem{join(prefix, "contextTokens"), fmt.Sprintf("%d must be 0 (no token limit) or more", r.ContextTokens)})
 	}
 	return ps
 }

@@ -326,6 +326,7 @@ echo "answered"
       - agent: exec
         name: lead
         command: `+agent+`
+        permissions: full
 `)
 	pidOf = func(name string) int {
 		b, err := os.ReadFile(filepath.Join(dir, name))

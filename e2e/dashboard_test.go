@@ -7,10 +7,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 )
@@ -75,8 +81,36 @@ func waitText(t *testing.T, ctx context.Context, what, sel string, re *regexp.Re
 	}
 }
 
+// cspViolations collects what the browser refuses under the pages'
+// content security policy, on every page the tab opens from now on.
+func cspViolations(t *testing.T, ctx context.Context) func() []string {
+	t.Helper()
+	const binding = "nidCSPViolation"
+	var mu sync.Mutex
+	var got []string
+	require.NoError(t, chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*runtime.EventBindingCalled); ok && e.Name == binding {
+			mu.Lock()
+			got = append(got, e.Payload)
+			mu.Unlock()
+		}
+	}))
+	_, err := chromedp.Call(ctx, runtime.AddBinding, runtime.AddBindingParams{Name: binding})
+	require.NoError(t, err)
+	_, err = chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+document.addEventListener("securitypolicyviolation", (e) =>
+  ` + binding + `(location.pathname + ": " + e.violatedDirective + " refused " + (e.blockedURI || "inline code") + " at " + e.sourceFile + ":" + e.lineNumber));`})
+	require.NoError(t, err)
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
 func TestDashboardInABrowser(t *testing.T) {
 	ctx := browser(t)
+	violations := cspViolations(t, ctx)
 	s := newSite(t, `  web:
     goal: Add dark mode to the settings page
     rotate: {mode: auto, contextPercent: 85}
@@ -101,15 +135,24 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.NoError(t, err)
 	token := strings.TrimSpace(string(b))
 	base := fmt.Sprintf("http://127.0.0.1:%d", s.http)
+	m := regexp.MustCompile(`Dashboard\s+(\S+/login/\S+)`).FindStringSubmatch(up.out.String())
+	require.NotNil(t, m, "nid up prints a login link:\n%s", up.out.String())
+	link := m[1]
+	require.True(t, strings.HasPrefix(link, base+"/login/"), link)
+	require.NotContains(t, up.out.String(), token, "nid up prints no token")
+
+	// The login link logs the browser in and lands on the groups page.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(link)))
+	waitText(t, ctx, "the groups page", "#groups", regexp.MustCompile(`web\s+2`))
+	url, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+	require.NoError(t, err)
+	require.Equal(t, base+"/", url)
 
 	// The group page: one row per session with its context.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/web?token="+token)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/web")))
 	waitText(t, ctx, "the lead's context", `#sessions tr[data-session="lead"]`, regexp.MustCompile(`ctx \d+% of 200k`))
 	row := waitText(t, ctx, "the worker's context", `#sessions tr[data-session="worker"]`, regexp.MustCompile(`ctx \d+% of 1M`))
 	require.Regexp(t, `^worker\s+sim\s+(idle|working)\s+ctx \d+% of 1M\s+↻0\s+\d+$`, row)
-	url, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
-	require.NoError(t, err)
-	require.Equal(t, base+"/groups/web", url, "the login drops the token from the address")
 
 	// A context from 75% up is yellow.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/ops")))
@@ -149,6 +192,23 @@ func TestDashboardInABrowser(t *testing.T) {
 	waitText(t, ctx, "the groups page", "#groups", regexp.MustCompile(`(?s)ops\s+1\s+\d\s+ctx \d+% of 100k.*web\s+2\s+\d\s+ctx \d+% of`))
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/inbox")))
 	waitText(t, ctx, "the inbox page", "#inbox", regexp.MustCompile(`inbox empty`))
+
+	// Logged out, the spent link is refused; the form logs in, and goes
+	// on to the page asked for.
+	_, err = chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(link)))
+	waitText(t, ctx, "the spent link refused", "#login-error", regexp.MustCompile(`used already or has expired`))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/ops")))
+	require.NoError(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("token"), "not the token"), chromedp.Click(chromedp.ID("login"))))
+	waitText(t, ctx, "a wrong token refused", "#login-error", regexp.MustCompile(`That is not nid's API token`))
+	require.NoError(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login"))))
+	waitText(t, ctx, "the group page after the form", `#sessions tr[data-session="full"]`, regexp.MustCompile(`ctx \d+% of 100k`))
+	url, err = chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+	require.NoError(t, err)
+	require.Equal(t, base+"/groups/ops", url, "the token is in no address")
+
+	require.Empty(t, violations(), "the pages break none of their content security policy")
 
 	// The same rotation through the command line's transcript.
 	out := s.mustNid("transcript", "web/lead")

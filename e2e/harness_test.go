@@ -58,7 +58,7 @@ func (s *site) writeConfig() {
 	if s.cluster != "" {
 		address = "  address: " + s.cluster + "\n"
 	}
-	cfg := fmt.Sprintf("state: %s\ntemporal:\n%s  port: %d\n  uiPort: %d\nhttp:\n  listen: 127.0.0.1:%d\ngroups:\n%s",
+	cfg := fmt.Sprintf("state: %s\ntemporal:\n%s  port: %d\n  ui: {port: %d}\nhttp:\n  listen: 127.0.0.1:%d\ngroups:\n%s",
 		filepath.Join(s.dir, ".nid"), address, s.frontend, s.ui, s.http, s.groups)
 	require.NoError(s.t, os.WriteFile(filepath.Join(s.dir, "nid.yaml"), []byte(cfg), 0o644))
 }

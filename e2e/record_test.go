@@ -37,6 +37,17 @@ func TestRecordReplayHistories(t *testing.T) {
 		t.Skip("set RECORD_HISTORIES=vN to record workflows/testdata histories of version N")
 	}
 	require.Regexp(t, `^v[0-9]+$`, version)
+	// An exec agent: it cannot compact or call tools, so its rotations take
+	// the paths only such kinds take.
+	counts := t.TempDir()
+	tool := filepath.Join(t.TempDir(), "tool.sh")
+	require.NoError(t, os.WriteFile(tool, []byte(`#!/bin/sh
+cat >/dev/null
+f="`+counts+`/$NIDAGENT_CONVERSATION"
+n=$(cat "$f" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$f"
+echo "turn $n of $NIDAGENT_CONVERSATION ($NIDAGENT_TURN_KIND)"
+echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
+`), 0o755))
 	s := newSite(t, `  rec:
     goal: Record every path
     rotate: {mode: auto, contextPercent: 50}
@@ -55,11 +66,15 @@ func TestRecordReplayHistories(t *testing.T) {
       - agent: sim
         name: silent
         sim: {window: 100000, tokensPerTurn: 20000, turnDelay: 10ms, noHandoff: true, failCompact: true}
+      - agent: exec
+        name: tool
+        command: `+tool+`
+        permissions: full
 `)
 	s.up()
 	s.eventually("rotations everywhere", 3*time.Minute, func() bool {
 		rows := s.ls()
-		for _, name := range []string{"compact", "fallback", "agent", "silent"} {
+		for _, name := range []string{"compact", "fallback", "agent", "silent", "tool"} {
 			if rows["rec/"+name].Context.Rotations < 2 {
 				return false
 			}
@@ -86,7 +101,7 @@ func TestRecordReplayHistories(t *testing.T) {
 	dir := filepath.Join("..", "workflows", "testdata")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	ids := []string{workflows.GroupID("rec")}
-	for _, name := range []string{"compact", "fallback", "agent", "silent"} {
+	for _, name := range []string{"compact", "fallback", "agent", "silent", "tool"} {
 		ids = append(ids, workflows.SessionID("rec", name), workflows.RotationID("rec", name, 1))
 	}
 	for _, id := range ids {

@@ -195,7 +195,7 @@ func TestBudgetStopsTheGroupAtNTurns(t *testing.T) {
 	rows := s.ls()
 	require.Equal(t, 6, rows["web/lead"].Turns+rows["web/worker"].Turns, "exactly N turns across the group")
 	show := s.mustNid("group", "show", "web")
-	require.Contains(t, show, "turns 6 of 6 (0 left)")
+	require.Contains(t, show, "turns 6 of 6 spent (0 left)")
 	require.Contains(t, show, "exhausted (turns)")
 	inbox := s.mustNid("inbox", "web")
 	require.Equal(t, 1, strings.Count(inbox, "budget exhausted (turns)"), inbox)

@@ -40,6 +40,9 @@ func (e *RefusedError) Error() string { return e.Message }
 type InvalidError struct {
 	Field   string
 	Message string
+	// Shape says the value has the wrong shape (not an object, a string
+	// for a number, an unknown key) rather than a value not allowed.
+	Shape bool
 }
 
 func (e *InvalidError) Error() string { return e.Message }

@@ -82,7 +82,7 @@ func (f *Feed) Poll(ctx context.Context) (FeedPoll, error) {
 			case IsNotFound(r.err):
 				poll.Problem = cmp.Or(poll.Problem, fmt.Errorf("%s is not running", t.Ref()))
 			default:
-				poll.Problem = cmp.Or(poll.Problem, NotAnswering(t.Ref(), r.err))
+				poll.Problem = cmp.Or[error](poll.Problem, &UnavailableError{Who: t.Ref(), Err: r.err})
 			}
 			continue
 		}

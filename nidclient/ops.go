@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -120,12 +121,12 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 	// without a round trip through its history.
 	if rotate != "" {
 		if _, err := config.ApplyRotateJSON(v.Policy, rotate); err != nil {
-			return res, &InvalidError{Field: "rotate", Message: "rotate: " + err.Error()}
+			return res, settingError("rotate", err)
 		}
 	}
 	if budget != "" {
 		if _, err := config.ApplyBudgetJSON(v.Board.Budget, budget); err != nil {
-			return res, &InvalidError{Field: "budget", Message: "budget: " + err.Error()}
+			return res, settingError("budget", err)
 		}
 	}
 	if rotate != "" {
@@ -139,6 +140,12 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 		}
 	}
 	return res, nil
+}
+
+// settingError is a setting's validation error as an *InvalidError.
+func settingError(field string, err error) error {
+	var shape *config.ShapeError
+	return &InvalidError{Field: field, Message: field + ": " + err.Error(), Shape: errors.As(err, &shape)}
 }
 
 // updateGroup runs a settings update; a refusal is an *InvalidError of the
@@ -229,4 +236,55 @@ func Stop(ctx context.Context, c client.Client, group, name string) (Stopped, er
 		return Stopped{}, err
 	}
 	return Stopped{Released: res.Released, Was: v.Status}, nil
+}
+
+// ClearInbox removes the inbox items of one group (every running group when
+// group is empty) that Inbox shows now; an item that arrives meanwhile
+// stays. It returns how many it removed.
+func ClearInbox(ctx context.Context, c client.Client, group string) (int, error) {
+	items, err := Inbox(ctx, c, group)
+	if err != nil {
+		return 0, err
+	}
+	through := map[string]int64{}
+	for _, it := range items {
+		through[it.Group] = max(through[it.Group], it.Seq)
+	}
+	removed := 0
+	for _, g := range slices.Sorted(maps.Keys(through)) {
+		var n int
+		if err := UpdateGroup(ctx, c, g, workflows.UpdateInboxClear, workflows.InboxClear{Through: through[g]}, &n); err != nil {
+			return removed, err
+		}
+		removed += n
+	}
+	return removed, nil
+}
+
+// StopGroup stops every session of a group that is not stopped yet, in
+// name order, and says what each let go of, by session name.
+func StopGroup(ctx context.Context, c client.Client, group string) (map[string]Stopped, error) {
+	v, err := GetGroup(ctx, c, group)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Stopped{}
+	for _, name := range v.Sessions {
+		if slices.Contains(v.Stopped, name) {
+			continue
+		}
+		res, err := Stop(ctx, c, group, name)
+		var refused *RefusedError
+		if errors.As(err, &refused) || IsNotFound(err) {
+			continue // stopped meanwhile, or never started
+		}
+		if err != nil {
+			return out, err
+		}
+		out[name] = res
+	}
+	if len(out) == 0 {
+		return nil, &RefusedError{Message: "every session of group " + group + " is already stopped"}
+	}
+	return out, nil
 }

@@ -225,6 +225,7 @@ func TestInboxIsOrderedAcrossGroups(t *testing.T) {
     rotate: {mode: off}
     sessions:
       - {agent: sim, name: exec, sim: {turnDelay: 0s, failCompact: true}}
+      - {agent: sim, name: bot, sim: {turnDelay: 0s, failCompact: true}}
 `)
 	ctx := context.Background()
 	items, err := nidclient.Inbox(ctx, c, "")
@@ -234,13 +235,14 @@ func TestInboxIsOrderedAcrossGroups(t *testing.T) {
 	// Each compaction fails and tells its group's inbox: api, web, api.
 	temporaltest.TakeTurns(t, c, "web", "lead", "l1")
 	temporaltest.TakeTurns(t, c, "api", "exec", "e1")
+	temporaltest.TakeTurns(t, c, "api", "bot", "b1")
 	fail := func(group, name string, n int) {
 		temporaltest.Signal(t, c, group, name, workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
 		temporaltest.WaitGroup(t, c, group, "to hear of it", func(g workflows.GroupView) bool { return len(g.Inbox) == n })
 	}
 	fail("api", "exec", 1)
 	fail("web", "lead", 1)
-	fail("api", "exec", 2)
+	fail("api", "bot", 2)
 
 	items, err = nidclient.Inbox(ctx, c, "")
 	require.NoError(t, err)
@@ -248,7 +250,7 @@ func TestInboxIsOrderedAcrossGroups(t *testing.T) {
 	for _, it := range items {
 		who = append(who, it.Group+"/"+it.Session)
 	}
-	require.Equal(t, []string{"api/exec", "web/lead", "api/exec"}, who, "oldest first, whichever group")
+	require.Equal(t, []string{"api/exec", "web/lead", "api/bot"}, who, "oldest first, whichever group")
 	require.True(t, items[0].At.Before(items[1].At) && items[1].At.Before(items[2].At))
 	require.Equal(t, "compact rotation (manual) failed: the agent did not compact: sim: compaction refused (failCompact)", items[1].Text)
 

@@ -12,7 +12,9 @@
 //
 // Each session's transcript is bounded: past MaxBytes the current file is
 // renamed to <session>.1.jsonl (older ones shift up) and at most Keep old
-// files are kept.
+// files are kept. An entry's text is clipped to MaxTextBytes as written
+// (with a mark saying so), well below MaxLineBytes, the longest line a
+// reader takes; a longer line, from an older nid, is skipped.
 package transcript
 
 import (
@@ -21,12 +23,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/nid-dev/nid/statedir"
 )
 
 // Entry kinds.
@@ -60,6 +67,16 @@ const (
 	DefaultKeep     = 3
 )
 
+// Bounds of one entry. JSON may take six bytes for one of the text (a `<`
+// is written \u003c), so the text is measured as written: an agent's
+// answer of megabytes of markup still makes a line a reader can take.
+const (
+	// MaxTextBytes is the most an entry's text takes in the file.
+	MaxTextBytes = 256 << 10
+	// MaxLineBytes is the longest line Read takes; longer ones are skipped.
+	MaxLineBytes = 1 << 20
+)
+
 // Log is the transcripts under one state directory. It is safe for
 // concurrent use; one process (the worker on this host) appends.
 type Log struct {
@@ -88,6 +105,25 @@ func New(stateDir string) *Log {
 // Path is the file the session's transcript is currently written to.
 func (l *Log) Path(group, name string) string {
 	return filepath.Join(l.dir, group, name+".jsonl")
+}
+
+// Sessions lists the sessions with a transcript here, as group/name,
+// sorted.
+func (l *Log) Sessions() ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(l.dir, "*", "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".jsonl")
+		if strings.Contains(name, ".") {
+			continue // a rotated file: the session's current one is listed too
+		}
+		out = append(out, filepath.Base(filepath.Dir(p))+"/"+name)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // old is the path of the session's n-th rotated file (1 is the newest).
@@ -127,6 +163,7 @@ func (l *Log) Append(group, name string, entries ...Entry) error {
 		if e.At.IsZero() {
 			e.At = time.Now()
 		}
+		e.Text = clipText(e.Text)
 		b, err := json.Marshal(e)
 		if err != nil {
 			return err
@@ -135,18 +172,52 @@ func (l *Log) Append(group, name string, entries ...Entry) error {
 		buf.WriteByte('\n')
 	}
 	path := l.Path(group, name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), statedir.DirMode); err != nil {
 		return err
 	}
 	if err := l.rotateIfFull(group, name, int64(buf.Len())); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, statedir.FileMode)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(buf.Bytes())
 	return errors.Join(err, f.Close())
+}
+
+// clipMark ends a text clipped to MaxTextBytes.
+const clipMark = "\n[nid: %d more bytes of this entry are not in the transcript]"
+
+// clipText cuts text, on a character boundary, so that as JSON it takes at
+// most MaxTextBytes, mark included, and marks the cut.
+func clipText(text string) string {
+	// Every byte of text takes at least one of JSON.
+	if len(text) <= MaxTextBytes && jsonLen(text) <= MaxTextBytes {
+		return text
+	}
+	budget := MaxTextBytes - len(clipMark) - 16
+	// The longest prefix that fits: adding bytes never makes JSON
+	// shorter, except a character cut in two, which the end trims.
+	lo, hi := 0, min(len(text), budget)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if jsonLen(text[:mid]) <= budget {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	for lo > 0 && lo < len(text) && !utf8.RuneStart(text[lo]) {
+		lo--
+	}
+	return text[:lo] + fmt.Sprintf(clipMark, len(text)-lo)
+}
+
+// jsonLen is how many bytes s takes as a JSON string, quotes excluded.
+func jsonLen(s string) int {
+	b, _ := json.Marshal(s)
+	return len(b) - 2
 }
 
 // rotateIfFull shifts the session's files up by one when adding n bytes
@@ -206,22 +277,51 @@ func (l *Log) Read(group, name string, after int64) ([]Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), int(max(l.MaxBytes, 1<<20))+1)
-		for sc.Scan() {
+		err = readLines(f, func(line []byte) {
 			var e Entry
 			// A line cut short by a crash is skipped, not fatal.
-			if json.Unmarshal(sc.Bytes(), &e) == nil && e.Seq > after {
+			if json.Unmarshal(line, &e) == nil && e.Seq > after {
 				out = append(out, e)
 			}
-		}
-		err = sc.Err()
+		})
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", p, err)
 		}
 	}
 	return out, nil
+}
+
+// readLines hands each line of r to fn, skipping lines longer than
+// MaxLineBytes: one entry too long to read must not make the rest of the
+// transcript unreadable, nor, through lastSeq, stop a worker appending.
+func readLines(r io.Reader, fn func([]byte)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > MaxLineBytes+1 {
+				line, tooLong = nil, true
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if !tooLong && len(line) > 0 {
+			fn(line)
+		}
+		line, tooLong = line[:0], false
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // Tail returns the session's last n entries (all of them when n <= 0).

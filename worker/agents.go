@@ -12,30 +12,36 @@ import (
 
 // Agents returns the adapters a worker runs, by agent kind.
 func Agents() map[string]activities.Agent {
-	return map[string]activities.Agent{
-		config.AgentSim:    activities.NewSim(),
-		config.AgentClaude: activities.NewClaude(),
-		config.AgentCodex:  activities.NewCodex(),
-		config.AgentExec:   activities.NewExec(),
+	agents := map[string]activities.Agent{}
+	for _, k := range activities.Kinds() {
+		agents[k.Name] = k.New()
 	}
+	return agents
 }
 
-// AgentSpec is what a session's workflow carries about its agent: the kind
-// and the settings that are not secret. Arguments and environment stay in
-// the worker's config (see AgentSettings).
+// AgentSpec is what a session's workflow carries about its agent: the kind,
+// the sim's settings and the turn timeout that sizes the workflow's activity
+// timeout. What runs (command, arguments, environment, model) stays in the
+// worker's config (see AgentSettings).
 func AgentSpec(cfg *config.Config, group string, s config.Session) activities.AgentSpec {
 	spec := activities.AgentSpec{Kind: s.Agent, Sim: s.Sim}
 	if set, ok := cfg.AgentFor(group, s.Name); ok && s.Agent != config.AgentSim {
-		spec.Command, spec.Model, spec.TurnTimeout = set.Command, set.Model, set.TurnTimeout
+		spec.TurnTimeout = set.TurnTimeout
 	}
 	return spec
 }
 
-// AgentSettings looks a session's agent settings up in the worker's own
-// config, at activity time, so API keys never enter workflow history.
-func AgentSettings(cfg *config.Config) func(activities.SessionRef) (config.AgentSettings, bool) {
-	return func(ref activities.SessionRef) (config.AgentSettings, bool) {
-		return cfg.AgentFor(ref.Group, ref.Name)
+// AgentSettings looks a session's agent up in the worker's own config at
+// activity time: its kind, and how to run it, so API keys never enter
+// workflow history and no signal can choose what runs.
+func AgentSettings(cfg *config.Config) func(activities.SessionRef) (string, config.AgentSettings, bool) {
+	return func(ref activities.SessionRef) (string, config.AgentSettings, bool) {
+		s, ok := cfg.Session(ref.Group, ref.Name)
+		if !ok {
+			return "", config.AgentSettings{}, false
+		}
+		set, _ := cfg.AgentFor(ref.Group, ref.Name)
+		return s.Agent, set, true
 	}
 }
 

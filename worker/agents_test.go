@@ -11,8 +11,9 @@ import (
 	"github.com/nid-dev/nid/config"
 )
 
-// The spec a session's workflow carries holds no secret: API keys stay in
-// the worker's config and reach the agent at activity time.
+// The spec a session's workflow carries holds no secret and nothing that
+// decides what runs: the command, model and API keys stay in the worker's
+// config and reach the agent at activity time.
 func TestAgentSpecKeepsSecretsOnTheWorker(t *testing.T) {
 	cfg := config.Default()
 	cfg.Agents = map[string]config.AgentSettings{config.AgentClaude: {Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-secret"}, TurnTimeout: config.Duration(20 * time.Minute)}}
@@ -21,14 +22,17 @@ func TestAgentSpecKeepsSecretsOnTheWorker(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	spec := AgentSpec(cfg, "web", lead)
-	require.Equal(t, activities.AgentSpec{Kind: config.AgentClaude, Command: "claude", Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(20 * time.Minute)}, spec)
+	require.Equal(t, activities.AgentSpec{Kind: config.AgentClaude, TurnTimeout: config.Duration(20 * time.Minute)}, spec)
 	b, err := json.Marshal(spec)
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "sk-ant-secret")
 	require.NotContains(t, string(b), "/home/lead")
 
-	set, ok := AgentSettings(cfg)(activities.SessionRef{Group: "web", Name: "lead"})
+	kind, set, ok := AgentSettings(cfg)(activities.SessionRef{Group: "web", Name: "lead"})
 	require.True(t, ok)
+	require.Equal(t, config.AgentClaude, kind)
+	require.Equal(t, "claude", set.Command)
+	require.Equal(t, "claude-sonnet-4-5", set.Model)
 	require.Equal(t, map[string]string{"ANTHROPIC_API_KEY": "sk-ant-secret", "HOME": "/home/lead"}, set.Env)
 	require.Equal(t, []string{"--x"}, set.Args)
 }
@@ -37,5 +41,17 @@ func TestAgentsCoverEveryKind(t *testing.T) {
 	agents := Agents()
 	for _, kind := range config.AgentKinds() {
 		require.Contains(t, agents, kind)
+	}
+}
+
+func TestAgentSettingsKnowOnlyTheConfigsSessions(t *testing.T) {
+	cfg := config.Default()
+	cfg.Groups = map[string]config.Group{"web": {Rotate: config.DefaultRotate(), Sessions: []config.Session{{Agent: config.AgentSim, Name: "lead", Sim: config.DefaultSim()}}}}
+	kind, _, ok := AgentSettings(cfg)(activities.SessionRef{Group: "web", Name: "lead"})
+	require.True(t, ok)
+	require.Equal(t, config.AgentSim, kind)
+	for _, ref := range []activities.SessionRef{{Group: "web", Name: "ghost"}, {Group: "api", Name: "lead"}} {
+		_, _, ok := AgentSettings(cfg)(ref)
+		require.False(t, ok, "%s/%s is not in the config", ref.Group, ref.Name)
 	}
 }

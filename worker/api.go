@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -36,6 +37,7 @@ const (
 	MethodGroupSet          = "group.set"
 	MethodBoardRead         = "board.read"
 	MethodInboxList         = "inbox.list"
+	MethodInboxClear        = "inbox.clear"
 )
 
 // Error codes of the API's JSON errors.
@@ -77,21 +79,32 @@ type APIOptions struct {
 	// when there is none.
 	WebUI     string
 	Namespace string
+	// MaxEventStreams is how many event streams may be open at once
+	// (zero: DefaultMaxEventStreams). Each one polls Temporal.
+	MaxEventStreams int
+	// Now is the clock login links expire by; nil is time.Now.
+	Now func() time.Time
 }
+
+// DefaultMaxEventStreams bounds the open event streams: a dashboard tab
+// holds one.
+const DefaultMaxEventStreams = 32
 
 // API serves nid's JSON API, its event stream and the dashboard from one
 // handler. Every request needs the bearer token, or the cookie the
-// dashboard sets when a browser opens it with ?token=.
+// dashboard sets when a browser logs in (see LoginLink).
 type API struct {
 	c       client.Client
 	opts    APIOptions
 	guard   *guard
 	methods map[string]func(context.Context, *http.Request) (any, error)
+	// streams holds a token for each open event stream.
+	streams chan struct{}
 }
 
 // NewAPI returns the API over Temporal client c.
 func NewAPI(c client.Client, opts APIOptions) *API {
-	a := &API{c: c, opts: opts, guard: newGuard(opts.Token)}
+	a := &API{c: c, opts: opts, guard: newGuard(opts.Token, opts.Now), streams: make(chan struct{}, cmp.Or(opts.MaxEventStreams, DefaultMaxEventStreams))}
 	a.methods = map[string]func(context.Context, *http.Request) (any, error){
 		MethodSessionList:       a.sessionList,
 		MethodSessionGet:        a.sessionGet,
@@ -103,6 +116,7 @@ func NewAPI(c client.Client, opts APIOptions) *API {
 		MethodGroupSet:          a.groupSet,
 		MethodBoardRead:         a.boardRead,
 		MethodInboxList:         a.inboxList,
+		MethodInboxClear:        a.inboxClear,
 	}
 	return a
 }
@@ -113,6 +127,8 @@ func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/events", a.serveEvents)
 	mux.HandleFunc("/api/", a.serveMethod)
+	mux.HandleFunc("/login", a.serveLogin)
+	mux.HandleFunc("/login/", a.serveLoginLink)
 	mux.Handle("/", a.dashboard())
 	return mux
 }
@@ -176,6 +192,8 @@ func asAPIError(err error) *APIError {
 		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Field: notFound.Kind, Message: notFound.Message}
 	case errors.As(err, &refused):
 		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: refused.Message}
+	case errors.As(err, &bad) && bad.Shape:
+		return &APIError{Status: http.StatusBadRequest, Code: CodeBadJSON, Field: bad.Field, Message: bad.Message}
 	case errors.As(err, &bad):
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalid, Field: bad.Field, Message: bad.Message}
 	}
@@ -228,6 +246,9 @@ func badJSON(err error) *APIError {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		return &APIError{Code: CodeBadJSON, Field: te.Field, Message: fmt.Sprintf("%s: must be a %s, not a %s", te.Field, jsonType(te.Type.Kind().String()), te.Value)}
+	}
+	if errors.As(err, &te) {
+		return &APIError{Code: CodeBadJSON, Message: fmt.Sprintf("the body must be one JSON object, not a %s", strings.NewReplacer("array", "list", "bool", "boolean").Replace(te.Value))}
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
@@ -554,4 +575,24 @@ func (a *API) inboxList(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return InboxAnswer{Items: items}, nil
+}
+
+// InboxCleared is the inbox.clear answer: how many items were removed.
+type InboxCleared struct {
+	Cleared int `json:"cleared"`
+}
+
+func (a *API) inboxClear(ctx context.Context, r *http.Request) (any, error) {
+	var req groupRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := groupName("group", req.Group, false); err != nil {
+		return nil, err
+	}
+	n, err := nidclient.ClearInbox(ctx, a.c, req.Group)
+	if err != nil {
+		return nil, err
+	}
+	return InboxCleared{Cleared: n}, nil
 }

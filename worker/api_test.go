@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,8 +82,13 @@ func TestAPIReads(t *testing.T) {
 	s := newAPISite(t, webGroups)
 	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1", "l2")
 	temporaltest.TakeTurns(t, s.c, "web", "worker", "w1")
-	temporaltest.Signal(t, s.c, "web", "worker", workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
-	g := temporaltest.WaitGroup(t, s.c, "web", "to hear of the failed rotation", func(g workflows.GroupView) bool { return len(g.Inbox) == 1 })
+	var g workflows.GroupView
+	for n := range 2 {
+		temporaltest.Signal(t, s.c, "web", "worker", workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
+		g = temporaltest.WaitGroup(t, s.c, "web", "to hear of the failed rotation", func(g workflows.GroupView) bool {
+			return len(g.Inbox) == 1 && max(g.Inbox[0].Count, 1) == n+1
+		})
+	}
 	temporaltest.Settle(t, s.c)
 	lead, worker := temporaltest.Session(t, s.c, "web", "lead"), temporaltest.Session(t, s.c, "web", "worker")
 
@@ -104,6 +110,7 @@ func TestAPIReads(t *testing.T) {
 	require.Equal(t, "worker", item["session"])
 	require.Equal(t, workflows.EventRotationFailed, item["kind"])
 	require.Equal(t, "compact rotation (manual) failed: the agent did not compact: sim: compaction refused (failCompact)", item["text"])
+	require.Equal(t, 2.0, item["count"], "a failure that repeats is one item")
 }
 
 func TestAPIRotate(t *testing.T) {
@@ -239,6 +246,9 @@ func TestAPIErrors(t *testing.T) {
 		{"unknown group inbox", MethodInboxList, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
 		{"bad rotate", MethodGroupSet, `{"group": "web", "rotate": {"contextPercent": 150}}`, http.StatusBadRequest, CodeInvalid, "rotate", ""},
 		{"rotate not an object", MethodGroupSet, `{"group": "web", "rotate": "handoff"}`, http.StatusBadRequest, CodeInvalid, "rotate", ""},
+		{"a list for a body", MethodSessionList, `[1]`, http.StatusBadRequest, CodeBadJSON, "", "the body must be one JSON object, not a list"},
+		{"a number in quotes", MethodGroupSet, `{"group": "web", "rotate": {"contextPercent": "80"}}`, http.StatusBadRequest, CodeBadJSON, "rotate",
+			`rotate: contextPercent: "80" is a string: write a number without quotes`},
 		{"bad budget", MethodGroupSet, `{"group": "web", "budget": {"tokens": -1}}`, http.StatusBadRequest, CodeInvalid, "budget", "budget: tokens: -1 must be 0 (no limit) or more"},
 		{"nothing to set", MethodGroupSet, `{"group": "web"}`, http.StatusBadRequest, CodeInvalid, "rotate", ""},
 		{"unknown method", "session.delete", `{}`, http.StatusNotFound, CodeUnknownMethod, "", ""},
@@ -256,7 +266,7 @@ func TestAPIErrors(t *testing.T) {
 			if tt.message != "" {
 				require.Equal(t, tt.message, got["message"])
 			}
-			require.Zero(t, s.api.Sent(), "a bad request signals and updates nothing")
+			require.Zero(t, s.calls.Sent(), "a bad request signals and updates nothing")
 		})
 	}
 	require.Equal(t, config.DefaultRotate(), temporaltest.Group(t, s.c, "web").Policy)
@@ -269,7 +279,7 @@ func TestAPIRequestLimits(t *testing.T) {
 	status, got := s.call(t, MethodSessionSend, big, testToken)
 	require.Equal(t, http.StatusRequestEntityTooLarge, status)
 	require.Equal(t, CodeTooLarge, got["code"])
-	require.Zero(t, s.api.Sent())
+	require.Zero(t, s.calls.Sent())
 
 	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/api/"+MethodSessionList, nil)
 	req.Header.Set("Authorization", "Bearer "+testToken)
@@ -307,7 +317,7 @@ func TestAPIToken(t *testing.T) {
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 				require.Equal(t, CodeUnauthorized, got.Code)
 			}
-			for _, path := range []string{"/api/events", "/", "/groups/web", "/static/app.js"} {
+			for _, path := range []string{"/api/events", "/", "/groups/web"} {
 				req, _ := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
 				if tt.header != "" {
 					req.Header.Set("Authorization", tt.header)
@@ -317,7 +327,7 @@ func TestAPIToken(t *testing.T) {
 				resp.Body.Close()
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, path)
 			}
-			require.Zero(t, s.api.Sent())
+			require.Zero(t, s.calls.Sent())
 		})
 	}
 }
@@ -334,29 +344,67 @@ func TestMCPRefusesTheAPIToken(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
 
-func TestDashboardLogin(t *testing.T) {
+// browserClient keeps cookies and does not follow redirects, so a test
+// sees where each answer sends the browser.
+func browserClient(t *testing.T) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// The dashboard asks for the token in a form (POST, never in the
+// address) and goes on to the page it was asked for.
+func TestDashboardLoginForm(t *testing.T) {
 	t.Parallel()
 	s := newAPISite(t, webGroups)
 	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
-	jar, err := cookiejar.New(nil)
-	require.NoError(t, err)
-	browser := &http.Client{Jar: jar}
+	browser := browserClient(t)
 
-	resp, err := browser.Get(s.srv.URL + "/groups/web")
-	require.NoError(t, err)
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, page := get(t, browser, s.srv.URL+"/groups/web")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	require.Contains(t, string(page), "?token=TOKEN")
+	require.Contains(t, page, `<form method="post" action="/login">`)
+	require.Contains(t, page, `<input type="hidden" name="next" value="/groups/web">`)
+	require.Contains(t, page, `<input type="password" name="token"`)
 
-	resp, err = browser.Get(s.srv.URL + "/groups/web?token=" + testToken)
-	require.NoError(t, err)
-	page, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	post := func(token, next string) (*http.Response, string) {
+		resp, err := browser.PostForm(s.srv.URL+"/login", url.Values{"token": {token}, "next": {next}})
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, page = post("not-the-token", "/groups/web")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, page, "That is not nid&#39;s API token.")
+	require.Empty(t, resp.Cookies())
+
+	resp, _ = post(testToken, "https://evil.example/")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/", resp.Header.Get("Location"), "the form goes on only to a dashboard page")
+	resp, _ = post(testToken, "/groups/web")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/groups/web", resp.Header.Get("Location"))
+
+	resp, page = get(t, browser, s.srv.URL+"/groups/web")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, "/groups/web", resp.Request.URL.RequestURI(), "the token leaves the address bar")
-	require.Contains(t, string(page), `<script src="/static/app.js">`)
-	require.NotContains(t, jar.Cookies(resp.Request.URL)[0].Value, testToken, "the cookie is not the token")
+	require.Contains(t, page, `<script src="/static/app.js">`)
+	u, _ := url.Parse(s.srv.URL)
+	require.Len(t, browser.Jar.Cookies(u), 1)
+	require.NotContains(t, browser.Jar.Cookies(u)[0].Value, testToken, "the cookie is not the token")
+
+	resp, _ = get(t, browser, s.srv.URL+"/login")
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "no token through GET")
 
 	// The dashboard's script calls the API with its cookie and its header;
 	// the cookie alone, as another site's form would send it, is refused.
@@ -373,16 +421,46 @@ func TestDashboardLogin(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, tt.status, resp.StatusCode)
 	}
-	require.Equal(t, 1, s.api.Sent(), "one rotate request reached web/lead")
+	require.Equal(t, 1, s.calls.Sent(), "one rotate request reached web/lead")
 
-	resp, err = browser.Get(s.srv.URL + "/static/style.css")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	resp, err = browser.Get(s.srv.URL + "/nothing/here")
-	require.NoError(t, err)
-	resp.Body.Close()
+	resp, _ = get(t, browser, s.srv.URL+"/nothing/here")
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+// A login link works once, within LoginLinkTTL.
+func TestDashboardLoginLink(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
+	api := newAPI(t, "", APIOptions{Now: func() time.Time { return now }}).api
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+
+	link := api.LoginLink()
+	require.Regexp(t, `^/login/[A-Z2-7]{26}$`, link)
+	require.NotContains(t, link, testToken)
+	browser := browserClient(t)
+	resp, _ := get(t, browser, srv.URL+link)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/", resp.Header.Get("Location"))
+	resp, _ = get(t, browser, srv.URL+"/")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the link logged the browser in")
+
+	// Used once, it is spent, for any browser.
+	resp, page := get(t, browserClient(t), srv.URL+link)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, page, "This login link was used already or has expired")
+	require.Contains(t, page, `<form method="post" action="/login">`)
+	require.Empty(t, resp.Cookies())
+
+	// Past its time, it is refused.
+	late := api.LoginLink()
+	now = now.Add(LoginLinkTTL)
+	resp, _ = get(t, browserClient(t), srv.URL+late)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Empty(t, resp.Cookies())
+
+	resp, _ = get(t, browserClient(t), srv.URL+"/login/"+testToken)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the token is no link")
 }
 
 // sse reads server-sent events from /api/events?query until n of them were

@@ -13,8 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 )
 
 // TokenFile is the file under the state directory holding the API token nid
@@ -47,10 +50,10 @@ func APIToken(cfg *config.Config) (token, file string, err error) {
 		return "", "", err
 	}
 	token = hex.EncodeToString(raw)
-	if err := os.MkdirAll(cfg.State, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.State, statedir.DirMode); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(token+"\n"), statedir.FileMode); err != nil {
 		return "", "", fmt.Errorf("API token: %w", err)
 	}
 	return token, file, nil
@@ -79,25 +82,44 @@ const cookieName = "nid_session"
 // dashboard's cookie.
 const dashboardHeader = "X-Nid-Dashboard"
 
+// LoginLinkTTL is how long a login link stays valid: long enough to open
+// it from nid up's output, short enough that an old terminal scrollback
+// or shell history is no way in.
+const LoginLinkTTL = 10 * time.Minute
+
 // guard authenticates API and dashboard requests: a bearer token, or the
-// cookie the dashboard set when the browser logged in with ?token=.
+// cookie the dashboard sets when a browser logs in, with a one-time login
+// link or with the token in the login form.
 type guard struct {
 	token string
 	// cookie is derived from the token, so the token itself never sits in
 	// a browser's cookie jar and changing the token logs every browser out.
 	cookie string
+	now    func() time.Time
+
+	mu sync.Mutex
+	// links are the unused login links, by the SHA-256 of their secret,
+	// with when they expire.
+	links map[[sha256.Size]byte]time.Time
 }
 
-func newGuard(token string) *guard {
+func newGuard(token string, now func() time.Time) *guard {
+	if now == nil {
+		now = time.Now
+	}
 	m := hmac.New(sha256.New, []byte(token))
 	m.Write([]byte("nid dashboard session"))
-	return &guard{token: token, cookie: hex.EncodeToString(m.Sum(nil))}
+	return &guard{token: token, cookie: hex.EncodeToString(m.Sum(nil)), now: now, links: map[[sha256.Size]byte]time.Time{}}
 }
 
 func (g *guard) bearer(r *http.Request) bool {
 	h := r.Header.Get("Authorization")
 	t, ok := strings.CutPrefix(h, "Bearer ")
-	return ok && hmac.Equal([]byte(strings.TrimSpace(t)), []byte(g.token))
+	return ok && g.isToken(t)
+}
+
+func (g *guard) isToken(t string) bool {
+	return hmac.Equal([]byte(strings.TrimSpace(t)), []byte(g.token))
 }
 
 func (g *guard) hasCookie(r *http.Request) bool {
@@ -116,16 +138,37 @@ func (g *guard) api(r *http.Request) bool {
 	return g.hasCookie(r) && (r.Method == http.MethodGet || r.Header.Get(dashboardHeader) != "")
 }
 
-// login sets the dashboard cookie when the request carries the right
-// ?token=, and reports whether it did.
-func (g *guard) login(w http.ResponseWriter, r *http.Request) bool {
-	t := r.URL.Query().Get("token")
-	if t == "" || !hmac.Equal([]byte(t), []byte(g.token)) {
-		return false
-	}
+// setCookie logs the browser in.
+func (g *guard) setCookie(w http.ResponseWriter) {
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: g.cookie, Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
-	return true
+}
+
+// newLink makes a login link's secret, good for one use within
+// LoginLinkTTL.
+func (g *guard) newLink() string {
+	secret := rand.Text()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	for k, expires := range g.links {
+		if !now.Before(expires) {
+			delete(g.links, k)
+		}
+	}
+	g.links[sha256.Sum256([]byte(secret))] = now.Add(LoginLinkTTL)
+	return secret
+}
+
+// useLink says whether secret is a login link's that is unused and
+// unexpired, and uses it up.
+func (g *guard) useLink(secret string) bool {
+	k := sha256.Sum256([]byte(secret))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	expires, ok := g.links[k]
+	delete(g.links, k)
+	return ok && g.now().Before(expires)
 }

@@ -12,9 +12,13 @@ type EmbeddedOptions struct {
 	// StateDir holds the SQLite file (temporal.db).
 	StateDir  string
 	Namespace string
-	// Port is the frontend gRPC port on 127.0.0.1; UIPort the Web UI's.
+	// Port is the frontend gRPC port on 127.0.0.1; UIPort the Web UI's (0:
+	// no Web UI).
 	Port   int
 	UIPort int
+	// UIWriteActions lets the Web UI signal, terminate, cancel, reset and
+	// start workflows; without it the UI only reads.
+	UIWriteActions bool
 	// SearchAttributes are registered on the namespace.
 	SearchAttributes map[string]enumspb.IndexedValueType
 	Logger           *slog.Logger

@@ -2,7 +2,7 @@ package worker
 
 import (
 	"embed"
-	"html"
+	"html/template"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -33,9 +33,16 @@ func dashboardPage(path string) bool {
 	return false
 }
 
-// dashboard serves the pages and their assets to a browser holding the
-// dashboard cookie (or a client with the bearer token). Opening any page
-// with ?token= logs the browser in and drops the token from the address.
+// LoginLink makes a one-time login link for the dashboard, a path to add
+// to the server's URL: opened within LoginLinkTTL, once, it logs the
+// browser in and goes to the groups page. The token itself never appears
+// in an address, a browser's history or a log.
+func (a *API) LoginLink() string { return "/login/" + a.guard.newLink() }
+
+// dashboard serves the pages to a browser holding the dashboard cookie (or
+// a client with the bearer token), and the login form to one without.
+// Its script and style are served to anyone: they are the same in every
+// nid binary, and the login form uses the style.
 func (a *API) dashboard() http.Handler {
 	static, err := fs.Sub(dashboardFiles, "dashboard")
 	if err != nil {
@@ -43,33 +50,108 @@ func (a *API) dashboard() http.Handler {
 	}
 	files := http.FileServerFS(static)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.guard.login(w, r) {
-			http.Redirect(w, r, r.URL.Path, http.StatusSeeOther)
-			return
-		}
-		if !a.guard.hasCookie(r) && !a.guard.bearer(r) {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(loginPage(r.URL.Path)))
-			return
-		}
 		w.Header().Set("Cache-Control", "no-store")
-		switch {
-		case dashboardPage(r.URL.Path):
-			http.ServeFileFS(w, r, static, "index.html")
-		case strings.HasPrefix(r.URL.Path, "/static/"):
+		if strings.HasPrefix(r.URL.Path, "/static/") {
 			r2 := r.Clone(r.Context())
 			r2.URL.Path = strings.TrimPrefix(r.URL.Path, "/static")
 			files.ServeHTTP(w, r2)
-		default:
-			http.NotFound(w, r)
+			return
 		}
+		if !a.guard.hasCookie(r) && !a.guard.bearer(r) {
+			loginPage(w, http.StatusUnauthorized, r.URL.Path, "")
+			return
+		}
+		if !dashboardPage(r.URL.Path) {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeFileFS(w, r, static, "index.html")
 	})
 }
 
-func loginPage(path string) string {
-	return `<!doctype html><meta charset="utf-8"><title>nid: log in</title>` +
-		`<body style="font:15px system-ui;margin:3rem"><h1>nid dashboard</h1>` +
-		`<p>This dashboard needs nid's API token. Open it as <code>` + html.EscapeString(path) + `?token=TOKEN</code>, ` +
-		`where TOKEN is http.token from nid.yaml, NID_HTTP_TOKEN, or the contents of the token file <code>nid up</code> names.</p>`
+// loginBodyBytes bounds the login form's body.
+const loginBodyBytes = 4 << 10
+
+// serveLogin is the login form's POST /login: the right token sets the
+// cookie and goes on to the page the form was shown for.
+func (a *API) serveLogin(w http.ResponseWriter, r *http.Request) {
+	if !loginMethod(w, r, http.MethodPost, "The login form is sent with POST.") {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, loginBodyBytes)
+	next := "/"
+	if err := r.ParseForm(); err != nil {
+		loginPage(w, http.StatusBadRequest, next, "The form could not be read: "+err.Error())
+		return
+	}
+	if p := r.PostFormValue("next"); dashboardPage(p) {
+		next = p
+	}
+	if !a.guard.isToken(r.PostFormValue("token")) {
+		loginPage(w, http.StatusUnauthorized, next, "That is not nid's API token.")
+		return
+	}
+	a.guard.setCookie(w)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// serveLoginLink is GET /login/<secret>, a link nid up printed.
+func (a *API) serveLoginLink(w http.ResponseWriter, r *http.Request) {
+	if !loginMethod(w, r, http.MethodGet, "A login link is opened with GET.") {
+		return
+	}
+	if !a.guard.useLink(strings.TrimPrefix(r.URL.Path, "/login/")) {
+		loginPage(w, http.StatusUnauthorized, "/",
+			"This login link was used already or has expired: a link works once, within "+LoginLinkTTL.String()+". Log in with the API token instead.")
+		return
+	}
+	a.guard.setCookie(w)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// loginMethod says whether a login request came with method, and answers
+// it with the form and why when not. Nothing of a login may be stored.
+func loginMethod(w http.ResponseWriter, r *http.Request, method, why string) bool {
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == method {
+		return true
+	}
+	w.Header().Set("Allow", method)
+	loginPage(w, http.StatusMethodNotAllowed, "/", why)
+	return false
+}
+
+var loginTemplate = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>nid: log in</title>
+<link rel="stylesheet" href="/static/style.css">
+</head>
+<body>
+<header><a class="brand" href="/">nid</a></header>
+<main class="login">
+<h1>Log in to the dashboard</h1>
+{{if .Message}}<p class="answer error" id="login-error">{{.Message}}</p>{{end}}
+<p>Open the one-time link <code>nid up</code> printed, or enter nid's API token: <code>http.token</code> in nid.yaml,
+<code>NID_HTTP_TOKEN</code>, or the contents of the token file <code>nid up</code> names.</p>
+<form method="post" action="/login">
+<input type="hidden" name="next" value="{{.Next}}">
+<label>API token <input type="password" name="token" id="token" autocomplete="off" required autofocus></label>
+<button type="submit" id="login">Log in</button>
+</form>
+</main>
+</body>
+</html>
+`))
+
+// loginPage answers with the login form, which goes on to next.
+func loginPage(w http.ResponseWriter, status int, next, message string) {
+	if !dashboardPage(next) {
+		next = "/"
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_ = loginTemplate.Execute(w, struct{ Next, Message string }{next, message})
 }

@@ -91,6 +91,15 @@ func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asAPIError(err))
 		return
 	}
+	select {
+	case a.streams <- struct{}{}:
+		defer func() { <-a.streams }()
+	default:
+		w.Header().Set("Retry-After", "30")
+		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: fmt.Sprintf("%d event streams are open, as many as this server keeps: close one (a dashboard tab) and try again", cap(a.streams))})
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)

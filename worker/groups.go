@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -77,8 +76,8 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 					Spec:          spec,
 					Policy:        g.Rotate,
 					ActivityQueue: activityQueue,
-					Repo:          absPath(g.Repo),
-					WorkDir:       absPath(g.WorkDir),
+					Repo:          g.Repo,
+					WorkDir:       g.WorkDir,
 				})
 			if err != nil {
 				return fmt.Errorf("session %s/%s: %w", name, s.Name, err)
@@ -120,16 +119,4 @@ func UpdateBoard(ctx context.Context, c client.Client, group, update string, req
 		return res, errors.New(workflows.ErrorText(err))
 	}
 	return res, nil
-}
-
-// absPath makes a path from nid.yaml absolute, so activities find it
-// whatever their working directory.
-func absPath(p string) string {
-	if p == "" {
-		return ""
-	}
-	if abs, err := filepath.Abs(p); err == nil {
-		return abs
-	}
-	return p
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -39,13 +40,15 @@ type SessionSignaler interface {
 const mcpKeyBytes = 32
 
 // MCPEndpoint serves nid's tools to agents over MCP (streamable HTTP). Each
-// session has its own URL, <baseURL>/mcp/<group>/<session>/<token>, whose
-// token is an HMAC of the session id under the worker's key: an agent can act
-// only as the session whose URL it was given, and a request with a missing or
-// wrong token is refused before it reaches any tool.
+// session has its own URL, <baseURL>/mcp/<group>/<session>, and its own
+// token, an HMAC of the session id under the worker's key, sent as
+// "Authorization: Bearer <token>" (or, for agents that can send no header,
+// as one more path segment: <baseURL>/mcp/<group>/<session>/<token>). An
+// agent can act only as the session whose token it was given, and a request
+// with a missing or wrong token is refused before it reaches any tool.
 //
 // The endpoint is stateless (no MCP session ids): every request is
-// authenticated by its URL alone, so MCP sessions cannot be shared across nid
+// authenticated by its URL and header alone, so MCP sessions cannot be shared across nid
 // sessions, and an agent keeps working across worker restarts.
 type MCPEndpoint struct {
 	key      []byte
@@ -71,11 +74,15 @@ func NewMCPEndpoint(key []byte, sessions SessionSignaler, baseURL string) *MCPEn
 	return e
 }
 
-// URL is the session's own MCP endpoint, token included. Give it only to
-// that session's agent.
-func (e *MCPEndpoint) URL(ref activities.SessionRef) string {
-	return e.baseURL + "/mcp/" + ref.Group + "/" + ref.Name + "/" + e.token(ref.Group, ref.Name)
+// Access is the session's own MCP endpoint and token. Give it only to that
+// session's agent.
+func (e *MCPEndpoint) Access(ref activities.SessionRef) activities.MCPAccess {
+	return activities.MCPAccess{URL: e.baseURL + "/mcp/" + ref.Group + "/" + ref.Name, Token: e.token(ref.Group, ref.Name)}
 }
+
+// URL is the session's own MCP endpoint with its token in the path. Give it
+// only to that session's agent.
+func (e *MCPEndpoint) URL(ref activities.SessionRef) string { return e.Access(ref).TokenURL() }
 
 // Handler serves the endpoint; mount it at "/mcp/".
 func (e *MCPEndpoint) Handler() http.Handler { return http.HandlerFunc(e.serveHTTP) }
@@ -88,11 +95,22 @@ type caller struct{ group, name string }
 func (e *MCPEndpoint) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/mcp/")
 	parts := strings.Split(rest, "/")
-	if !ok || len(parts) != 3 || !workflows.ValidName(parts[0]) || !workflows.ValidName(parts[1]) {
-		http.Error(w, "not found: nid's MCP endpoints are /mcp/<group>/<session>/<token>", http.StatusNotFound)
+	if !ok || len(parts) < 2 || len(parts) > 3 || !workflows.ValidName(parts[0]) || !workflows.ValidName(parts[1]) {
+		http.Error(w, "not found: nid's MCP endpoints are /mcp/<group>/<session>, with the token as a bearer token or one more path segment", http.StatusNotFound)
 		return
 	}
-	group, name, token := parts[0], parts[1], parts[2]
+	group, name := parts[0], parts[1]
+	var token string
+	if len(parts) == 3 {
+		token = parts[2]
+	} else if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		token = strings.TrimSpace(t)
+	}
+	if token == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="nid"`)
+		http.Error(w, "unauthorized: send the token of session "+group+"/"+name+" as Authorization: Bearer <token>", http.StatusUnauthorized)
+		return
+	}
 	if !hmac.Equal([]byte(token), []byte(e.token(group, name))) {
 		http.Error(w, "forbidden: this is not the token of session "+group+"/"+name, http.StatusForbidden)
 		return
@@ -239,7 +257,7 @@ func LoadOrCreateKey(stateDir string) ([]byte, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return key, err
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if err := os.MkdirAll(stateDir, statedir.DirMode); err != nil {
 		return nil, fmt.Errorf("mcp key: %w", err)
 	}
 	key = make([]byte, mcpKeyBytes)

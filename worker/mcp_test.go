@@ -97,14 +97,32 @@ func startMCP(t *testing.T, sig SessionSignaler) *MCPEndpoint {
 // client, then tools/call.
 func callTool(t *testing.T, url, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	t.Helper()
+	return callToolAs(t, activities.MCPAccess{URL: url}, tool, args)
+}
+
+// callToolAs calls a tool sending the token, if any, as a bearer token.
+func callToolAs(t *testing.T, access activities.MCPAccess, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	t.Helper()
 	ctx := context.Background()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: access.URL, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{access.Token}}}, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer cs.Close()
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+}
+
+// bearer sends its token, if any, as "Authorization: Bearer <token>".
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func resultText(res *mcp.CallToolResult) string {
@@ -181,42 +199,53 @@ func TestMCPRefusesOtherTokens(t *testing.T) {
 	workerToken := e.URL(webWorker)[strings.LastIndex(e.URL(webWorker), "/")+1:]
 	other := NewMCPEndpoint([]byte("another key, another worker....."), sig, base)
 
+	lead := e.Access(webLead)
 	for _, tc := range []struct {
 		name   string
-		url    string
+		access activities.MCPAccess
 		status int
 	}{
-		{"no token", base + "/mcp/web/lead", http.StatusNotFound},
-		{"empty token", base + "/mcp/web/lead/", http.StatusForbidden},
-		{"wrong token", base + "/mcp/web/lead/00000000000000000000000000000000", http.StatusForbidden},
-		{"another session's token", base + "/mcp/web/lead/" + workerToken, http.StatusForbidden},
-		{"token from another key", other.URL(webLead), http.StatusForbidden},
-		{"extra path", e.URL(webLead) + "/x", http.StatusNotFound},
-		{"not a session name", base + "/mcp/web/..%2Flead/" + workerToken, http.StatusNotFound},
+		{"no token", activities.MCPAccess{URL: lead.URL}, http.StatusUnauthorized},
+		{"empty token", activities.MCPAccess{URL: lead.URL + "/"}, http.StatusUnauthorized},
+		{"empty bearer token", activities.MCPAccess{URL: lead.URL, Token: " "}, http.StatusUnauthorized},
+		{"wrong token", activities.MCPAccess{URL: lead.URL + "/00000000000000000000000000000000"}, http.StatusForbidden},
+		{"wrong bearer token", activities.MCPAccess{URL: lead.URL, Token: "00000000000000000000000000000000"}, http.StatusForbidden},
+		{"another session's token", activities.MCPAccess{URL: lead.URL + "/" + workerToken}, http.StatusForbidden},
+		{"another session's bearer token", activities.MCPAccess{URL: lead.URL, Token: workerToken}, http.StatusForbidden},
+		{"token from another key", other.Access(webLead), http.StatusForbidden},
+		{"another session's URL with the lead's token", activities.MCPAccess{URL: e.Access(webWorker).URL, Token: lead.Token}, http.StatusForbidden},
+		{"extra path", activities.MCPAccess{URL: e.URL(webLead) + "/x"}, http.StatusNotFound},
+		{"not a session name", activities.MCPAccess{URL: base + "/mcp/web/..%2Flead/" + workerToken}, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A bare tools/call is enough for a stateless endpoint; the same
 			// request with the right URL records a handoff (see below).
-			resp := postToolsCall(t, tc.url)
+			resp := postToolsCall(t, tc.access)
 			require.Equal(t, tc.status, resp)
 
-			_, err := callTool(t, tc.url, "handoff_write", map[string]any{"summary": "I am lead now"})
+			_, err := callToolAs(t, tc.access, "handoff_write", map[string]any{"summary": "I am lead now"})
 			require.Error(t, err)
 			require.Empty(t, sig.Handoffs(), "a refused request changes nothing")
 		})
 	}
 
-	require.Equal(t, http.StatusOK, postToolsCall(t, e.URL(webLead)))
-	require.Equal(t, []handoffCall{{"nid/web/lead", "I am lead now"}}, sig.Handoffs())
+	// The token works in the path (exec agents) and as a bearer token
+	// (Claude Code, Codex).
+	require.Equal(t, http.StatusOK, postToolsCall(t, activities.MCPAccess{URL: e.URL(webLead)}))
+	require.Equal(t, http.StatusOK, postToolsCall(t, lead))
+	require.Equal(t, []handoffCall{{"nid/web/lead", "I am lead now"}, {"nid/web/lead", "I am lead now"}}, sig.Handoffs())
 }
 
 // postToolsCall sends one raw JSON-RPC handoff_write call and returns the
 // HTTP status.
-func postToolsCall(t *testing.T, url string) int {
+func postToolsCall(t *testing.T, access activities.MCPAccess) int {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"handoff_write","arguments":{"summary":"I am lead now"}}}`
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, access.URL, strings.NewReader(body))
 	require.NoError(t, err)
+	if access.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+access.Token)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
@@ -261,7 +290,7 @@ func TestMCPSimAgentWritesItsHandoff(t *testing.T) {
 		Spec:     activities.AgentSpec{Kind: config.AgentSim},
 		Prompt:   "Add dark mode to the settings page",
 		Kind:     activities.TurnWork,
-		MCPURL:   e.URL(webLead),
+		MCP:      e.Access(webLead),
 		StateDir: t.TempDir(),
 	}
 	rep, err := sim.Turn(context.Background(), req)

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/nidclient"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -43,9 +43,16 @@ type Node struct {
 	UI       string
 	HTTP     string
 
+	// Unlisted names the running groups the configuration does not (nid
+	// up only): nothing stops them but nid stop.
+	Unlisted []string
+
 	// TokenFile is where the generated API token lives; empty when
 	// http.token or NID_HTTP_TOKEN sets it.
 	TokenFile string
+	// Login is a one-time login link to the dashboard (see
+	// API.LoginLink).
+	Login string
 
 	server   EmbeddedServer
 	workers  []sdkworker.Worker
@@ -85,8 +92,8 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 			_ = started.Stop()
 		}
 	}()
-	if err := os.MkdirAll(cfg.State, 0o755); err != nil {
-		return nil, fmt.Errorf("state directory %s: %w", cfg.State, err)
+	if err := statedir.Prepare(cfg.State); err != nil {
+		return nil, err
 	}
 	// Before anything starts: a node that would serve its API to the
 	// network without a configured token refuses to start at all.
@@ -106,7 +113,11 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		n.UI = n.server.UIAddress()
 	}
 
-	n.Client, err = dial(ctx, n.Frontend, cfg.Temporal.Namespace, logger)
+	if n.UI == "" {
+		// nid server (or a cluster) serves the Web UI: link to it if told.
+		n.UI = cfg.Temporal.UI.URL
+	}
+	n.Client, err = Dial(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -127,10 +138,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	n.HTTP = "http://" + ln.Addr().String()
 	mcp := NewMCPEndpoint(key, temporalSessions{c: n.Client}, n.HTTP)
 	logs := transcript.New(cfg.State)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp/", mcp.Handler())
-	mux.Handle("/", NewAPI(n.Client, APIOptions{Token: token, Transcripts: logs, WebUI: n.UI, Namespace: cfg.Temporal.Namespace}).Handler())
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	api := NewAPI(n.Client, APIOptions{Token: token, Transcripts: logs, WebUI: n.UI, Namespace: cfg.Temporal.Namespace})
+	n.http = NewHTTPServer(mcp.Handler(), api.Handler(), DefaultHTTPLimits())
+	n.Login = n.HTTP + api.LoginLink()
 	go func() {
 		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server stopped", "error", err)
@@ -152,7 +162,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		Settings: AgentSettings(cfg),
 		Notify:   sessionNotifier{c: n.Client},
 		StateDir: cfg.State,
-		MCPURL:   mcp.URL,
+		MCP:      mcp.Access,
 	}
 	acts.Transcripts = logs
 	n.acts = acts
@@ -180,8 +190,26 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {
 			return nil, err
 		}
+		n.Unlisted = unlistedGroups(ctx, n.Client, cfg, logger)
 	}
 	return n, nil
+}
+
+// unlistedGroups are the running groups the file no longer names: their
+// sessions go on until stopped, which nid up should say.
+func unlistedGroups(ctx context.Context, c client.Client, cfg *config.Config, logger *slog.Logger) []string {
+	running, err := nidclient.ListGroups(ctx, c)
+	if err != nil {
+		logger.Warn("Could not list the running groups", "error", err)
+		return nil
+	}
+	var out []string
+	for _, g := range running {
+		if _, ok := cfg.Groups[g]; !ok {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // NewEmbeddedOptions is how the config sets up the embedded server, so that
@@ -191,7 +219,8 @@ func NewEmbeddedOptions(cfg *config.Config, logger *slog.Logger) EmbeddedOptions
 		StateDir:         cfg.State,
 		Namespace:        cfg.Temporal.Namespace,
 		Port:             cfg.Temporal.Port,
-		UIPort:           cfg.Temporal.UIPort,
+		UIPort:           cfg.Temporal.UI.Port,
+		UIWriteActions:   cfg.Temporal.UI.WriteActions,
 		SearchAttributes: workflows.SearchAttributes(),
 		Logger:           logger,
 	}
@@ -224,41 +253,4 @@ func (n *Node) Stop() error {
 		errs = append(errs, n.server.Stop())
 	}
 	return errors.Join(errs...)
-}
-
-// Dial connects to the Temporal server the config names. When nothing
-// answers it says so and how to start one.
-func Dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	}
-	return dial(ctx, cfg.Address(), cfg.Temporal.Namespace, logger)
-}
-
-func dial(ctx context.Context, address, namespace string, logger *slog.Logger) (client.Client, error) {
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c, err := client.DialContext(dctx, client.Options{
-		HostPort:  address,
-		Namespace: namespace,
-		Logger:    sdklog.NewStructuredLogger(logger),
-	})
-	if err == nil {
-		return c, nil
-	}
-	var nf *serviceerror.NamespaceNotFound
-	if errors.As(err, &nf) {
-		return nil, fmt.Errorf("Temporal at %s has no namespace %q (temporal.namespace)", address, namespace)
-	}
-	if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || isUnavailable(err)) {
-		return nil, fmt.Errorf("no Temporal server at %s; start one with `nid up`", address)
-	}
-	return nil, fmt.Errorf("temporal at %s: %w", address, err)
-}
-
-func isUnavailable(err error) bool {
-	var un *serviceerror.Unavailable
-	var de *serviceerror.DeadlineExceeded
-	return errors.As(err, &un) || errors.As(err, &de) ||
-		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "context deadline exceeded")
 }

@@ -23,24 +23,37 @@ const testToken = "test-token-0123456789"
 // under test serves over a client that counts what it sends.
 type apiSite struct {
 	temporaltest.Env
-	// c drives and inspects the workflows; api is the API's client.
-	c    client.Client
-	api  *temporaltest.Counter
-	srv  *httptest.Server
-	logs *transcript.Log
+	// c drives and inspects the workflows; calls is the API's client.
+	c     client.Client
+	calls *temporaltest.Counter
+	api   *API
+	srv   *httptest.Server
+	logs  *transcript.Log
 }
 
-// newAPISite starts groups (YAML under "groups:", as in nid.yaml) and the
-// API over them.
+// newAPISite starts groups (YAML under "groups:", as in nid.yaml) and
+// serves the API over them.
 func newAPISite(t testing.TB, groups string) *apiSite {
+	t.Helper()
+	s := newAPI(t, groups, APIOptions{})
+	s.srv = httptest.NewServer(s.api.Handler())
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// newAPI starts groups, if any, and makes the API over them with opts,
+// whose token, transcripts, Web UI and namespace it fills in; it serves
+// nothing yet.
+func newAPI(t testing.TB, groups string, opts APIOptions) *apiSite {
 	t.Helper()
 	env := temporaltest.New(t)
 	s := &apiSite{Env: env, c: env.Client(t), logs: transcript.New(t.TempDir())}
-	startNode(t, env.Config(t, groups))
-	s.api = &temporaltest.Counter{Client: env.Client(t)}
-	api := NewAPI(s.api, APIOptions{Token: testToken, Transcripts: s.logs, WebUI: "http://127.0.0.1:8233", Namespace: env.Namespace})
-	s.srv = httptest.NewServer(api.Handler())
-	t.Cleanup(s.srv.Close)
+	if groups != "" {
+		startNode(t, env.Config(t, groups))
+	}
+	s.calls = &temporaltest.Counter{Client: env.Client(t)}
+	opts.Token, opts.Transcripts, opts.WebUI, opts.Namespace = testToken, s.logs, "http://127.0.0.1:8233", env.Namespace
+	s.api = NewAPI(s.calls, opts)
 	return s
 }
 

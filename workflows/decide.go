@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -84,6 +85,10 @@ func decideRotate(mode string, v SessionView, version Version) RotateDecision {
 		d.When, d.Mode = RotateAfterTurn, EffectiveMode(mode, v.Policy)
 	default:
 		d.When, d.Mode = RotateNow, EffectiveMode(mode, v.Policy)
+	}
+	if version >= VersionFailuresSettle && d.Refused == "" && d.join != joinRunning && d.join != joinHandoff &&
+		d.Mode == config.ModeCompact && !activities.KindOf(v.Agent).Compacts {
+		d = RotateDecision{status: v.Status, Refused: fmt.Sprintf("runs agent kind %s, which cannot compact: rotate it by handoff or auto", v.Agent)}
 	}
 	return d
 }

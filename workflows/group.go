@@ -33,6 +33,9 @@ type GroupState struct {
 	BoardRev int64 `json:"boardRev,omitempty"`
 	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
 	HistoryLimit int `json:"historyLimit,omitempty"`
+	// Learned is what sessions saw of vendors that compact by themselves,
+	// or the human set, by agent kind and model.
+	Learned []LearnedPoint `json:"learned,omitempty"`
 }
 
 type group struct {
@@ -75,12 +78,14 @@ func (g *group) setup(ctx workflow.Context) error {
 		{UpdateSetPolicy, g.setPolicy, g.validateSetPolicy},
 		{UpdateSync, g.sync, g.validateSync},
 		{UpdateSetBudget, g.setBudget, g.validateSetBudget},
+		{UpdateSetLearned, g.setLearned, g.validateSetLearned},
 		{UpdateTaskAdd, g.taskAdd, g.validateTaskAdd},
 		{UpdateTaskClaim, g.taskClaim, g.validateTaskClaim},
 		{UpdateTaskDone, g.taskDone, g.validateTaskDone},
 		{UpdateLockAcquire, g.lockAcquire, g.validateLockAcquire},
 		{UpdateLockRelease, g.lockRelease, g.validateLockRelease},
 		{UpdateStopSession, g.stopSession, g.validateStopSession},
+		{UpdateInboxClear, g.inboxClear, g.validateInboxClear},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler,
@@ -117,10 +122,28 @@ func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalCharge, g.onCharge)
 	onSignal(ctx, sel, SignalClaimNext, g.onClaimNext)
 	onSignal(ctx, sel, SignalReserve, g.onReserve)
+	onSignal(ctx, sel, SignalLearned, g.onLearned)
 	return sel
 }
 
+// addInbox adds an item, or counts it on the session's last item when that
+// is the same kind of news: a failure that repeats is one item with a
+// count, not a flood.
 func (g *group) addInbox(item InboxItem) {
+	if item.Session != "" {
+		for i := len(g.st.Inbox) - 1; i >= 0; i-- {
+			last := &g.st.Inbox[i]
+			if last.Session != item.Session {
+				continue
+			}
+			if last.Kind == item.Kind {
+				last.Count = max(last.Count, 1) + 1
+				last.At, last.Text = item.At, item.Text
+				return
+			}
+			break
+		}
+	}
 	g.st.NextSeq++
 	item.Seq = g.st.NextSeq
 	g.st.Inbox = append(g.st.Inbox, item)
@@ -129,13 +152,27 @@ func (g *group) addInbox(item InboxItem) {
 	}
 }
 
+func (g *group) validateInboxClear(_ workflow.Context, req InboxClear) error {
+	if req.Through < 0 {
+		return fmt.Errorf("through: %d is not an inbox item number (they start at 1; 0 clears every item)", req.Through)
+	}
+	return nil
+}
+
+// inboxClear removes the items the human has dealt with.
+func (g *group) inboxClear(_ workflow.Context, req InboxClear) (int, error) {
+	before := len(g.st.Inbox)
+	g.st.Inbox = slices.DeleteFunc(g.st.Inbox, func(it InboxItem) bool { return req.Through == 0 || it.Seq <= req.Through })
+	return before - len(g.st.Inbox), nil
+}
+
 func (g *group) board() BoardView { return g.st.Board.view(g.name, g.st.Goal) }
 
 func (g *group) view() (GroupView, error) {
 	v := GroupView{
 		Name: g.name, Goal: g.st.Goal, Policy: g.st.Policy,
 		Sessions: slices.Clone(g.st.Sessions), Stopped: slices.Clone(g.st.Stopped),
-		Inbox: slices.Clone(g.st.Inbox), Board: g.board(),
+		Inbox: slices.Clone(g.st.Inbox), Board: g.board(), Learned: slices.Clone(g.st.Learned),
 	}
 	if v.Inbox == nil {
 		v.Inbox = []InboxItem{}
@@ -363,6 +400,41 @@ func (g *group) charged(ctx workflow.Context, before string) {
 	g.push(ctx, "")
 }
 
+// onLearned keeps what a session saw of its vendor compacting by itself
+// before nid's threshold, tells the inbox once, and pushes it to every
+// session: all sessions of that kind and model rotate a margin before it.
+// A point the human set stays as set.
+func (g *group) onLearned(ctx workflow.Context, p LearnedPoint) {
+	have := learnedFor(g.st.Learned, p.Kind, p.Model)
+	switch {
+	case have != nil && (have.Set || have.Percent == p.Percent):
+		return
+	case have != nil:
+		*have = p
+	default:
+		g.st.Learned = append(g.st.Learned, p)
+		slices.SortFunc(g.st.Learned, func(a, b LearnedPoint) int { return strings.Compare(a.Key(), b.Key()) })
+	}
+	g.addInbox(InboxItem{At: workflow.Now(ctx), Group: g.name, Kind: "learned",
+		Text: LearnedText(p) + fmt.Sprintf(" (nid group set %s learned='{\"%s\": null}' forgets it)", g.name, p.Key())})
+	g.pushPolicy(ctx)
+}
+
+func (g *group) validateSetLearned(_ workflow.Context, req SetLearned) error {
+	_, err := applyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
+	return err
+}
+
+func (g *group) setLearned(ctx workflow.Context, req SetLearned) ([]LearnedPoint, error) {
+	learned, err := applyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
+	if err != nil {
+		return g.st.Learned, err
+	}
+	g.st.Learned = learned
+	g.pushPolicy(ctx)
+	return slices.Clone(learned), nil
+}
+
 // onReserve grants a session one turn while the budget lasts (see
 // BoardState.reserve) and answers it with the board.
 func (g *group) onReserve(ctx workflow.Context, r Reserve) {
@@ -408,10 +480,12 @@ func (g *group) push(ctx workflow.Context, only string) {
 	}
 }
 
-// pushPolicy sends the policy to every session, in name order.
+// pushPolicy sends the policy, with what was learned, to every session, in
+// name order.
 func (g *group) pushPolicy(ctx workflow.Context) {
+	change := PolicyChange{Rotate: g.st.Policy, Learned: slices.Clone(g.st.Learned)}
 	for _, s := range g.st.Sessions {
-		err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalPolicy, PolicyChange{Rotate: g.st.Policy}).Get(ctx, nil)
+		err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalPolicy, change).Get(ctx, nil)
 		logUndelivered(ctx, "policy", s, err)
 	}
 }

@@ -25,20 +25,23 @@ type groupHarness struct {
 	env    *testsuite.TestWorkflowEnvironment
 	mu     sync.Mutex
 	pushed map[string][]config.Rotate
-	boards map[string][]BoardView
-	stops  []string
+	// pushedLearned is what each policy push carried of learned points.
+	pushedLearned map[string][][]LearnedPoint
+	boards        map[string][]BoardView
+	stops         []string
 }
 
 func newGroupHarness(t *testing.T) *groupHarness {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	h := &groupHarness{t: t, env: suite.NewTestWorkflowEnvironment(), pushed: map[string][]config.Rotate{}}
+	h := &groupHarness{t: t, env: suite.NewTestWorkflowEnvironment(), pushed: map[string][]config.Rotate{}, pushedLearned: map[string][][]LearnedPoint{}}
 	h.env.RegisterWorkflowWithOptions(GroupWorkflow, workflow.RegisterOptions{Name: GroupWorkflowName})
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalPolicy, mock.Anything).Return(
 		func(_, id, _, _ string, arg interface{}) error {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.pushed[id] = append(h.pushed[id], arg.(PolicyChange).Rotate)
+			h.pushedLearned[id] = append(h.pushedLearned[id], arg.(PolicyChange).Learned)
 			return nil
 		})
 	h.boards = map[string][]BoardView{}
@@ -321,7 +324,7 @@ func TestGroupBudgetExhaustsOnceAndRaisingResumes(t *testing.T) {
 	require.Equal(t, "turns", spent.Board.Exhausted)
 	require.EqualValues(t, 5, spent.Board.Spent.Turns, "turns already running are still counted")
 	require.Len(t, spent.Inbox, 1, "one exhaustion is one inbox item")
-	require.Contains(t, spent.Inbox[0].Text, "budget exhausted (turns): turns 3 of 3 (0 left)")
+	require.Contains(t, spent.Inbox[0].Text, "budget exhausted (turns): turns 3 of 3 spent (0 left)")
 	require.Equal(t, "turns", h.lastBoardAt(SessionID("web", "worker"), 1).Exhausted, "sessions hear of it")
 	require.Error(t, bad.rejected)
 	require.NoError(t, raised.rejected)
@@ -399,4 +402,77 @@ func TestABoardKeepsAtMostMaxTasks(t *testing.T) {
 	require.Error(t, sync.rejected)
 	require.Contains(t, sync.rejected.Error(), "keeps at most 300")
 	require.Len(t, v.Board.Tasks, MaxTasks)
+}
+
+// A failure that repeats is one inbox item with a count; another kind of
+// news in between starts a new item. Clearing removes what the human saw.
+func TestInboxCountsRepeatsAndClears(t *testing.T) {
+	h := newGroupHarness(t)
+	h.env.RegisterDelayedCallback(func() {
+		for i := 1; i <= 3; i++ {
+			h.env.SignalWorkflow(SignalInbox, InboxItem{Group: "web", Session: "lead", Kind: EventRotationFailed, Text: fmt.Sprintf("compact failed %d", i)})
+		}
+		h.env.SignalWorkflow(SignalInbox, InboxItem{Group: "web", Session: "worker", Kind: EventRotationFailed, Text: "worker failed"})
+		h.env.SignalWorkflow(SignalInbox, InboxItem{Group: "web", Session: "lead", Kind: EventRotationFailed, Text: "compact failed 4"})
+		h.env.SignalWorkflow(SignalInbox, InboxItem{Group: "web", Session: "lead", Kind: EventTurnFailed, Text: "turns failed"})
+	}, time.Minute)
+	var before GroupView
+	h.env.RegisterDelayedCallback(func() {
+		q, err := h.env.QueryWorkflow(QueryGroup)
+		require.NoError(t, err)
+		require.NoError(t, q.Get(&before))
+	}, 2*time.Minute)
+	bad := h.update(3*time.Minute, UpdateInboxClear, InboxClear{Through: -1}, nil)
+	cleared := h.update(4*time.Minute, UpdateInboxClear, InboxClear{Through: 2}, new(int))
+	v := h.run(groupInput(), time.Hour)
+
+	require.Len(t, before.Inbox, 3)
+	require.Equal(t, "compact failed 4", before.Inbox[0].Text)
+	require.Equal(t, 4, before.Inbox[0].Count, "the lead's repeats, with the worker's item between them on another session")
+	require.Equal(t, "worker failed", before.Inbox[1].Text)
+	require.Equal(t, "turns failed", before.Inbox[2].Text)
+	require.Equal(t, 0, before.Inbox[2].Count)
+	require.Error(t, bad.rejected)
+	require.NoError(t, cleared.err)
+	require.Equal(t, 2, cleared.value)
+	require.Len(t, v.Inbox, 1)
+	require.Equal(t, "turns failed", v.Inbox[0].Text)
+}
+
+// What a session learns of its vendor reaches every session of the group,
+// and the inbox once; the human can set or forget a point, and a point set
+// stays as set.
+func TestGroupLearnsAVendorsPointOnceAndTheHumanCanOverride(t *testing.T) {
+	h := newGroupHarness(t)
+	seen := LearnedPoint{Kind: "claude", Model: "claude-sonnet-4-5", Percent: 80, SeenTokens: 166_000, Window: 200_000}
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalLearned, seen)
+		h.env.SignalWorkflow(SignalLearned, seen) // the sibling saw it too
+	}, time.Minute)
+	var learned GroupView
+	h.env.RegisterDelayedCallback(func() {
+		q, err := h.env.QueryWorkflow(QueryGroup)
+		require.NoError(t, err)
+		require.NoError(t, q.Get(&learned))
+	}, 2*time.Minute)
+	set := h.update(3*time.Minute, UpdateSetLearned, SetLearned{LearnedJSON: `{"claude/claude-sonnet-4-5": 75}`}, &[]LearnedPoint{})
+	bad := h.update(4*time.Minute, UpdateSetLearned, SetLearned{LearnedJSON: `{"claude/claude-sonnet-4-5": 0.5}`}, nil)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalLearned, LearnedPoint{Kind: "claude", Model: "claude-sonnet-4-5", Percent: 70, SeenTokens: 146_000, Window: 200_000})
+	}, 5*time.Minute)
+	v := h.run(groupInput(), time.Hour)
+
+	require.Equal(t, []LearnedPoint{seen}, learned.Learned)
+	require.Len(t, learned.Inbox, 1, "said once")
+	require.Equal(t, `Claude Code compacted itself at 83% of 200k; nid now rotates claude-sonnet-4-5 sessions at 80% (nid group set web learned='{"claude/claude-sonnet-4-5": null}' forgets it)`,
+		learned.Inbox[0].Text)
+	pushes := h.pushedLearned[SessionID("web", "worker")]
+	require.NotEmpty(t, pushes)
+	require.Equal(t, []LearnedPoint{seen}, pushes[0], "every session hears of it")
+
+	require.NoError(t, set.err)
+	require.Error(t, bad.rejected)
+	require.Equal(t, []LearnedPoint{{Kind: "claude", Model: "claude-sonnet-4-5", Percent: 75, Set: true}}, v.Learned,
+		"what the human set stays as set")
+	require.Len(t, v.Inbox, 1)
 }

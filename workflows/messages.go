@@ -125,9 +125,11 @@ type RateLimit struct {
 	Limited bool `json:"limited"`
 }
 
-// PolicyChange is the group's new rotate policy pushed to its sessions.
+// PolicyChange is the group's new rotate policy pushed to its sessions,
+// with what it learned of vendors that compact by themselves.
 type PolicyChange struct {
-	Rotate config.Rotate `json:"rotate"`
+	Rotate  config.Rotate  `json:"rotate"`
+	Learned []LearnedPoint `json:"learned,omitempty"`
 }
 
 // SessionInput starts (or continues as new) a session workflow.
@@ -164,7 +166,12 @@ type SessionView struct {
 	HandoffPending bool `json:"handoffPending,omitempty"`
 	// ContextFull is true when the vendor refused a turn because the
 	// conversation no longer fits its window: a handoff runs next.
-	ContextFull    bool    `json:"contextFull,omitempty"`
+	ContextFull bool `json:"contextFull,omitempty"`
+	// PolicyHalted says why the policy no longer rotates this session
+	// (nid rotate still does); HandoffNext that its next policy rotation
+	// is a handoff, a compaction having not helped.
+	PolicyHalted   string  `json:"policyHalted,omitempty"`
+	HandoffNext    bool    `json:"handoffNext,omitempty"`
 	QueuedMessages int     `json:"queuedMessages"`
 	QueuedBytes    int     `json:"queuedBytes"`
 	LastOutput     string  `json:"lastOutput,omitempty"`
@@ -188,6 +195,9 @@ const (
 	StatusPaused         = "paused"
 	StatusNeedsAttention = "needs-attention"
 	StatusStopped        = "stopped"
+	// StatusRetrying: a turn failed and the session waits a little before
+	// it tries again.
+	StatusRetrying = "retrying"
 )
 
 // Why a rotation happened.
@@ -216,6 +226,10 @@ type ContextRecord struct {
 	TotalTurns   int           `json:"totalTurns"`
 	Rotations    int           `json:"rotations"`
 	LastRotation *RotationMark `json:"lastRotation,omitempty"`
+	// Model is the model the conversation runs on, when known.
+	Model string `json:"model,omitempty"`
+	// Threshold is where the policy rotates it, when that can be known.
+	Threshold *Threshold `json:"threshold,omitempty"`
 }
 
 // RotationMark is the context record's note of the last rotation.
@@ -331,6 +345,9 @@ const (
 	// SignalReserve carries a Reserve: a session of a group with a budget
 	// asks for one turn before it starts it.
 	SignalReserve = "reserve"
+	// SignalLearned carries a LearnedPoint: a session saw its vendor
+	// compact by itself before nid's threshold.
+	SignalLearned = "learned"
 )
 
 // QueryGroup is the query a group answers: it returns a GroupView.
@@ -345,6 +362,9 @@ const (
 	UpdateSetPolicy = "set_policy"
 	// UpdateSetBudget takes a SetBudget and returns the new config.Budget.
 	UpdateSetBudget = "set_budget"
+	// UpdateSetLearned takes a SetLearned and returns the group's learned
+	// points after it.
+	UpdateSetLearned = "set_learned"
 	// UpdateSync takes a GroupSync: `nid up` tells a running group what the
 	// file now says.
 	UpdateSync = "sync"
@@ -356,12 +376,22 @@ const (
 	UpdateLockRelease = "lock_release"
 	// UpdateStopSession releases a session's claims and locks and stops it.
 	UpdateStopSession = "stop_session"
+	// UpdateInboxClear takes an InboxClear and returns how many items it
+	// removed.
+	UpdateInboxClear = "inbox_clear"
 )
 
 // SetPolicy is the UpdateSetPolicy payload: a JSON object of the fields to
 // change, as typed after `rotate=` in `nid group set`.
 type SetPolicy struct {
 	RotateJSON string `json:"rotateJSON"`
+}
+
+// SetLearned is the UpdateSetLearned payload: a JSON object from
+// "kind/model" to the percent to rotate at, or null to forget what was
+// learned, as typed after `learned=` in `nid group set`.
+type SetLearned struct {
+	LearnedJSON string `json:"learnedJSON"`
 }
 
 // SetBudget is the UpdateSetBudget payload: a JSON object of the fields to
@@ -404,6 +434,15 @@ type GroupView struct {
 	Stopped []string    `json:"stopped,omitempty"`
 	Inbox   []InboxItem `json:"inbox"`
 	Board   BoardView   `json:"board"`
+	// Learned is what the group learned of vendors that compact by
+	// themselves, or the human set.
+	Learned []LearnedPoint `json:"learned,omitempty"`
+}
+
+// InboxClear is the UpdateInboxClear payload: the items the human has dealt
+// with, those numbered up to Through (0: every item).
+type InboxClear struct {
+	Through int64 `json:"through,omitempty"`
 }
 
 // InboxItem is something the human should look at.
@@ -413,7 +452,10 @@ type InboxItem struct {
 	Group   string    `json:"group"`
 	Session string    `json:"session,omitempty"`
 	Kind    string    `json:"kind"`
-	Text    string    `json:"text"`
+	// Text is the newest occurrence's; Count how many there were (0 and 1
+	// both mean once).
+	Text  string `json:"text"`
+	Count int    `json:"count,omitempty"`
 }
 
 // BoardRequest is the payload of every board update. Session names the

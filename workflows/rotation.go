@@ -19,6 +19,10 @@ type rotation struct {
 	in      RotationInput
 	res     RotationResult
 	handoff workflow.ReceiveChannel
+	// kind is what the session's agent kind can do; version the rung this
+	// run follows.
+	kind    activities.Kind
+	version Version
 }
 
 // RotationWorkflow rotates one session's conversation once: compaction, or a
@@ -26,7 +30,8 @@ type rotation struct {
 // a handoff. Each step is an activity, so a crash resumes at the step it
 // reached and the rotation happens exactly once.
 func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, error) {
-	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite)}
+	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite),
+		kind: activities.KindOf(in.Spec.Kind), version: versionOf(ctx)}
 	r.res.RotationEvent = RotationEvent{
 		Number:          in.Number,
 		Method:          in.Method,
@@ -34,16 +39,37 @@ func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, e
 		OldConversation: in.Conversation,
 		BeforeTokens:    in.BeforeTokens,
 	}
-	return r.run(ctx)
+	res, err := r.run(ctx)
+	if r.cancelled(ctx) {
+		// The session was stopped: nothing more starts, and the session
+		// stops its agent itself.
+		return res, ctx.Err()
+	}
+	return res, err
+}
+
+// cancelled says the session cancelled this rotation (it was stopped), so
+// no further step may start.
+func (r *rotation) cancelled(ctx workflow.Context) bool {
+	return r.version >= VersionStopAtOnce && ctx.Err() != nil
 }
 
 func (r *rotation) run(ctx workflow.Context) (RotationResult, error) {
 	switch r.in.Method {
 	case config.ModeCompact, config.ModeAuto:
+		if r.version >= VersionFailuresSettle && !r.kind.Compacts {
+			// Not a failure to fall back from: this kind never compacts.
+			if r.in.Method == config.ModeAuto {
+				return r.handoffInto(ctx)
+			}
+			r.res.Method = config.ModeCompact
+			r.res.Error = fmt.Sprintf("%s agents cannot compact: rotate them by handoff or auto", r.kind.Name)
+			return r.res, nil
+		}
 		if r.compact(ctx) {
 			return r.res, nil
 		}
-		if r.in.Method == config.ModeCompact {
+		if r.in.Method == config.ModeCompact || r.cancelled(ctx) {
 			return r.res, nil
 		}
 		r.res.FellBack = true
@@ -109,6 +135,9 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 		summary, source = r.requestHandoff(ctx)
 	}
 	r.res.Summary, r.res.SummarySource = summary, source
+	if r.cancelled(ctx) {
+		return r.res, nil
+	}
 
 	if r.in.Conversation != "" {
 		err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.StopAgentName, activities.StopInput{
@@ -121,6 +150,9 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 		}
 	}
 
+	if r.cancelled(ctx) {
+		return r.res, nil
+	}
 	var fresh activities.TurnResult
 	err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.RunTurnName, activities.TurnInput{
 		Session: r.in.Session,
@@ -167,7 +199,12 @@ func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 			if tr.Output != "" {
 				last = tr.Output
 			}
-			if s := r.receiveHandoff(ctx, handoffWait); s != "" {
+			wait := handoffWait
+			if r.version >= VersionFailuresSettle && !r.kind.Tools {
+				// Its output stands in; it cannot call handoff_write.
+				wait = 0
+			}
+			if s := r.receiveHandoff(ctx, wait); s != "" {
 				return s, SummaryFromAgent
 			}
 		} else {

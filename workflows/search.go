@@ -62,8 +62,8 @@ func (s *session) publish(ctx workflow.Context) {
 	if !p.valid {
 		updates = append(updates, groupKey.ValueSet(s.in.Group), sessionKey.ValueSet(s.in.Name), agentKey.ValueSet(s.in.Spec.Kind))
 	}
-	if !p.valid || p.status != s.st.Status {
-		updates = append(updates, statusKey.ValueSet(s.st.Status))
+	if !p.valid || p.status != s.status() {
+		updates = append(updates, statusKey.ValueSet(s.status()))
 	}
 	if !p.valid || !samePercent(p.percent, c.Percent) {
 		if c.Percent == nil {
@@ -85,7 +85,7 @@ func (s *session) publish(ctx workflow.Context) {
 			workflow.GetLogger(ctx).Warn("memo not updated", "error", err)
 		}
 	}
-	s.published = published{status: s.st.Status, percent: c.Percent, rotations: c.Rotations, context: c, valid: true}
+	s.published = published{status: s.status(), percent: c.Percent, rotations: c.Rotations, context: c, valid: true}
 	// Current details cost no history: the Web UI reads them by query.
 	workflow.SetCurrentDetails(ctx, s.details())
 }
@@ -117,7 +117,7 @@ func (s *session) details() string {
 	if c.Percent != nil {
 		ctx = fmt.Sprintf("context %.0f%% of %d tokens (%s)", *c.Percent, c.WindowTokens, c.Source)
 	}
-	d := fmt.Sprintf("%s; %s; %d turns (%d since the last rotation), %d rotations", s.st.Status, ctx, c.TotalTurns, c.Turns, c.Rotations)
+	d := fmt.Sprintf("%s; %s; %d turns (%d since the last rotation), %d rotations", s.status(), ctx, c.TotalTurns, c.Turns, c.Rotations)
 	if r := c.LastRotation; r != nil {
 		outcome := "ok"
 		if !r.OK {

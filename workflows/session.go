@@ -26,6 +26,9 @@ const (
 	// turnFailuresBeforeAttention stops automatic turns after this many
 	// failed turns in a row, so a broken agent is not driven in a loop.
 	turnFailuresBeforeAttention = 3
+	// rotationFailuresBeforeAttention stops policy rotations (and turns)
+	// after this many failed rotations in a row.
+	rotationFailuresBeforeAttention = 3
 )
 
 // SessionState is everything a session carries across continue-as-new.
@@ -51,10 +54,12 @@ type SessionState struct {
 	// another turn has run: the policy is only checked when TotalTurns is
 	// past it.
 	PolicyHeldAtTurn int `json:"policyHeldAtTurn"`
-	// TurnFailures counts failed turns in a row.
-	TurnFailures int     `json:"turnFailures,omitempty"`
-	Events       []Event `json:"events,omitempty"`
-	NextSeq      int64   `json:"nextSeq"`
+	// TurnFailures counts failed turns in a row; RotationFailures failed
+	// rotations.
+	TurnFailures     int     `json:"turnFailures,omitempty"`
+	RotationFailures int     `json:"rotationFailures,omitempty"`
+	Events           []Event `json:"events,omitempty"`
+	NextSeq          int64   `json:"nextSeq"`
 	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
 	HistoryLimit int `json:"historyLimit,omitempty"`
 	// ContextFull is set when the vendor refused a turn because the
@@ -78,14 +83,29 @@ type SessionState struct {
 	UsedSeq    int64 `json:"usedSeq,omitempty"`
 	// Unbilled is what the session spent and has not yet charged the group.
 	Unbilled Charge `json:"unbilled,omitempty"`
+
+	// Learned are the points the group learned of agent kinds and models
+	// that compact by themselves (VersionThresholds).
+	Learned []LearnedPoint `json:"learned,omitempty"`
+	// HandoffNext makes the next policy rotation a handoff: a compaction
+	// did not help.
+	HandoffNext bool `json:"handoffNext,omitempty"`
+	// PolicyHalted says why policy rotations stopped for this session;
+	// empty while they run. A new policy starts them again.
+	PolicyHalted string `json:"policyHalted,omitempty"`
+	// SelfRotations are the TotalTurns at the session's recent rotations
+	// that it started by itself, for the circuit breaker.
+	SelfRotations []int `json:"selfRotations,omitempty"`
 }
 
 type session struct {
 	in    SessionInput
 	st    *SessionState
 	child workflow.ChildWorkflowFuture
-	// running is the rotation in progress, if any.
-	running *RotateRequest
+	// running is the rotation in progress, if any; cancelRotation cancels
+	// it.
+	running        *RotateRequest
+	cancelRotation workflow.CancelFunc
 	// published is what the search attributes and memo last said, so an
 	// unchanged record is not written to history again.
 	published published
@@ -160,6 +180,10 @@ func (s *session) run(ctx workflow.Context) error {
 			continue
 		}
 		if req, t, due := s.rotationDue(); due {
+			if s.needsReservation(req.Reason) {
+				s.askReserve(ctx)
+				continue
+			}
 			s.rotate(ctx, req, t.take(s))
 			continue
 		}
@@ -182,24 +206,45 @@ func (s *session) run(ctx workflow.Context) error {
 			s.askReserve(ctx)
 			continue
 		}
-		s.turn(ctx, s.takePrompt())
+		prompt, fromHuman := s.takePrompt()
+		s.turn(ctx, prompt, fromHuman)
 	}
 }
 
 // awaitWork waits for ready, publishing the status first when the session
-// is about to sit still.
+// is about to sit still. Since VersionRotationBudget it also wakes when the
+// budget runs out or is raised while it waits, so a waiting session shows
+// paused exactly while the budget is spent.
 func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
-	if !ready() {
-		s.flushCharge(ctx)
-		switch {
-		case s.st.Status == StatusIdle && s.exhausted():
-			s.st.Status = StatusPaused
-		case s.st.Status == StatusPaused && !s.exhausted():
-			s.st.Status = StatusIdle
+	if !s.has(VersionRotationBudget) {
+		if !ready() {
+			s.sitStill(ctx)
 		}
-		s.publish(ctx)
+		return workflow.Await(ctx, ready)
 	}
-	return workflow.Await(ctx, ready)
+	for !ready() {
+		s.sitStill(ctx)
+		paused := s.st.Status == StatusPaused
+		if err := workflow.Await(ctx, func() bool {
+			return ready() || (s.st.Status == StatusIdle || s.st.Status == StatusPaused) && s.exhausted() != paused
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sitStill bills what is unbilled and publishes the status of a session
+// about to wait: paused while the budget is spent, else as it was.
+func (s *session) sitStill(ctx workflow.Context) {
+	s.flushCharge(ctx)
+	switch {
+	case s.st.Status == StatusIdle && s.exhausted():
+		s.st.Status = StatusPaused
+	case s.st.Status == StatusPaused && !s.exhausted():
+		s.st.Status = StatusIdle
+	}
+	s.publish(ctx)
 }
 
 // historyFull says the session should continue as new. The main loop only

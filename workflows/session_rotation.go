@@ -15,6 +15,10 @@ import (
 func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string) {
 	s.st.RotationAttempts++
 	n := s.st.RotationAttempts
+	reserved := s.granted()
+	if s.has(VersionRotationBudget) {
+		s.st.UsedSeq = s.st.ReserveSeq
+	}
 	s.setStatus(ctx, StatusRotating)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            RotationID(s.in.Group, s.in.Name, n),
@@ -23,6 +27,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 		StaticSummary:         fmt.Sprintf("rotation %d of %s/%s: %s (%s)", n, s.in.Group, s.in.Name, req.Mode, req.Reason),
 	})
 	s.running = &req
+	cctx, s.cancelRotation = workflow.WithCancel(cctx)
 	s.child = workflow.ExecuteChildWorkflow(cctx, RotationWorkflowName, RotationInput{
 		Number:        n,
 		Session:       s.ref(),
@@ -39,13 +44,27 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 	})
 	var res RotationResult
 	err := s.child.Get(ctx, &res)
-	s.child, s.running = nil, nil
+	s.child, s.running, s.cancelRotation = nil, nil, nil
 
+	if err != nil && s.st.Stopped && temporal.IsCanceledError(err) {
+		// Stopped mid-rotation: not a failure for the inbox.
+		s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation (%s) cancelled: the session was stopped", req.Mode, req.Reason)})
+		s.setStatus(ctx, StatusIdle)
+		return
+	}
 	if err != nil {
 		res = RotationResult{RotationEvent: RotationEvent{Method: req.Mode, Reason: req.Reason, Error: ErrorText(err), OldConversation: s.st.Conversation}}
 	}
 	res.Number = n
-	s.charge(ctx, res.Cost)
+	cost := res.Cost
+	if s.has(VersionRotationBudget) {
+		// A rotation costs one turn, counted when it was reserved.
+		cost.Turns = 1
+		if reserved {
+			cost.Turns = 0
+		}
+	}
+	s.charge(ctx, cost)
 	s.applyRotation(ctx, res)
 }
 
@@ -68,18 +87,10 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	}
 	ev := res.RotationEvent
 	if !res.OK {
-		s.st.Context.LastRotation = &RotationMark{Method: res.Method, Reason: res.Reason, At: now, OK: false}
-		s.st.PolicyHeldAtTurn = s.st.Context.TotalTurns
-		s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation failed (%s): %s", res.Method, res.Reason, res.Error), Rotation: &ev})
-		s.toInbox(ctx, EventRotationFailed, fmt.Sprintf("%s rotation (%s) failed: %s", res.Method, res.Reason, res.Error))
-		if res.Stuck {
-			s.st.Conversation = ""
-			s.setStatus(ctx, StatusNeedsAttention)
-			return
-		}
-		s.setStatus(ctx, StatusIdle)
+		s.rotationFailed(ctx, res, ev)
 		return
 	}
+	s.st.RotationFailures = 0
 	s.st.Conversation = res.NewConversation
 	s.st.Context.Rotations++
 	s.st.Context.Turns = 0
@@ -91,12 +102,18 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	s.applyUsage(res.Usage)
 	rec := s.st.Context
 	s.record(ctx, Event{Kind: EventRotation, Text: fmt.Sprintf("↻ %s (%s)", res.Method, res.Reason), Rotation: &ev, Context: &rec})
+	if s.has(VersionThresholds) {
+		s.judgeRotation(ctx, res)
+	}
 	s.setStatus(ctx, StatusIdle)
 }
 
 // vendorCompacted records a compaction the agent's CLI did by itself: nid
-// does not fight it, it keeps the meter honest.
-func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompaction) {
+// does not fight it, it keeps the meter honest. When the vendor acted
+// before nid's threshold, nid learns its point and rotates a margin before
+// it from then on (VersionThresholds), for this session at once and, through
+// the group, for every session of the same kind and model.
+func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompaction, u activities.Usage) {
 	s.st.Context.Rotations++
 	s.st.Context.Turns = 0
 	mark := &RotationMark{Method: config.ModeCompact, Reason: ReasonVendor, At: workflow.Now(ctx), OK: true}
@@ -106,4 +123,131 @@ func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompa
 		OldConversation: s.st.Conversation, NewConversation: s.st.Conversation,
 		BeforeTokens: v.BeforeTokens, AfterTokens: v.AfterTokens,
 	}})
+	if !s.has(VersionThresholds) {
+		return
+	}
+	model := cmpOr(u.Model, s.st.Context.Model)
+	window := cmpOr(u.WindowTokens, s.st.Context.WindowTokens)
+	learned := learnedFor(s.st.Learned, s.in.Spec.Kind, model)
+	t := EffectiveThreshold(s.st.Policy, learned, window)
+	point, ok := learnFromVendor(s.in.Spec.Kind, model, v.BeforeTokens, window, t)
+	if !ok || (learned != nil && learned.Set) {
+		return
+	}
+	s.learn(point)
+	s.record(ctx, Event{Kind: EventPolicy, Text: "learned: " + LearnedText(point)})
+	// Not awaited: the group may be gone, and the session has learned it
+	// for itself already.
+	workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalLearned, point)
+}
+
+// learn keeps point, replacing what the session knew of its kind and
+// model.
+func (s *session) learn(point LearnedPoint) {
+	if have := learnedFor(s.st.Learned, point.Kind, point.Model); have != nil {
+		*have = point
+		return
+	}
+	s.st.Learned = append(s.st.Learned, point)
+}
+
+// judgeRotation checks that a rotation that worked helped (VersionThresholds):
+// one that left the context above its threshold less a margin only sets up
+// the next. After a compaction, the next policy rotation is a handoff; after
+// a handoff, whose fresh conversation starts that full, no rotation can
+// help, so the policy stops for this session, which keeps working. And a
+// session rotating by itself faster than the breaker allows is thrashing:
+// its policy rotations stop too. Either goes to the inbox.
+func (s *session) judgeRotation(ctx workflow.Context, res RotationResult) {
+	ref := s.in.Group + "/" + s.in.Name
+	c := s.st.Context
+	t := s.threshold()
+	helped := c.Source == activities.SourceUnknown || t.helped(c.UsedTokens, c.WindowTokens)
+	switch {
+	case helped && res.Method == config.ModeHandoff:
+		s.st.HandoffNext = false
+	case !helped && res.Method == config.ModeCompact:
+		s.st.HandoffNext = true
+		s.record(ctx, Event{Kind: EventPolicy, Text: fmt.Sprintf("the compaction left %s, not well below the threshold %s: the next policy rotation is a handoff",
+			TokensText(c.UsedTokens), t.Text(c.WindowTokens))})
+	case !helped:
+		s.haltPolicy(ctx, fmt.Sprintf("%s's fresh conversation starts at %s, not well below its rotate threshold %s: its first message (the handoff, the board, the prompt) or its tools are bigger than the policy allows, so no rotation can help. "+
+			"Raise contextPercent or contextTokens (nid group set %s rotate=...), or give it a larger window; nid rotate still works",
+			ref, TokensText(c.UsedTokens), t.Text(c.WindowTokens), s.in.Group))
+		return
+	}
+	switch res.Reason {
+	case ReasonContext, ReasonAgent, ReasonContextFull:
+	default:
+		return // asked for, or on a schedule: not thrashing
+	}
+	s.st.SelfRotations = append(s.st.SelfRotations, c.TotalTurns)
+	if n := len(s.st.SelfRotations); n > breakerRotations {
+		s.st.SelfRotations = s.st.SelfRotations[n-breakerRotations-1:]
+		if c.TotalTurns-s.st.SelfRotations[0] <= breakerTurns {
+			s.haltPolicy(ctx, fmt.Sprintf("%s rotated by itself %d times in %d turns: it is thrashing. Its policy rotations stop; it keeps working. "+
+				"Look at what fills its context (nid transcript %s), then change the policy (nid group set %s rotate=...) to start them again; nid rotate still works",
+				ref, breakerRotations+1, c.TotalTurns-s.st.SelfRotations[0], ref, s.in.Group))
+		}
+	}
+}
+
+// haltPolicy stops the session's policy rotations until the policy changes,
+// and says why in the feed and the inbox.
+func (s *session) haltPolicy(ctx workflow.Context, why string) {
+	s.st.PolicyHalted = why
+	s.st.SelfRotations = nil
+	s.record(ctx, Event{Kind: EventPolicy, Text: "policy rotations stopped: " + why})
+	s.toInbox(ctx, EventPolicy, "policy rotations stopped: "+why)
+}
+
+// cmpOr is the first of a, b that is not zero.
+func cmpOr[T comparable](a, b T) T {
+	var zero T
+	if a != zero {
+		return a
+	}
+	return b
+}
+
+// rotationFailed records a rotation that did not complete and tells the
+// inbox. Failures settle rather than loop: the policy waits longer after
+// each failure in a row, and after rotationFailuresBeforeAttention the
+// session needs the human, told what to change.
+func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev RotationEvent) {
+	s.st.Context.LastRotation = &RotationMark{Method: res.Method, Reason: res.Reason, At: workflow.Now(ctx), OK: false}
+	s.st.PolicyHeldAtTurn = s.st.Context.TotalTurns
+	s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation failed (%s): %s", res.Method, res.Reason, res.Error), Rotation: &ev})
+	text := fmt.Sprintf("%s rotation (%s) failed: %s", res.Method, res.Reason, res.Error)
+	attention := res.Stuck
+	if s.has(VersionFailuresSettle) {
+		s.st.RotationFailures++
+		n := s.st.RotationFailures
+		s.st.PolicyHeldAtTurn += 1<<(n-1) - 1
+		if n >= rotationFailuresBeforeAttention && !res.Stuck {
+			attention = true
+			text = fmt.Sprintf("%d rotations failed in a row, the last: %s; policy rotations and turns stop until you act: %s",
+				n, text, s.rotationAdvice(res))
+		}
+	}
+	s.toInbox(ctx, EventRotationFailed, text)
+	if res.Stuck {
+		s.st.Conversation = ""
+	}
+	if attention {
+		s.setStatus(ctx, StatusNeedsAttention)
+		return
+	}
+	s.setStatus(ctx, StatusIdle)
+}
+
+// rotationAdvice says what the human can change after rotations keep
+// failing.
+func (s *session) rotationAdvice(res RotationResult) string {
+	ref := s.in.Group + "/" + s.in.Name
+	if res.Method == config.ModeCompact && !activities.KindOf(s.in.Spec.Kind).Compacts {
+		return fmt.Sprintf("%s agents cannot compact, so set the group's rotate mode to handoff or auto (nid group set %s rotate='{\"mode\":\"auto\"}') and send %s a message to resume",
+			s.in.Spec.Kind, s.in.Group, ref)
+	}
+	return fmt.Sprintf("see why in nid watch %s, mend it (nid group set %s rotate=... changes the policy), then send %s a message to resume", ref, s.in.Group, ref)
 }

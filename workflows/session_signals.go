@@ -61,12 +61,17 @@ func (s *session) onMessage(ctx workflow.Context, m Message) {
 			return
 		}
 	}
-	s.st.Messages = append(s.st.Messages, m.Text)
+	if s.st.Status == StatusNeedsAttention && s.has(VersionFailuresSettle) {
+		// The human has looked: their message is the next turn.
+		s.st.Messages = append([]string{m.Text}, s.st.Messages...)
+	} else {
+		s.st.Messages = append(s.st.Messages, m.Text)
+	}
 	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip(m.Text, 80)})
 	if s.st.Status == StatusNeedsAttention {
 		// The human has looked: their message is the next turn.
 		s.st.Status = StatusIdle
-		s.st.TurnFailures = 0
+		s.st.TurnFailures, s.st.RotationFailures = 0, 0
 		s.record(ctx, Event{Kind: EventResumed, Text: "resumed by a message from the human"})
 	}
 }
@@ -98,7 +103,20 @@ func (s *session) onRateLimit(ctx workflow.Context, r RateLimit) {
 }
 
 func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {
+	changed := p.Rotate != s.st.Policy
 	s.st.Policy = p.Rotate
+	if s.has(VersionThresholds) {
+		s.st.Learned = p.Learned
+		s.noteThreshold()
+		if changed && s.st.PolicyHalted != "" {
+			// The human changed the policy: it may help now.
+			s.st.PolicyHalted, s.st.HandoffNext = "", false
+			s.record(ctx, Event{Kind: EventPolicy, Text: "policy rotations start again under the new policy"})
+		}
+		if !changed {
+			return // only what was learned changed; the session said so
+		}
+	}
 	s.record(ctx, Event{Kind: EventPolicy, Text: "policy: " + PolicyText(p.Rotate)})
 }
 
@@ -135,4 +153,11 @@ func (s *session) onStop(ctx workflow.Context, _ struct{}) {
 	s.st.Messages = nil
 	s.st.PendingRotate = nil
 	s.record(ctx, Event{Kind: EventStopped, Text: "stopped: its claims and locks are released"})
+	if s.has(VersionStopAtOnce) {
+		if s.cancelRotation != nil {
+			s.cancelRotation()
+			s.record(ctx, Event{Kind: EventStopped, Text: "the running rotation is cancelled: no fresh conversation starts"})
+		}
+		s.publish(ctx)
+	}
 }

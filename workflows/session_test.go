@@ -38,6 +38,15 @@ type fakeAgent struct {
 	convs       int
 	failCompact bool
 	noHandoff   bool
+	// vendorAt makes the agent compact by itself, to a tenth, at the start
+	// of a turn once its context has reached this many tokens (0: never),
+	// as Claude Code does.
+	vendorAt int64
+	// compactTo is what a compaction leaves, as a fraction (0: a tenth).
+	compactTo float64
+	// freshTokens is where a fresh conversation starts (0: its prompt's
+	// length).
+	freshTokens int64
 	// onTurn runs inside a work turn, e.g. to signal mid-turn; onCompact
 	// inside a compaction.
 	onTurn    func(in activities.TurnInput)
@@ -64,6 +73,16 @@ func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activit
 		f.convs++
 		conv = fmt.Sprintf("conv-%d", f.convs)
 		f.used[conv] = int64(len(in.Prompt))
+		if f.freshTokens > 0 {
+			f.used[conv] = f.freshTokens
+		}
+	}
+	var vendor *activities.VendorCompaction
+	if f.vendorAt > 0 && f.used[conv] >= f.vendorAt {
+		// Like Claude Code, it compacts at the start of a turn, when what
+		// it would send is past its own point.
+		vendor = &activities.VendorCompaction{BeforeTokens: f.used[conv], AfterTokens: f.used[conv] / 10}
+		f.used[conv] /= 10
 	}
 	f.used[conv] += f.perTurn
 	used := f.used[conv]
@@ -86,7 +105,8 @@ func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activit
 	return activities.TurnResult{TurnReport: activities.TurnReport{
 		Conversation: conv,
 		Output:       out,
-		Usage:        activities.Usage{UsedTokens: used, WindowTokens: f.window, Source: activities.SourceReported},
+		Usage:        activities.Usage{UsedTokens: used, WindowTokens: f.window, Source: activities.SourceReported, Model: "fake-1"},
+		Vendor:       vendor,
 	}}, nil
 }
 
@@ -101,6 +121,9 @@ func (f *fakeAgent) Compact(_ context.Context, in activities.CompactInput) (acti
 		return activities.CompactReport{OK: false, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: before, Detail: "refused"}, nil
 	}
 	after := before / 10
+	if f.compactTo > 0 {
+		after = int64(float64(before) * f.compactTo)
+	}
 	f.used[in.Conversation] = after
 	return activities.CompactReport{OK: true, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: after,
 		Usage: activities.Usage{UsedTokens: after, WindowTokens: f.window, Source: activities.SourceReported}}, nil
@@ -134,6 +157,8 @@ type harness struct {
 	mu    sync.Mutex
 	// ask, when set, is what a test asks of the session mid-turn.
 	ask func()
+	// learned are the points the session told its group.
+	learned []LearnedPoint
 }
 
 func newHarness(t *testing.T) *harness {
@@ -167,6 +192,13 @@ func newHarness(t *testing.T) *harness {
 			h.group.charge(arg.(Charge))
 			return nil
 		})
+	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalLearned, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.learned = append(h.learned, arg.(LearnedPoint))
+			return nil
+		})
 	return h
 }
 
@@ -182,7 +214,11 @@ type fakeGroup struct {
 	// staleAfterGrant makes every grant followed by an older board, as a
 	// push from another handler of the real group can be.
 	staleAfterGrant bool
-	last            BoardView
+	// othersTakeFrom makes another session spend the last turn of the
+	// budget just before this session's reservation number othersTakeFrom
+	// (and later ones) arrives, which is then refused.
+	othersTakeFrom int64
+	last           BoardView
 }
 
 func (g *fakeGroup) push() {
@@ -214,6 +250,17 @@ func (g *fakeGroup) charge(c Charge) {
 func (g *fakeGroup) reserve(r Reserve) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.othersTakeFrom > 0 && r.Seq >= g.othersTakeFrom {
+		// The refusal reaches the session a while later, after it sat down
+		// to wait for its grant.
+		g.board.charge(Charge{Session: "other", Turns: 1})
+		g.h.env.RegisterDelayedCallback(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.push()
+		}, time.Minute)
+		return
+	}
 	if g.board.reserve(r.Session, r.Seq) {
 		g.charges = append(g.charges, Charge{Session: r.Session, Turns: 1})
 	}
@@ -538,11 +585,16 @@ func TestFailingTurnsNeedAttentionUntilTheHumanWrites(t *testing.T) {
 	v := h.run(in, time.Hour)
 
 	require.Equal(t, StatusNeedsAttention, stuck.Status, "three failures in a row stop automatic turns")
-	require.Len(t, h.inbox, 1)
-	require.Contains(t, h.inbox[0].Text, "3 turns failed in a row; last: agent crashed")
-	require.Equal(t, StatusIdle, v.Status)
+	require.Equal(t, 2, stuck.QueuedMessages, "the human's other messages are kept")
+	require.Len(t, h.inbox, 2)
+	require.Equal(t, "3 turns failed in a row; last: agent crashed; your message was not run: message 1", h.inbox[0].Text)
+	// The human's answer runs first; then the messages kept are tried
+	// again, and message 2 fails three times in its turn.
+	require.Equal(t, "3 turns failed in a row; last: agent crashed; your message was not run: message 2", h.inbox[1].Text)
+	require.Equal(t, StatusNeedsAttention, v.Status)
 	require.Equal(t, 1, v.Context.TotalTurns)
-	require.Equal(t, 4, calls, "no turn is tried while the session waits for the human")
+	require.Equal(t, 7, calls, "no turn is tried while the session waits for the human")
+	require.Equal(t, 1, v.QueuedMessages, "message 3 still waits")
 }
 
 func TestConfigSignalChangesTheGoalFromTheNextTurn(t *testing.T) {
@@ -1002,4 +1054,170 @@ func TestMessageRefusal(t *testing.T) {
 	for _, tt := range tests {
 		require.Equal(t, tt.want, MessageRefusal(tt.text, tt.view), tt.name)
 	}
+}
+
+// A session stopped while it rotates cancels the rotation: no fresh
+// conversation starts after the stop, and a cancelled rotation is not a
+// failure for the inbox.
+func TestStopDuringARotationCancelsIt(t *testing.T) {
+	h := newHarness(t)
+	h.agent.noHandoff = true
+	stopped := false
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+			if in.Kind == activities.TurnHandoffRequest && !stopped {
+				stopped = true
+				h.env.SignalWorkflow(SignalStop, struct{}{})
+			}
+			return h.agent.RunTurn(ctx, in)
+		})
+	h.send(time.Minute, 2)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff}) })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.True(t, stopped)
+	require.Empty(t, h.agent.turnsOfKind(activities.TurnFresh), "no fresh conversation after the stop")
+	require.Empty(t, rotations(v))
+	require.Equal(t, StatusStopped, v.Status)
+	require.Empty(t, h.inbox, "a cancelled rotation is not a failure")
+	require.Contains(t, eventTexts(v, EventRotationFailed), "✗ handoff rotation (manual) cancelled: the session was stopped")
+	require.Contains(t, h.agent.stops, "conv-1", "the agent is stopped")
+}
+
+// A kind that cannot compact (exec) goes straight to a handoff in auto mode,
+// with no failure recorded, and nid does not wait for a handoff_write it
+// cannot call.
+func TestAKindThatCannotCompactHandsOffInAuto(t *testing.T) {
+	h := newHarness(t)
+	h.agent.noHandoff = true
+	h.send(time.Minute, 9)
+	in := sessionInput(policy(config.ModeAuto, 80, 0))
+	in.Spec.Kind = config.AgentExec
+	v := h.run(in, time.Hour)
+
+	require.Empty(t, failures(v), "no compaction was tried, so none failed")
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, config.ModeHandoff, rots[0].Method)
+	require.False(t, rots[0].FellBack)
+	require.Equal(t, SummaryFromLastOutput, rots[0].SummarySource)
+	var lastTurn, rotated time.Time
+	for _, e := range v.Events {
+		switch {
+		case e.Kind == EventTurn && e.Context.TotalTurns == 8:
+			lastTurn = e.At
+		case e.Kind == EventRotation:
+			rotated = e.At
+		}
+	}
+	require.Less(t, rotated.Sub(lastTurn), handoffWait, "no wait for a tool exec cannot call")
+}
+
+// Compact mode on a kind that cannot compact fails, backs off, and after
+// three failures in a row stops and tells the human what to change.
+func TestRotationsThatKeepFailingSettleAndSayWhatToChange(t *testing.T) {
+	h := newHarness(t)
+	h.agent.perTurn = 20_000
+	h.send(time.Minute, 15)
+	in := sessionInput(policy(config.ModeCompact, 50, 0))
+	in.Spec.Kind = config.AgentExec
+	v := h.run(in, time.Hour)
+
+	fails := failures(v)
+	require.Len(t, fails, 3, "three failures, then the session stops trying")
+	require.Equal(t, "exec agents cannot compact: rotate them by handoff or auto", fails[0].Error)
+	var failedAt []int
+	turns := 0
+	for _, e := range v.Events {
+		switch e.Kind {
+		case EventTurn:
+			turns = e.Context.TotalTurns
+		case EventRotationFailed:
+			failedAt = append(failedAt, turns)
+		}
+	}
+	require.Equal(t, []int{3, 4, 6}, failedAt, "each failure waits longer: 1, then 2 turns")
+	require.Equal(t, StatusNeedsAttention, v.Status)
+	require.Equal(t, 6, v.Context.TotalTurns, "no turns once it needs the human")
+	require.Len(t, h.inbox, 3)
+	last := h.inbox[2].Text
+	require.Contains(t, last, "3 rotations failed in a row")
+	require.Contains(t, last, `exec agents cannot compact, so set the group's rotate mode to handoff or auto (nid group set web rotate='{"mode":"auto"}')`)
+}
+
+// An agent that cannot run here at all (no sandbox) needs the human at
+// once: retrying cannot help.
+func TestAnAgentThatCannotRunNeedsTheHumanAtOnce(t *testing.T) {
+	h := newHarness(t)
+	calls := 0
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.TurnInput) (activities.TurnResult, error) {
+			calls++
+			return activities.TurnResult{}, temporal.NewNonRetryableApplicationError(
+				"claude: the sandbox cannot start here: install bubblewrap (apt-get install bubblewrap), or set permissions: full", activities.ErrSandboxUnavailable, nil)
+		})
+	h.send(time.Minute, 2)
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	require.Equal(t, 1, calls)
+	require.Equal(t, StatusNeedsAttention, v.Status)
+	require.Len(t, h.inbox, 1)
+	require.Equal(t, "web/lead cannot run its agent: claude: the sandbox cannot start here: install bubblewrap (apt-get install bubblewrap), or set permissions: full", h.inbox[0].Text)
+}
+
+// A session waiting to retry a failed turn says so.
+func TestASessionWaitingToRetryShowsRetrying(t *testing.T) {
+	h := newHarness(t)
+	failed := false
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+			if !failed {
+				failed = true
+				return activities.TurnResult{}, temporal.NewNonRetryableApplicationError("agent crashed", activities.ErrAgentFailed, nil)
+			}
+			return h.agent.RunTurn(ctx, in)
+		})
+	h.send(time.Minute, 1)
+	var waiting SessionView
+	h.at(time.Minute+5*time.Second, func() { waiting = h.view() })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+	require.Equal(t, StatusRetrying, waiting.Status)
+	require.Equal(t, StatusIdle, v.Status)
+	require.Equal(t, 1, v.Context.TotalTurns, "the message ran on the retry")
+}
+
+// A rotation costs one turn of budget, reserved first: a handoff (two model
+// calls) with the agent's own summary never takes the group past its
+// limit.
+func TestRotationsReserveTheirTurnOfBudget(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.Budget = config.Budget{Turns: 6}
+	h.agent.perTurn = 100
+	in := sessionInput(policy(config.ModeHandoff, 85, 2))
+	in.Goal = "Spend it all"
+	v := h.run(in, time.Hour)
+
+	require.EqualValues(t, 6, chargedTurns(h.group.charges), "exactly the budget")
+	require.Equal(t, 4, v.Context.TotalTurns, "turns 1-2, rotation, turns 3-4, rotation")
+	require.Equal(t, 2, v.Context.Rotations)
+	require.Len(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), 2)
+	require.Equal(t, StatusPaused, v.Status)
+}
+
+// A session whose reservation the spent budget refused while it waited
+// shows paused, like its siblings, not idle.
+func TestASessionRefusedItsTurnShowsPaused(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.Budget = config.Budget{Turns: 2}
+	h.agent.perTurn = 100
+	// Another session spends the last turn just before this one's second
+	// reservation reaches the group, which refuses it.
+	h.group.othersTakeFrom = 2
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Goal = "Spend it all"
+	var waiting SessionView
+	h.at(10*time.Minute, func() { waiting = h.view() })
+	h.run(in, time.Hour)
+	require.Equal(t, 1, waiting.Context.TotalTurns)
+	require.Equal(t, StatusPaused, waiting.Status)
 }

@@ -37,17 +37,20 @@ func (s *session) nextPrompt() string {
 	return continuePrompt(s.in.Goal)
 }
 
-func (s *session) takePrompt() string {
+// takePrompt takes the next prompt off the queue; fromHuman says it is the
+// human's message.
+func (s *session) takePrompt() (prompt string, fromHuman bool) {
 	p := s.nextPrompt()
 	switch {
 	case len(s.st.Messages) > 0:
 		s.st.Messages = s.st.Messages[1:]
+		return p, true
 	case s.has(VersionTeam):
 		s.tookTeamPrompt()
 	default:
 		s.st.Briefed = true
 	}
-	return p
+	return p, false
 }
 
 // teamPrompt is the next prompt of a VersionTeam session: the human's
@@ -107,7 +110,7 @@ func activityOptions(queue string, timeout time.Duration) workflow.ActivityOptio
 			MaximumInterval:    time.Minute,
 			MaximumAttempts:    3,
 			NonRetryableErrorTypes: []string{
-				activities.ErrUnknownAgent, activities.ErrBadInput, activities.ErrAgentFailed,
+				activities.ErrUnknownAgent, activities.ErrBadInput, activities.ErrAgentFailed, activities.ErrSandboxUnavailable,
 			},
 		},
 	}
@@ -127,7 +130,9 @@ func turnTimeout(spec activities.AgentSpec) time.Duration {
 	return config.DefaultTurnTimeout + time.Minute
 }
 
-func (s *session) turn(ctx workflow.Context, prompt string) {
+// turn runs one work turn with prompt; fromHuman says it is the human's
+// message.
+func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 	s.setStatus(ctx, StatusWorking)
 	// Whether the group already counted this turn is known now; a board
 	// arriving during the turn must not change the answer.
@@ -143,12 +148,17 @@ func (s *session) turn(ctx workflow.Context, prompt string) {
 		WorkDir:      s.workDir(),
 	}).Get(ctx, &res)
 	s.st.UsedSeq = s.st.ReserveSeq
+	if err != nil && s.has(VersionFailuresSettle) && fromHuman {
+		// The human's message is not lost with the turn: it goes first
+		// again, unless the session now needs the human (turnFailed).
+		s.st.Messages = append([]string{prompt}, s.st.Messages...)
+	}
 	if err != nil && isContextFull(err) {
 		s.contextFull(ctx, err)
 		return
 	}
 	if err != nil {
-		s.turnFailed(ctx, err)
+		s.turnFailed(ctx, err, fromHuman)
 		return
 	}
 	c := turnCharge(res.TurnReport)
@@ -162,7 +172,7 @@ func (s *session) turn(ctx workflow.Context, prompt string) {
 	s.st.Context.Turns++
 	s.st.Context.TotalTurns++
 	if res.Vendor != nil {
-		s.vendorCompacted(ctx, *res.Vendor)
+		s.vendorCompacted(ctx, *res.Vendor, res.Usage)
 	}
 	s.applyUsage(res.Usage)
 	rec := s.st.Context
@@ -170,23 +180,61 @@ func (s *session) turn(ctx workflow.Context, prompt string) {
 	s.setStatus(ctx, StatusIdle)
 }
 
-func (s *session) turnFailed(ctx workflow.Context, err error) {
+func (s *session) turnFailed(ctx workflow.Context, err error, fromHuman bool) {
 	s.st.TurnFailures++
 	text := "turn failed: " + ErrorText(err)
 	s.record(ctx, Event{Kind: EventTurnFailed, Text: text})
-	if s.st.TurnFailures >= turnFailuresBeforeAttention {
-		s.toInbox(ctx, EventTurnFailed, fmt.Sprintf("%d turns failed in a row; last: %s", s.st.TurnFailures, ErrorText(err)))
+	if s.has(VersionFailuresSettle) && needsHuman(err) {
+		// No retry can help: the agent cannot run here at all.
+		s.toInbox(ctx, EventTurnFailed, fmt.Sprintf("%s/%s cannot run its agent: %s", s.in.Group, s.in.Name, ErrorText(err)))
 		s.setStatus(ctx, StatusNeedsAttention)
 		return
 	}
-	s.setStatus(ctx, StatusIdle)
+	if s.st.TurnFailures >= turnFailuresBeforeAttention {
+		text := fmt.Sprintf("%d turns failed in a row; last: %s", s.st.TurnFailures, ErrorText(err))
+		if s.has(VersionFailuresSettle) && fromHuman {
+			// It may be the message that fails: the human decides whether
+			// to send it again.
+			text += "; your message was not run: " + clip(s.st.Messages[0], 80)
+			s.st.Messages = s.st.Messages[1:]
+		}
+		s.toInbox(ctx, EventTurnFailed, text)
+		s.setStatus(ctx, StatusNeedsAttention)
+		return
+	}
+	waiting := StatusIdle
+	if s.has(VersionFailuresSettle) {
+		waiting = StatusRetrying
+	}
+	s.setStatus(ctx, waiting)
 	// Give a failing agent room before the next automatic turn; a rotation
 	// or a message from the human still gets through at once.
 	s.publish(ctx)
+	queued := 0
+	if s.has(VersionFailuresSettle) {
+		queued = len(s.st.Messages) // a message put back does not end the wait
+	}
 	_, _ = workflow.AwaitWithTimeout(ctx, time.Duration(s.st.TurnFailures)*10*time.Second, func() bool {
 		_, _, due := s.rotationDue()
-		return due || len(s.st.Messages) > 0
+		return due || len(s.st.Messages) > queued || (s.has(VersionFailuresSettle) && s.st.Stopped)
 	})
+	if s.st.Status == StatusRetrying {
+		s.st.Status = StatusIdle
+	}
+}
+
+// needsHuman says a turn failed in a way only the human can mend: the agent
+// cannot run on this host at all.
+func needsHuman(err error) bool {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) {
+		return false
+	}
+	switch app.Type() {
+	case activities.ErrSandboxUnavailable, activities.ErrUnknownAgent, activities.ErrBadInput:
+		return true
+	}
+	return false
 }
 
 // contextFull handles a turn the vendor refused because the conversation no
@@ -215,6 +263,28 @@ func (s *session) applyUsage(u activities.Usage) {
 		p := float64(u.UsedTokens) * 100 / float64(u.WindowTokens)
 		c.Percent = &p
 	}
+	if s.has(VersionThresholds) {
+		if u.Model != "" {
+			c.Model = u.Model
+		}
+		s.noteThreshold()
+	}
+}
+
+// noteThreshold keeps the context record's threshold current, for the
+// meters and the agent's context_status.
+func (s *session) noteThreshold() {
+	c := &s.st.Context
+	c.Threshold = nil
+	if t := s.threshold(); t.Tokens > 0 {
+		c.Threshold = &t
+	}
+}
+
+// threshold is where the policy rotates this session now.
+func (s *session) threshold() Threshold {
+	c := s.st.Context
+	return EffectiveThreshold(s.st.Policy, learnedFor(s.st.Learned, s.in.Spec.Kind, c.Model), c.WindowTokens)
 }
 
 // prepareWorkspace creates the session's worktree and branch once, on the

@@ -20,6 +20,8 @@ func (s *session) view() (SessionView, error) {
 		Rotating:       s.running,
 		HandoffPending: s.st.HandoffPending,
 		ContextFull:    s.st.ContextFull,
+		PolicyHalted:   s.st.PolicyHalted,
+		HandoffNext:    s.st.HandoffNext,
 		QueuedMessages: len(s.st.Messages),
 		LastOutput:     s.st.LastOutput,
 		Events:         s.st.Events,
@@ -31,11 +33,12 @@ func (s *session) view() (SessionView, error) {
 		v.QueuedBytes += len(m)
 	}
 	if s.st.Stopped {
-		// Stopped from the moment the stop is taken, though the agent
+		// Stopped from the moment the stop is taken, though its agent
 		// stops when the step it is in ends.
 		v.Status = StatusStopped
 	}
-	if b := s.st.Board; b != nil {
+	if b := s.st.Board; b != nil && !s.st.Stopped {
+		// A stopped session's claims and locks went back to the board.
 		v.Task = b.HeldBy(s.in.Name)
 		for _, l := range b.Locks {
 			if l.Holder == s.in.Name {
@@ -75,6 +78,15 @@ func (s *session) toInbox(ctx workflow.Context, kind, text string) {
 	// The group may be gone (removed from the file); the event is recorded
 	// here either way, so a failed delivery loses nothing.
 	_ = workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalInbox, item).Get(ctx, nil)
+}
+
+// status is the status the session publishes: since VersionStopAtOnce,
+// stopped from the moment the stop is taken, as its view says.
+func (s *session) status() string {
+	if s.st.Stopped && s.has(VersionStopAtOnce) {
+		return StatusStopped
+	}
+	return s.st.Status
 }
 
 // setStatus publishes a busy status at once, before the turn or rotation

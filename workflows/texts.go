@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -21,7 +22,11 @@ func PolicyText(r config.Rotate) string {
 	if r.MaxTurns > 0 {
 		turns = fmt.Sprint(r.MaxTurns)
 	}
-	return fmt.Sprintf("mode=%s contextPercent=%d maxTurns=%s", r.Mode, r.ContextPercent, turns)
+	s := fmt.Sprintf("mode=%s contextPercent=%d", r.Mode, r.ContextPercent)
+	if r.ContextTokens > 0 {
+		s += fmt.Sprintf(" contextTokens=%d", r.ContextTokens)
+	}
+	return s + " maxTurns=" + turns
 }
 
 // briefing is the first prompt of a session from before VersionTeam; later
@@ -32,6 +37,26 @@ func briefing(group, name, goal string) string {
 
 func continuePrompt(goal string) string {
 	return "Continue working toward the goal: " + goal
+}
+
+// TokensText writes a token count the way people say it: 999, 1.5k, 200k,
+// 258.4k, 1M.
+func TokensText(n int64) string {
+	if n < 1000 {
+		return strconv.FormatInt(n, 10)
+	}
+	// Rounded to tenths of a thousand, in integers so 1250 is always 1.3k.
+	if tenths := (n + 50) / 100; tenths < 10_000 {
+		return tenthsText(tenths) + "k"
+	}
+	return tenthsText((n+50_000)/100_000) + "M"
+}
+
+func tenthsText(tenths int64) string {
+	if tenths%10 == 0 {
+		return strconv.FormatInt(tenths/10, 10)
+	}
+	return fmt.Sprintf("%d.%d", tenths/10, tenths%10)
 }
 
 // ErrorText is an error's own message, without the wrapping an activity,
@@ -78,13 +103,14 @@ func FreshMessage(ref activities.SessionRef, reason, summary, source, board stri
 	return b.String()
 }
 
-// BudgetText renders a budget's limits and what is spent and left.
+// BudgetText renders a budget's limits and what is spent and left:
+// "turns 40 of 60 spent (20 left), tokens 512000 spent (no limit), ...".
 func BudgetText(b config.Budget, s Spend) string {
 	part := func(name string, limit, spent float64, format string) string {
 		if limit <= 0 {
-			return fmt.Sprintf("%s "+format+" (no limit)", name, spent)
+			return fmt.Sprintf("%s "+format+" spent (no limit)", name, spent)
 		}
-		return fmt.Sprintf("%s "+format+" of "+format+" (%s left)", name, spent, limit, fmt.Sprintf(format, max(limit-spent, 0)))
+		return fmt.Sprintf("%s "+format+" of "+format+" spent (%s left)", name, spent, limit, fmt.Sprintf(format, max(limit-spent, 0)))
 	}
 	return strings.Join([]string{
 		part("turns", float64(b.Turns), float64(s.Turns), "%.0f"),

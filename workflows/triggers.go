@@ -1,6 +1,9 @@
 package workflows
 
-import "github.com/nid-dev/nid/config"
+import (
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+)
 
 // trigger is one reason a session rotates at a turn boundary. due says the
 // method it asks for now ("" when it does not); take consumes what asked for
@@ -21,8 +24,12 @@ func (s *session) triggers() []trigger {
 		{
 			// The agent called handoff_write outside a rotation: rotate by
 			// handoff with its summary, without asking again.
+			// Since VersionThresholds not while the breaker holds: an agent
+			// asking for a fresh start every turn is thrashing too.
 			reason: ReasonAgent,
-			due:    func(s *session) string { return when(s.st.HandoffPending, config.ModeHandoff) },
+			due: func(s *session) string {
+				return when(s.st.HandoffPending && s.st.PolicyHalted == "", config.ModeHandoff)
+			},
 			take: func(s *session) string {
 				summary := s.st.Handoff
 				s.st.HandoffPending, s.st.Handoff = false, ""
@@ -56,12 +63,19 @@ func (s *session) triggers() []trigger {
 			},
 		},
 		{
-			// The context reached the policy's threshold.
+			// The context reached the policy's threshold: contextPercent,
+			// contextTokens or a margin below the vendor's own point,
+			// whichever comes first (see EffectiveThreshold).
 			reason: ReasonContext,
 			due: func(s *session) string {
 				c, p := s.st.Context, s.st.Policy
-				return when(s.policyMayRotate() && c.Percent != nil && p.ContextPercent > 0 &&
-					*c.Percent >= float64(p.ContextPercent), p.Mode)
+				if !s.has(VersionThresholds) {
+					return when(s.policyMayRotate() && c.Percent != nil && p.ContextPercent > 0 &&
+						*c.Percent >= float64(p.ContextPercent), p.Mode)
+				}
+				t := s.threshold()
+				return when(s.policyMayRotate() && c.Source != activities.SourceUnknown && t.Tokens > 0 &&
+					c.UsedTokens >= t.Tokens, s.policyMode())
 			},
 			take: takeNothing,
 		},
@@ -70,7 +84,7 @@ func (s *session) triggers() []trigger {
 			reason: ReasonMaxTurns,
 			due: func(s *session) string {
 				p := s.st.Policy
-				return when(s.policyMayRotate() && p.MaxTurns > 0 && s.st.Context.Turns >= p.MaxTurns, p.Mode)
+				return when(s.policyMayRotate() && p.MaxTurns > 0 && s.st.Context.Turns >= p.MaxTurns, s.policyMode())
 			},
 			take: takeNothing,
 		},
@@ -99,10 +113,33 @@ func (s *session) rotationDue() (RotateRequest, trigger, bool) {
 	}
 	for _, t := range s.triggers() {
 		if mode := t.due(s); mode != "" {
+			if !s.rotationAffordable(t.reason) {
+				break
+			}
 			return RotateRequest{Mode: mode, Reason: t.reason}, t, true
 		}
 	}
 	return RotateRequest{}, trigger{}, false
+}
+
+// rotationAffordable says a rotation for reason may start as far as the
+// group's budget goes. Since VersionRotationBudget a rotation costs a turn:
+// all but a manual one wait while the budget is spent, and on a limited
+// budget wait for the turn the loop reserves (see needsReservation).
+func (s *session) rotationAffordable(reason string) bool {
+	if !s.has(VersionRotationBudget) || reason == ReasonManual {
+		return true
+	}
+	if s.exhausted() && !s.granted() {
+		return false
+	}
+	return !s.budgeted() || s.granted() || !s.reserving()
+}
+
+// needsReservation says a rotation for reason must first reserve its turn
+// with the group.
+func (s *session) needsReservation(reason string) bool {
+	return s.has(VersionRotationBudget) && reason != ReasonManual && s.budgeted() && !s.granted()
 }
 
 // policyMayRotate says the group's policy may start a rotation now. A
@@ -111,8 +148,21 @@ func (s *session) rotationDue() (RotateRequest, trigger, bool) {
 // turn after one failed; off never rotates by itself.
 func (s *session) policyMayRotate() bool {
 	p := s.st.Policy
-	return p.Mode != config.ModeOff && p.Mode != "" &&
-		s.st.Status != StatusNeedsAttention && s.st.Context.TotalTurns > s.st.PolicyHeldAtTurn && !s.exhausted()
+	spent := s.exhausted()
+	if s.has(VersionRotationBudget) {
+		spent = spent && !s.granted() // its turn was reserved before the budget ran out
+	}
+	return p.Mode != config.ModeOff && p.Mode != "" && s.st.PolicyHalted == "" &&
+		s.st.Status != StatusNeedsAttention && s.st.Context.TotalTurns > s.st.PolicyHeldAtTurn && !spent
+}
+
+// policyMode is the method of a policy rotation: the group's, but a
+// handoff after a compaction that did not help.
+func (s *session) policyMode() string {
+	if s.st.HandoffNext && s.st.Policy.Mode != config.ModeOff {
+		return config.ModeHandoff
+	}
+	return s.st.Policy.Mode
 }
 
 // joinPendingRequest lets a handoff the session runs anyway serve a manual

@@ -43,8 +43,50 @@ const (
 	// the feed says why. Histories: testdata/v3-*.json.
 	VersionBoundedQueue Version = 3
 
+	// VersionFailuresSettle: failures settle instead of looping. A turn
+	// that fails because the agent cannot run here at all (no sandbox, an
+	// agent kind this host lacks) needs the human at once; a session
+	// waiting to retry a failed turn shows retrying; failed rotations back
+	// off (a policy rotation waits 2^(n-1) turns after n failures in a
+	// row) and after rotationFailuresBeforeAttention in a row the session
+	// needs attention with what to change. A rotation of a kind that
+	// cannot compact goes straight to a handoff, and one whose kind calls
+	// no tools is not waited on for handoff_write (see RotationWorkflow).
+	// Histories: testdata/v3-*.json.
+	VersionFailuresSettle Version = 4
+
+	// VersionStopAtOnce: a stopped session says so at once (its status
+	// search attribute is stopped when the stop is taken, not when its
+	// agent has stopped), and a rotation running when it is stopped is
+	// cancelled, so no fresh conversation starts after the stop.
+	// Histories: testdata/v3-*.json.
+	VersionStopAtOnce Version = 5
+
+	// VersionRotationBudget: a rotation costs one turn of the group's
+	// budget (the seed's "they cost a turn"), whatever model calls it
+	// makes. Every rotation but a manual one waits while the budget is
+	// spent and reserves its turn with the group first, as a work turn
+	// does, so a turns budget is never overspent by them; a manual
+	// rotation runs anyway and is charged its turn. A session waiting when
+	// the budget runs out (its reservation refused) shows paused, not
+	// idle. Histories: testdata/v3-*.json.
+	VersionRotationBudget Version = 6
+
+	// VersionThresholds: the policy's threshold is the least of
+	// contextPercent, contextTokens and a margin below where the session's
+	// agent kind and model were seen to compact by themselves (learned
+	// from the session's own vendor compactions, and pushed by the group to
+	// every session). Rotations are judged: one that leaves the context
+	// above the threshold less a margin is ineffective (after a compaction
+	// the next policy rotation is a handoff; after a handoff the policy
+	// stops for the session, which keeps working), and a session that
+	// rotates by itself more than breakerRotations times in breakerTurns
+	// turns stops its policy rotations; either says so in the inbox.
+	// Histories: testdata/v4-*.json.
+	VersionThresholds Version = 7
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionBoundedQueue
+	versionLatest = VersionThresholds
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

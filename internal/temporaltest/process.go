@@ -171,7 +171,7 @@ func startServerOnce(bin string) (*process, error) {
 	p.cmd.Env = append(environWithout("NID_", "TEMPORAL_"),
 		"NID_STATE="+filepath.Join(dir, "state"),
 		"NID_TEMPORAL_PORT="+strconv.Itoa(port),
-		"NID_TEMPORAL_UIPORT="+strconv.Itoa(uiPort),
+		"NID_TEMPORAL_UI_PORT="+strconv.Itoa(uiPort),
 	)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = dieWithParent()

@@ -22,6 +22,9 @@ function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (k === "class") e.className = v;
+    // Styles go through the CSSOM: the content security policy refuses
+    // style attributes.
+    else if (k === "style") Object.assign(e.style, v);
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else if (v !== undefined && v !== null) e.setAttribute(k, v);
   }
@@ -192,8 +195,8 @@ async function sessionPage(group, name) {
     const pct = c.percent === undefined || c.percent === null ? null : c.percent;
     const threshold = policy ? policy.contextPercent : 0;
     meter.replaceChildren(
-      el("div", { class: "fill" + (pct !== null && Math.floor(pct) >= yellowFrom ? " warn" : ""), style: "width:" + Math.min(100, pct || 0) + "%" }),
-      threshold > 0 && policy.mode !== "off" ? el("div", { class: "threshold", style: "left:" + threshold + "%", title: "rotates at " + threshold + "%" }, el("span", {}, "rotate at " + threshold + "%")) : null);
+      el("div", { class: "fill" + (pct !== null && Math.floor(pct) >= yellowFrom ? " warn" : ""), style: { width: Math.min(100, pct || 0) + "%" } }),
+      threshold > 0 && policy.mode !== "off" ? el("div", { class: "threshold", style: { left: threshold + "%" }, title: "rotates at " + threshold + "%" }, el("span", {}, "rotate at " + threshold + "%")) : null);
     meterText.textContent = ctxText(c) + (pct !== null ? " · " + tokens(c.usedTokens) + " used of " + tokens(c.windowTokens) : " · the agent reports no usage") +
       " · " + c.source + " · ↻" + (c.rotations || 0) + " · turns " + (c.totalTurns || 0);
     if (st) { status.className = "status-" + st; status.textContent = (agent ? agent + " · " : "") + st; }

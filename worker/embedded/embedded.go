@@ -9,6 +9,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,9 +22,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
-	uiopts "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -45,6 +44,8 @@ import (
 	"go.temporal.io/server/temporal"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	nidconfig "github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/worker"
 )
 
@@ -68,23 +69,37 @@ type Server struct {
 	frontend string
 	uiURL    string
 	server   temporal.Server
-	ui       *uiserver.Server
+	ui       *webUI
+	tls      *frontendTLS
 	stop     sync.Once
 	stopErr  error
 }
 
+// frontendTLS serves the frontend over mutual TLS, as a cluster may; nid's
+// tests of TLS clusters start the server so. The server's own clients (its
+// system worker, the Web UI, the readiness check) present its certificate.
+type frontendTLS struct {
+	certFile, keyFile string
+	// caFile signs the server's certificate and the client certificates
+	// it requires.
+	caFile string
+	// serverName is a name the server's certificate carries.
+	serverName string
+}
+
 // Start starts the server on 127.0.0.1:opts.Port with its state in
-// opts.StateDir/temporal.db, and the Web UI on opts.UIPort unless it is 0. It
-// returns once the frontend answers and opts.Namespace has every search
-// attribute in opts.SearchAttributes; ctx bounds only that wait.
+// opts.StateDir/temporal.db, and the Web UI on opts.UIPort unless it is 0:
+// read-only unless opts.UIWriteActions, and only for requests addressed to
+// a loopback name. It returns once the frontend answers and opts.Namespace
+// has every search attribute in opts.SearchAttributes; ctx bounds only that
+// wait.
 func Start(ctx context.Context, opts worker.EmbeddedOptions) (worker.EmbeddedServer, error) {
+	return start(ctx, opts, nil)
+}
+
+func start(ctx context.Context, opts worker.EmbeddedOptions, ftls *frontendTLS) (worker.EmbeddedServer, error) {
 	if err := checkPortFree(opts.Port, "temporal.port"); err != nil {
 		return nil, err
-	}
-	if opts.UIPort != 0 {
-		if err := checkPortFree(opts.UIPort, "temporal.uiPort"); err != nil {
-			return nil, err
-		}
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -97,6 +112,16 @@ func Start(ctx context.Context, opts worker.EmbeddedOptions) (worker.EmbeddedSer
 	conf, err := serverConfig(opts.Port, sqlConf)
 	if err != nil {
 		return nil, err
+	}
+	if ftls != nil {
+		conf.Global.TLS.Frontend.Server = config.ServerTLS{
+			CertFile: ftls.certFile, KeyFile: ftls.keyFile,
+			ClientCAFiles: []string{ftls.caFile}, RequireClientAuth: true,
+		}
+		conf.Global.TLS.SystemWorker = config.WorkerTLS{
+			CertFile: ftls.certFile, KeyFile: ftls.keyFile,
+			Client: config.ClientTLS{RootCAFiles: []string{ftls.caFile}, ServerName: ftls.serverName},
+		}
 	}
 	hosts := map[primitives.ServiceName]static.Hosts{}
 	for name, svc := range conf.Services {
@@ -115,22 +140,18 @@ func Start(ctx context.Context, opts worker.EmbeddedOptions) (worker.EmbeddedSer
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{frontend: net.JoinHostPort(host, strconv.Itoa(opts.Port)), server: srv}
+	s := &Server{frontend: net.JoinHostPort(host, strconv.Itoa(opts.Port)), server: srv, tls: ftls}
 	if opts.UIPort != 0 {
+		var uiTLS uiconfig.TLS
+		if ftls != nil {
+			uiTLS = uiconfig.TLS{CaFile: ftls.caFile, CertFile: ftls.certFile, KeyFile: ftls.keyFile,
+				ServerName: ftls.serverName, EnableHostVerification: true}
+		}
+		s.ui, err = startWebUI(opts.UIPort, s.frontend, opts.Namespace, uiTLS, opts.UIWriteActions, logger)
+		if err != nil {
+			return nil, errors.Join(err, s.Stop())
+		}
 		s.uiURL = "http://" + net.JoinHostPort(host, strconv.Itoa(opts.UIPort))
-		s.ui = uiserver.NewServer(uiopts.WithConfigProvider(&uiconfig.Config{
-			Host:                host,
-			Port:                opts.UIPort,
-			TemporalGRPCAddress: s.frontend,
-			EnableUI:            true,
-			DefaultNamespace:    opts.Namespace,
-			CORS:                uiconfig.CORS{CookieInsecure: true},
-			HideLogs:            true,
-			DisableNewsFetch:    true,
-		}))
-		// Start blocks until Stop; the port was checked free above, because a
-		// failed bind makes the UI server exit the process.
-		go func() { _ = s.ui.Start() }()
 	}
 	if err := s.waitReady(ctx, opts); err != nil {
 		return nil, errors.Join(err, s.Stop())
@@ -162,12 +183,21 @@ func prepareDB(opts worker.EmbeddedOptions) (*config.SQL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", opts.StateDir, err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state directory: %w", err)
+	if err := statedir.Prepare(dir); err != nil {
+		return nil, err
 	}
+	file := filepath.Join(dir, "temporal.db")
+	// SQLite creates a database readable by all, and its WAL and shared
+	// memory files with the database's mode: an empty file made first is
+	// a new database, and private.
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_RDONLY, statedir.FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", file, err)
+	}
+	_ = f.Close()
 	conf := &config.SQL{
 		PluginName:   sqliteplugin.PluginName,
-		DatabaseName: filepath.Join(dir, "temporal.db"),
+		DatabaseName: file,
 		// WAL with synchronous=NORMAL survives SIGKILL (only a power loss can
 		// drop the last commits) and runs about three times faster than the
 		// default rollback journal. One connection: SQLite has one writer.
@@ -283,12 +313,17 @@ func dynamicConfig() dynamicconfig.StaticClient {
 func (s *Server) waitReady(ctx context.Context, opts worker.EmbeddedOptions) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
+	tlsConf, err := s.tls.client()
+	if err != nil {
+		return err
+	}
 	var c sdkclient.Client
-	err := retry(ctx, func() (err error) {
+	err = retry(ctx, func() (err error) {
 		c, err = sdkclient.DialContext(ctx, sdkclient.Options{
-			HostPort:  s.frontend,
-			Namespace: opts.Namespace,
-			Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+			HostPort:          s.frontend,
+			Namespace:         opts.Namespace,
+			Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+			ConnectionOptions: sdkclient.ConnectionOptions{TLS: tlsConf},
 		})
 		return err
 	})
@@ -300,6 +335,15 @@ func (s *Server) waitReady(ctx context.Context, opts worker.EmbeddedOptions) err
 		return fmt.Errorf("namespace %s not ready: %w", opts.Namespace, err)
 	}
 	return nil
+}
+
+// client is the TLS configuration of the server's own clients, as nid
+// would dial it; nil for a plain frontend.
+func (t *frontendTLS) client() (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return nidconfig.Temporal{TLS: nidconfig.TLS{CAFile: t.caFile, CertFile: t.certFile, KeyFile: t.keyFile, ServerName: t.serverName}}.ClientTLS()
 }
 
 func searchAttributesReady(ctx context.Context, c sdkclient.Client, opts worker.EmbeddedOptions) error {

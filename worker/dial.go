@@ -1,0 +1,151 @@
+package worker
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// Dial connects to the Temporal server the config names, over TLS and with
+// the API key when temporal.tls or temporal.apiKey are set. Every command
+// and the worker dial through it. When nothing answers, or TLS fails, it
+// says so and what to set.
+func Dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	tlsConf, err := cfg.Temporal.ClientTLS()
+	if err != nil {
+		return nil, err
+	}
+	address, namespace := cfg.Address(), cfg.Temporal.Namespace
+	opts := client.Options{
+		HostPort:          address,
+		Namespace:         namespace,
+		Logger:            sdklog.NewStructuredLogger(logger),
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf},
+	}
+	if cfg.Temporal.APIKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.Temporal.APIKey)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dctx, opts)
+	if err == nil {
+		return c, nil
+	}
+	var nf *serviceerror.NamespaceNotFound
+	if errors.As(err, &nf) {
+		return nil, fmt.Errorf("Temporal at %s has no namespace %q (temporal.namespace)", address, namespace)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("temporal at %s: %w", address, err)
+	}
+	if hint := tlsProblem(address, tlsConf, cfg.Temporal); hint != "" {
+		return nil, fmt.Errorf("temporal at %s: %s", address, hint)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isUnavailable(err) {
+		return nil, fmt.Errorf("no Temporal server at %s; %s", address, startHint(cfg))
+	}
+	return nil, fmt.Errorf("temporal at %s: %w", address, err)
+}
+
+// startHint says how to get a Temporal server where the configuration
+// looks for one.
+func startHint(cfg *config.Config) string {
+	switch {
+	case cfg.Embedded():
+		return "start one with `nid up` (or `nid server` for the server alone)"
+	case isLoopbackAddress(cfg.Temporal.Address):
+		return "start it with `nid server` (or set temporal.address to a running one)"
+	default:
+		return "is the cluster up and temporal.address right?"
+	}
+}
+
+// isLoopbackAddress says host:port names this host.
+func isLoopbackAddress(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func isUnavailable(err error) bool {
+	var un *serviceerror.Unavailable
+	var de *serviceerror.DeadlineExceeded
+	return errors.As(err, &un) || errors.As(err, &de) ||
+		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "context deadline exceeded")
+}
+
+// tlsProblem shakes hands with address as the failed dial did, and says
+// which temporal key to set when TLS is what failed, or "" when it is not.
+// gRPC reports such failures as flattened text, and a server refusing a
+// client certificate under TLS 1.3 often only as a broken pipe; a handshake
+// of its own gets the server's actual answer. Without TLS it asks whether
+// the server speaks TLS at all.
+func tlsProblem(address string, conf *tls.Config, t config.Temporal) string {
+	probe := &tls.Config{InsecureSkipVerify: true} // only to learn whether the server speaks TLS; nothing is sent
+	if conf != nil {
+		probe = conf.Clone()
+	}
+	// As gRPC does.
+	probe.NextProtos = []string{"h2"}
+	if probe.ServerName == "" {
+		probe.ServerName, _, _ = net.SplitHostPort(address)
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", address, probe)
+	if err == nil && conf == nil {
+		_ = conn.Close()
+		return "it serves TLS: set temporal.tls (caFile for a private CA, serverName for a public one) or temporal.apiKey"
+	}
+	if err == nil {
+		// Under TLS 1.3 the server judges the client certificate after
+		// the handshake: a refusal is the first thing to read.
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		_ = conn.Close()
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return ""
+		}
+	}
+	if conf == nil || err == nil {
+		return ""
+	}
+	msg := err.Error()
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	switch {
+	case errors.As(err, &unknown):
+		return "its certificate is signed by an authority this host does not trust: set temporal.tls.caFile to the CA that signed the server's certificate"
+	case errors.As(err, &hostname):
+		return fmt.Sprintf("its certificate is for another name (%v): set temporal.tls.serverName to a name it carries", err)
+	case strings.Contains(msg, "x509:"):
+		return fmt.Sprintf("its certificate was refused: %v", err)
+	case strings.Contains(msg, "certificate required") && t.TLS.CertFile == "":
+		return "it asks for a client certificate: set temporal.tls.certFile and temporal.tls.keyFile"
+	case strings.Contains(msg, "remote error: tls:"):
+		return fmt.Sprintf("it refused nid's TLS handshake (%v): check temporal.tls.certFile and keyFile", err)
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "it does not serve TLS: unset temporal.tls and temporal.apiKey"
+	}
+	return ""
+}

@@ -1,0 +1,145 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/temporalio/ui-server/v2/server/api"
+	"github.com/temporalio/ui-server/v2/server/auth"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	"github.com/temporalio/ui-server/v2/server/cors"
+	"github.com/temporalio/ui-server/v2/server/csrf"
+	"github.com/temporalio/ui-server/v2/server/headers"
+	"github.com/temporalio/ui-server/v2/server/route"
+	"github.com/temporalio/ui-server/v2/ui"
+)
+
+// webUI is the Temporal Web UI, served on loopback by nid's own HTTP server.
+type webUI struct {
+	http *http.Server
+	cfg  *uiconfig.ConfigProviderWithRefresh
+}
+
+// startWebUI serves the Web UI for the frontend at frontend on
+// 127.0.0.1:port. Unless writeActions, it refuses every request that
+// would change a workflow (signal, terminate, cancel, reset, start), so that
+// what reaches the UI can only read. It answers only requests addressed to
+// a loopback name (see loopbackOnly).
+//
+// The UI server's own NewServer builds the same routes but keeps its
+// handler to itself and ends the process when its port is taken; building
+// them here lets nid wrap the handler and report a taken port as an error.
+// Keep it in step with uiserver.NewServer when upgrading ui-server.
+func startWebUI(port int, frontend, namespace string, tlsConf uiconfig.TLS, writeActions bool, logger *slog.Logger) (*webUI, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("temporal.ui.port: cannot listen on %s:%d (is another nid up or Temporal server running?): %w", host, port, err)
+	}
+	cfg, err := uiconfig.NewConfigProviderWithRefresh(&uiconfig.Config{
+		Host:                host,
+		Port:                port,
+		TemporalGRPCAddress: frontend,
+		TLS:                 tlsConf,
+		EnableUI:            true,
+		DefaultNamespace:    namespace,
+		// The UI is plain HTTP on loopback; a Secure cookie would never
+		// come back.
+		CORS:                uiconfig.CORS{CookieInsecure: true},
+		HideLogs:            true,
+		DisableNewsFetch:    true,
+		DisableWriteActions: !writeActions,
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("web UI: %w", err), ln.Close())
+	}
+	e, err := uiRoutes(cfg)
+	if err != nil {
+		cfg.Close()
+		return nil, errors.Join(fmt.Errorf("web UI: %w", err), ln.Close())
+	}
+	w := &webUI{
+		http: &http.Server{Handler: loopbackOnly(port, e), ReadHeaderTimeout: 10 * time.Second},
+		cfg:  cfg,
+	}
+	go func() {
+		if err := w.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("Temporal Web UI stopped", "error", err)
+		}
+	}()
+	return w, nil
+}
+
+// uiRoutes is uiserver.NewServer's echo instance, less its request log.
+func uiRoutes(cfg *uiconfig.ConfigProviderWithRefresh) (*echo.Echo, error) {
+	c, err := cfg.GetConfig()
+	if err != nil {
+		return nil, err
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Use(middleware.Recover())
+	e.Use(middleware.Gzip())
+	e.Use(cors.CORSMiddleware(cors.CORSConfig{
+		AllowHeaders: []string{
+			echo.HeaderOrigin, echo.HeaderContentType, echo.HeaderAccept,
+			echo.HeaderXCSRFToken, echo.HeaderAuthorization, auth.AuthorizationExtrasHeader,
+			"Caller-Type",
+		},
+		AllowCredentials: true,
+		ConfigProvider:   cfg,
+	}))
+	e.Use(middleware.Secure())
+	e.Use(csrf.EnsureTokenCookie(!c.CORS.CookieInsecure))
+	e.Use(middleware.CSRFWithConfig(csrf.MiddlewareConfig(cfg, !c.CORS.CookieInsecure)))
+	e.Pre(route.PublicPath(c.PublicPath))
+	route.SetHealthRoute(e)
+	forward := headers.WithForwardHeaders([]string{auth.AuthorizationExtrasHeader, "Caller-Type"})
+	if err := route.SetAPIRoutes(e, cfg, []api.Middleware{forward}); err != nil {
+		return nil, err
+	}
+	route.SetAuthRoutes(e, cfg)
+	assets, err := ui.Assets()
+	if err != nil {
+		return nil, err
+	}
+	if assets, err = fs.Sub(assets, "local"); err != nil {
+		return nil, err
+	}
+	route.SetUIRoutes(e, c.PublicPath, assets, cfg)
+	route.SetRenderRoute(e, "/")
+	return e, nil
+}
+
+// loopbackOnly answers only requests whose Host names this machine's
+// loopback on port. A web page the user visits can point a name it owns
+// at 127.0.0.1 (DNS rebinding) and then reach the UI as the same origin,
+// cookies and all; its requests still carry that name as their Host.
+func loopbackOnly(port int, next http.Handler) http.Handler {
+	p := strconv.Itoa(port)
+	allowed := map[string]bool{}
+	for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
+		allowed[net.JoinHostPort(h, p)] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowed[r.Host] {
+			http.Error(w, fmt.Sprintf("nid's Temporal Web UI answers only at localhost:%s, 127.0.0.1:%s or [::1]:%s, not %q", p, p, p, r.Host),
+				http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Stop closes the UI's connections and stops reloading its config.
+func (w *webUI) Stop() {
+	_ = w.http.Close()
+	w.cfg.Close()
+}

@@ -1,0 +1,102 @@
+package worker
+
+import (
+	"net/http"
+	"time"
+)
+
+// HTTPLimits bounds what one connection may hold of the worker's HTTP
+// server, so that a client that sends slowly, reads slowly or idles cannot
+// pile up connections.
+type HTTPLimits struct {
+	// ReadHeader and Read bound reading a request's headers and the whole
+	// request; Write bounds writing an ordinary response; Idle bounds a
+	// kept-alive connection between requests.
+	ReadHeader, Read, Write, Idle time.Duration
+	// StreamWrite bounds each write of a long-lived response (the event
+	// stream, an MCP call) instead of Write, which would cut it: a stream
+	// lives as long as its reader keeps reading.
+	StreamWrite time.Duration
+}
+
+// DefaultHTTPLimits are the worker's HTTP limits.
+func DefaultHTTPLimits() HTTPLimits {
+	return HTTPLimits{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: time.Minute, Idle: 2 * time.Minute, StreamWrite: 30 * time.Second}
+}
+
+// contentSecurityPolicy lets the dashboard load its own script, style and
+// API and nothing else: no inline script or style, no other origin, no
+// framing by any page.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// NewHTTPServer is the worker's HTTP server: the MCP endpoint at /mcp/ and
+// the API with the dashboard everywhere else, every response with
+// security headers.
+func NewHTTPServer(mcp, api http.Handler, lim HTTPLimits) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp/", longLived(mcp, lim.StreamWrite))
+	mux.Handle("/api/events", longLived(api, lim.StreamWrite))
+	mux.Handle("/", api)
+	return &http.Server{
+		Handler:           secureHeaders(mux),
+		ReadHeaderTimeout: lim.ReadHeader,
+		ReadTimeout:       lim.Read,
+		WriteTimeout:      lim.Write,
+		IdleTimeout:       lim.Idle,
+	}
+}
+
+// secureHeaders sets headers that keep other pages from framing, sniffing
+// or embedding what the server answers.
+func secureHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", contentSecurityPolicy)
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+		hd.Set("Cross-Origin-Resource-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// longLived serves a response that may outlive the server's write timeout
+// (an event stream, an MCP call waiting on a workflow): each write gets d
+// from when it starts, so a reader that stops reading is still cut off.
+// (The read timeout needs nothing: net/http lifts it once the request body
+// is read.)
+func longLived(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}, r)
+	})
+}
+
+// streamWriter moves the connection's write deadline before every write.
+type streamWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (s *streamWriter) extend() { _ = s.rc.SetWriteDeadline(time.Now().Add(s.d)) }
+
+func (s *streamWriter) WriteHeader(code int) {
+	s.extend()
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *streamWriter) Write(b []byte) (int, error) {
+	s.extend()
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush flushes the response as http.Flusher does.
+func (s *streamWriter) Flush() {
+	s.extend()
+	_ = s.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

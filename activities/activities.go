@@ -47,6 +47,10 @@ type TurnInput struct {
 	// WorkDir is where the agent runs: the session's worktree, or the
 	// group's shared directory; empty means the worker's own.
 	WorkDir string `json:"workdir,omitempty"`
+	// Generation numbers the session's conversations: it grows by one at
+	// each handoff. The agent's MCP token is bound to it, so a
+	// conversation rotated away cannot act.
+	Generation int `json:"generation,omitempty"`
 }
 
 // TurnResult is a turn's report with the output cut to MaxOutputBytes.

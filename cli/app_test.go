@@ -35,8 +35,8 @@ func TestArgumentErrors(t *testing.T) {
 		{"rotate a malformed session", []string{"rotate", "web/Lead!"}, `"web/Lead!" is not a session`},
 
 		{"group set without a setting", []string{"group", "set", "web"}, "nothing to set on web: add KEY=VALUE"},
-		{"group set without =", []string{"group", "set", "web", "rotate"}, `"rotate" is not KEY=VALUE (keys: rotate, budget)`},
-		{"group set unknown key", []string{"group", "set", "web", "color=blue"}, `unknown key "color": allowed keys: rotate, budget`},
+		{"group set without =", []string{"group", "set", "web", "rotate"}, `"rotate" is not KEY=VALUE (keys: rotate, budget, learned)`},
+		{"group set unknown key", []string{"group", "set", "web", "color=blue"}, `unknown key "color": allowed keys: rotate, budget, learned`},
 		{"board add without title", []string{"board", "add", "web"}, "nid board add takes GROUP TITLE"},
 		{"stop a malformed session", []string{"stop", "web/Lead!"}, "is not a session"},
 		{"stop a malformed group", []string{"stop", "We b"}, `"We b" is not a group name`},

@@ -355,15 +355,16 @@ func TestRotateWithoutWorker(t *testing.T) {
 func TestGroupSet(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, teamGroups)
-	require.Equal(t, "web rotate: mode=handoff contextPercent=85 maxTurns=40\n",
-		s.mustNid("group", "set", "web", `rotate={"mode":"handoff","maxTurns":40}`))
+	require.Equal(t, "web rotate: mode=handoff contextPercent=85 maxTurns=40 maxConcurrentRotations=unlimited\n",
+		s.mustNid("group", "set", "web", `rotate={"mode":"handoff","maxTurns":40,"maxConcurrentRotations":0}`))
 	want := config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85, MaxTurns: 40}
 	require.Equal(t, want, temporaltest.Group(t, s.c, "web").Policy)
 	temporaltest.WaitSession(t, s.c, "web", "lead", "to get the policy", func(v workflows.SessionView) bool { return v.Policy == want })
 
-	require.Equal(t, "web rotate: mode=handoff contextPercent=70 maxTurns=never\n",
+	require.Equal(t, "web rotate: mode=handoff contextPercent=70 maxTurns=never maxConcurrentRotations=unlimited\n",
 		s.mustNid("group", "set", "web", `rotate={"maxTurns":0,"contextPercent":70}`))
-	require.Equal(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 85}, temporaltest.Group(t, s.c, "api").Policy, "another group is left alone")
+	require.Equal(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 85, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations},
+		temporaltest.Group(t, s.c, "api").Policy, "another group is left alone")
 }
 
 func TestGroupSetRejects(t *testing.T) {
@@ -383,7 +384,7 @@ func TestGroupSetRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := s.nid("group", "set", tt.group, tt.setting)
 			require.ErrorContains(t, err, tt.want)
-			require.Equal(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 85}, temporaltest.Group(t, s.c, "web").Policy, "the policy is unchanged")
+			require.Equal(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 85, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations}, temporaltest.Group(t, s.c, "web").Policy, "the policy is unchanged")
 		})
 	}
 }

@@ -27,12 +27,13 @@ func newGroupCommand(a *app) *cli.Command {
 }
 
 // groupSetKeys are the settings nid group set can change on a running group.
-var groupSetKeys = []string{"rotate", "budget"}
+var groupSetKeys = []string{"rotate", "budget", "learned"}
 
 type groupSetOptions struct {
-	Group      string
-	RotateJSON string
-	BudgetJSON string
+	Group       string
+	RotateJSON  string
+	BudgetJSON  string
+	LearnedJSON string
 }
 
 func newGroupSetCommand(a *app) *cli.Command {
@@ -41,13 +42,18 @@ func newGroupSetCommand(a *app) *cli.Command {
 		Usage:     "Change a running group's settings",
 		ArgsUsage: "GROUP KEY=VALUE...",
 		Description: "Sets KEY to VALUE on the running group GROUP, validated like nid.yaml:\n" +
-			"  rotate  a JSON object of the rotate policy fields to change (mode,\n" +
-			"          contextPercent, maxTurns); sessions follow it from their next decision\n" +
-			"  budget  a JSON object of the budget limits to change (turns, tokens, usd;\n" +
-			"          0 is no limit); raising a spent budget resumes the sessions\n" +
+			"  rotate   a JSON object of the rotate policy fields to change (mode,\n" +
+			"           contextPercent, contextTokens, maxTurns); sessions follow it from their\n" +
+			"           next decision\n" +
+			"  budget   a JSON object of the budget limits to change (turns, tokens, usd;\n" +
+			"           0 is no limit); raising a spent budget resumes the sessions\n" +
+			"  learned  a JSON object from kind/model to the percent its sessions rotate at,\n" +
+			"           overriding what nid learned of that vendor compacting by itself (null\n" +
+			"           forgets it; nid group show lists what it learned)\n" +
 			"Prints the result.\n\n" +
 			"   nid group set web rotate='{\"mode\":\"handoff\",\"maxTurns\":40}'\n" +
-			"   nid group set web budget='{\"turns\":500,\"usd\":20}'",
+			"   nid group set web budget='{\"turns\":500,\"usd\":20}'\n" +
+			"   nid group set web learned='{\"claude/claude-sonnet-4-5\":75}'",
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
 			if err != nil {
@@ -91,17 +97,22 @@ func newGroupSetOptions(args []string) (groupSetOptions, error) {
 		if strings.TrimSpace(value) == "" {
 			return opts, fmt.Errorf(`%s needs a value, e.g. rotate='{"mode":"handoff"}' or budget='{"turns":500}'`, key)
 		}
-		if key == "rotate" {
+		switch key {
+		case "rotate":
 			opts.RotateJSON = value
-		} else {
+		case "budget":
 			opts.BudgetJSON = value
+		default:
+			opts.LearnedJSON = value
 		}
 	}
 	return opts, nil
 }
 
 func runGroupSet(ctx context.Context, c client.Client, opts groupSetOptions, stdout io.Writer) error {
-	res, err := nidclient.SetGroup(ctx, c, opts.Group, nidclient.GroupSettings{RotateJSON: opts.RotateJSON, BudgetJSON: opts.BudgetJSON})
+	res, err := nidclient.SetGroup(ctx, c, opts.Group, nidclient.GroupSettings{
+		RotateJSON: opts.RotateJSON, BudgetJSON: opts.BudgetJSON, LearnedJSON: opts.LearnedJSON,
+	})
 	if err != nil {
 		return err
 	}
@@ -114,6 +125,9 @@ func runGroupSet(ctx context.Context, c client.Client, opts groupSetOptions, std
 		if _, err := fmt.Fprintf(stdout, "%s budget: %s\n", opts.Group, workflows.BudgetText(res.Budget, res.Spent)); err != nil {
 			return err
 		}
+	}
+	if opts.LearnedJSON != "" {
+		return printLine(stdout, "%s learned: %s", opts.Group, workflows.LearnedListText(res.Learned))
 	}
 	return nil
 }
@@ -174,6 +188,8 @@ func runGroupShow(ctx context.Context, c client.Client, opts groupShowOptions, s
 		{"group", view.Name},
 		{"goal", cmpOr(view.Goal, "—")},
 		{"rotate", workflows.PolicyText(view.Policy)},
+		{"thresholds", thresholdsText(ctx, c, view)},
+		{"learned", workflows.LearnedListText(view.Learned)},
 		{"budget", budget},
 		{"", budgetNote(b.Budget)},
 		{"sessions", strings.Join(sessions, ", ")},
@@ -184,6 +200,24 @@ func runGroupShow(ctx context.Context, c client.Client, opts groupShowOptions, s
 		row[1] = printable(row[1], true)
 	}
 	return writeTable(stdout, rows)
+}
+
+// thresholdsText says where each session of the group rotates now, in both
+// units: the policy's percent or tokens, or what was learned of its vendor.
+func thresholdsText(ctx context.Context, c client.Client, view workflows.GroupView) string {
+	sessions, err := nidclient.ListSessions(ctx, c, view.Name)
+	if err != nil || len(sessions) == 0 {
+		return "—"
+	}
+	parts := make([]string, 0, len(sessions))
+	for _, s := range sessions {
+		t := "unknown until it reports its window"
+		if th := s.Context.Threshold; th != nil {
+			t = th.Text(s.Context.WindowTokens)
+		}
+		parts = append(parts, s.Name+" "+t)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // budgetNote says what can spend past a budget's limits (see

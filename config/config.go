@@ -97,6 +97,9 @@ func ValidName(s string) bool { return nameRE.MatchString(s) }
 // Defaults the user documented.
 const (
 	DefaultContextPercent = 85
+	// DefaultMaxConcurrentRotations: twenty sessions crossing the
+	// threshold together must not all spend a rotation turn at once.
+	DefaultMaxConcurrentRotations = 2
 	DefaultStateDir       = ".nid"
 	DefaultNamespace      = "default"
 	DefaultFrontendPort   = 7233
@@ -236,6 +239,10 @@ type Rotate struct {
 	// 1M window 85% is far past where models degrade.
 	ContextTokens int64 `koanf:"contextTokens" json:"contextTokens,omitempty"`
 	MaxTurns      int   `koanf:"maxTurns" json:"maxTurns"`
+	// MaxConcurrentRotations is how many of the group's sessions may
+	// rotate by themselves at once (0: no limit); the others wait at their
+	// turn boundary, fullest first. A manual rotation never waits.
+	MaxConcurrentRotations int `koanf:"maxConcurrentRotations" json:"maxConcurrentRotations"`
 }
 
 // Session is one agent seat in a group.
@@ -453,5 +460,5 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // DefaultRotate is the policy of a group that says nothing.
 func DefaultRotate() Rotate {
-	return Rotate{Mode: ModeAuto, ContextPercent: DefaultContextPercent}
+	return Rotate{Mode: ModeAuto, ContextPercent: DefaultContextPercent, MaxConcurrentRotations: DefaultMaxConcurrentRotations}
 }

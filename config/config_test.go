@@ -176,7 +176,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in rotate",
 			yaml: group("    rotate: {turns: 3}\n" + oneSim),
-			want: []string{`groups.web.rotate.turns: unknown key (allowed: mode, contextPercent, contextTokens, maxTurns)`},
+			want: []string{`groups.web.rotate.turns: unknown key (allowed: mode, contextPercent, contextTokens, maxTurns, maxConcurrentRotations)`},
 		},
 		{
 			name: "unknown key in sim",
@@ -550,7 +550,7 @@ groups:
 	require.NoError(t, err)
 	require.Equal(t, []string{"api", "web"}, c.GroupNames())
 	web := c.Groups["web"]
-	require.Equal(t, config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 60}, web.Rotate)
+	require.Equal(t, config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 60, MaxConcurrentRotations: 2}, web.Rotate)
 	require.Equal(t, config.DefaultRotate(), c.Groups["api"].Rotate)
 	require.Equal(t, []config.Session{
 		{Agent: "sim", Name: "sim", Sim: config.Sim{Window: 200_000, TokensPerTurn: 12_000, TurnDelay: config.Duration(500 * time.Millisecond), TaskTurns: 5}},
@@ -574,7 +574,7 @@ func TestSampleFile(t *testing.T) {
 		Groups: map[string]config.Group{
 			"web": {
 				Goal:   "Add dark mode to the settings page",
-				Rotate: config.Rotate{Mode: config.ModeAuto, ContextPercent: 80, MaxTurns: 60},
+				Rotate: config.Rotate{Mode: config.ModeAuto, ContextPercent: 80, MaxTurns: 60, MaxConcurrentRotations: 2},
 				Sessions: []config.Session{
 					{Agent: "sim", Name: "lead", Sim: config.Sim{Window: 200_000, TokensPerTurn: 12_000, TurnDelay: config.Duration(500 * time.Millisecond), TaskTurns: 5}},
 					{Agent: "sim", Name: "worker", Sim: config.Sim{Window: 200_000, TokensPerTurn: 20_000, TurnDelay: config.Duration(500 * time.Millisecond), TaskTurns: 5}},
@@ -583,7 +583,7 @@ func TestSampleFile(t *testing.T) {
 			},
 			"api": {
 				Goal:   "Add rate limiting to the public API",
-				Rotate: config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85, MaxTurns: 8},
+				Rotate: config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85, MaxTurns: 8, MaxConcurrentRotations: 2},
 				Sessions: []config.Session{
 					{Agent: "sim", Name: "solo", Sim: config.DefaultSim()},
 				},
@@ -648,7 +648,7 @@ func TestApplyRotateJSON(t *testing.T) {
 		{
 			name:    "unknown field",
 			js:      `{"mode":"off","turns":3}`,
-			wantErr: []string{`turns: unknown key (allowed: mode, contextPercent, contextTokens, maxTurns)`},
+			wantErr: []string{`turns: unknown key (allowed: mode, contextPercent, contextTokens, maxTurns, maxConcurrentRotations)`},
 		},
 		{
 			name: "invalid values, all reported",

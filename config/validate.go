@@ -312,6 +312,9 @@ func (r Rotate) problems(prefix string) []problem {
 	if r.ContextTokens < 0 {
 		ps = append(ps, problem{join(prefix, "contextTokens"), fmt.Sprintf("%d must be 0 (no token limit) or more", r.ContextTokens)})
 	}
+	if r.MaxConcurrentRotations < 0 {
+		ps = append(ps, problem{join(prefix, "maxConcurrentRotations"), fmt.Sprintf("%d must be 0 (no limit) or more", r.MaxConcurrentRotations)})
+	}
 	return ps
 }
 

@@ -163,7 +163,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	// The session page: the meter, then Rotate with a mode.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/sessions/web/lead")))
 	waitText(t, ctx, "the meter", "#meter-text", regexp.MustCompile(`^ctx \d+% of 200k · [\d.]+k used of 200k · reported`))
-	require.Contains(t, text(t, ctx, "#meter"), "rotate at 85%", "the meter marks the threshold")
+	require.Contains(t, text(t, ctx, "#meter"), "rotate at 85% = 170k (contextPercent)", "the meter marks the threshold in both units")
 	waitText(t, ctx, "the live feed", "#feed", regexp.MustCompile(`turn \d+`))
 	_, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("rotate-mode").value = "handoff"`))
 	require.NoError(t, err)

@@ -106,7 +106,7 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 	}
 	for _, id := range ids {
 		runs := runsOf(t, c, id)
-		writeHistory(t, filepath.Join(dir, fixtureName(version, id, ".json")), cutHistory(t, c, id, runs[0]))
+		writeHistory(t, filepath.Join(dir, fixtureName(version, id, ".json.gz")), cutHistory(t, c, id, runs[0]))
 	}
 
 	// A session's first run whole, ending in continue-as-new, and the start

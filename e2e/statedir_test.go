@@ -31,6 +31,7 @@ func TestStateDirectoryIsPrivate(t *testing.T) {
       - agent: exec
         name: busy
         command: `+agent+`
+        permissions: full
 `)
 	state := filepath.Join(s.dir, ".nid")
 	// What an older nid left, readable by everyone.

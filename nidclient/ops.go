@@ -93,30 +93,34 @@ func Send(ctx context.Context, c client.Client, group, name, text string) error 
 type GroupSettings struct {
 	RotateJSON string
 	BudgetJSON string
+	// LearnedJSON sets or forgets the thresholds learned of vendors that
+	// compact by themselves: {"kind/model": percent or null}.
+	LearnedJSON string
 }
 
 // GroupSetResult is a group's policy and budget after SetGroup, and what it
 // has spent.
 type GroupSetResult struct {
-	Rotate config.Rotate
-	Budget config.Budget
-	Spent  workflows.Spend
+	Rotate  config.Rotate
+	Budget  config.Budget
+	Spent   workflows.Spend
+	Learned []workflows.LearnedPoint
 }
 
 // SetGroup changes a running group's settings. Both are validated before
 // either is sent, so a bad one changes nothing; an *InvalidError names the
 // setting at fault.
 func SetGroup(ctx context.Context, c client.Client, group string, set GroupSettings) (GroupSetResult, error) {
-	rotate, budget := strings.TrimSpace(set.RotateJSON), strings.TrimSpace(set.BudgetJSON)
-	if rotate == "" && budget == "" {
+	rotate, budget, learned := strings.TrimSpace(set.RotateJSON), strings.TrimSpace(set.BudgetJSON), strings.TrimSpace(set.LearnedJSON)
+	if rotate == "" && budget == "" && learned == "" {
 		return GroupSetResult{}, &InvalidError{Field: "rotate",
-			Message: `nothing to set: give rotate and/or budget, each a JSON object of the fields to change, e.g. {"mode": "handoff"} or {"turns": 500}`}
+			Message: `nothing to set: give rotate, budget or learned, each a JSON object of what to change, e.g. {"mode": "handoff"}, {"turns": 500} or {"claude/claude-sonnet-4-5": 75}`}
 	}
 	v, err := GetGroup(ctx, c, group)
 	if err != nil {
 		return GroupSetResult{}, err
 	}
-	res := GroupSetResult{Rotate: v.Policy, Budget: v.Board.Budget, Spent: v.Board.Spent}
+	res := GroupSetResult{Rotate: v.Policy, Budget: v.Board.Budget, Spent: v.Board.Spent, Learned: v.Learned}
 	// The group validates too; checking both here first names the setting
 	// without a round trip through its history.
 	if rotate != "" {
@@ -129,6 +133,11 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 			return res, settingError("budget", err)
 		}
 	}
+	if learned != "" {
+		if _, err := workflows.ApplyLearnedJSON(v.Learned, learned); err != nil {
+			return res, &InvalidError{Field: "learned", Message: err.Error()}
+		}
+	}
 	if rotate != "" {
 		if err := updateGroup(ctx, c, group, "rotate", workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: rotate}, &res.Rotate); err != nil {
 			return res, err
@@ -136,6 +145,11 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 	}
 	if budget != "" {
 		if err := updateGroup(ctx, c, group, "budget", workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: budget}, &res.Budget); err != nil {
+			return res, err
+		}
+	}
+	if learned != "" {
+		if err := updateGroup(ctx, c, group, "learned", workflows.UpdateSetLearned, workflows.SetLearned{LearnedJSON: learned}, &res.Learned); err != nil {
 			return res, err
 		}
 	}
@@ -163,19 +177,38 @@ func updateGroup(ctx context.Context, c client.Client, group, field, update stri
 // a group that is not running as a *NotFoundError; no answer as an
 // *UnavailableError.
 func UpdateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
-	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.GroupID(group),
-		UpdateName:   update,
-		Args:         []any{arg},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return groupError(ctx, c, group, err)
+	for attempt := 1; ; attempt++ {
+		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID:   workflows.GroupID(group),
+			UpdateName:   update,
+			Args:         []any{arg},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err != nil {
+			return groupError(ctx, c, group, err)
+		}
+		err = handle.Get(ctx, out)
+		if err != nil && cutOffByNewRun(err) && attempt < updateAttempts {
+			// The group continued as new as it took the update, before
+			// running it: the new run takes it.
+			continue
+		}
+		if err != nil {
+			return &RefusedError{Message: workflows.ErrorText(err)}
+		}
+		return nil
 	}
-	if err := handle.Get(ctx, out); err != nil {
-		return &RefusedError{Message: workflows.ErrorText(err)}
-	}
-	return nil
+}
+
+// updateAttempts bounds how often an update is sent again after a group
+// continued as new under it.
+const updateAttempts = 3
+
+// cutOffByNewRun says an update failed because its workflow continued as
+// new (or ended) after taking it: the server's own words, as it has no
+// error type for it.
+func cutOffByNewRun(err error) bool {
+	return strings.Contains(err.Error(), "Workflow completed before the Update completed")
 }
 
 // Inbox gathers the inbox items of one group, or of every running group

@@ -175,7 +175,7 @@ func TestSetGroup(t *testing.T) {
 
 	res, err := nidclient.SetGroup(ctx, c, "web", nidclient.GroupSettings{RotateJSON: `{"mode": "compact", "maxTurns": 30}`, BudgetJSON: `{"turns": 500}`})
 	require.NoError(t, err)
-	want := config.Rotate{Mode: config.ModeCompact, ContextPercent: config.DefaultContextPercent, MaxTurns: 30}
+	want := config.Rotate{Mode: config.ModeCompact, ContextPercent: config.DefaultContextPercent, MaxTurns: 30, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations}
 	require.Equal(t, want, res.Rotate)
 	require.Equal(t, config.Budget{Turns: 500}, res.Budget)
 	g := temporaltest.Group(t, c, "web")
@@ -197,7 +197,7 @@ func TestSetGroup(t *testing.T) {
 			"rotate", "rotate: contextPercent: 150 is outside 1..100"},
 		{"nothing to set",
 			nidclient.GroupSettings{RotateJSON: " "},
-			"rotate", `nothing to set: give rotate and/or budget, each a JSON object of the fields to change, e.g. {"mode": "handoff"} or {"turns": 500}`},
+			"rotate", `nothing to set: give rotate, budget or learned, each a JSON object of what to change, e.g. {"mode": "handoff"}, {"turns": 500} or {"claude/claude-sonnet-4-5": 75}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

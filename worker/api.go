@@ -494,17 +494,19 @@ func (a *API) groupGet(ctx context.Context, r *http.Request) (any, error) {
 }
 
 type groupSetRequest struct {
-	Group  string          `json:"group"`
-	Rotate json.RawMessage `json:"rotate"`
-	Budget json.RawMessage `json:"budget"`
+	Group   string          `json:"group"`
+	Rotate  json.RawMessage `json:"rotate"`
+	Budget  json.RawMessage `json:"budget"`
+	Learned json.RawMessage `json:"learned"`
 }
 
 // GroupSetAnswer is the group.set answer: the group's policy and budget
 // after the change.
 type GroupSetAnswer struct {
-	Group  string        `json:"group"`
-	Rotate config.Rotate `json:"rotate"`
-	Budget config.Budget `json:"budget"`
+	Group   string                   `json:"group"`
+	Rotate  config.Rotate            `json:"rotate"`
+	Budget  config.Budget            `json:"budget"`
+	Learned []workflows.LearnedPoint `json:"learned"`
 }
 
 func (a *API) groupSet(ctx context.Context, r *http.Request) (any, error) {
@@ -515,23 +517,20 @@ func (a *API) groupSet(ctx context.Context, r *http.Request) (any, error) {
 	if err := groupName("group", req.Group, true); err != nil {
 		return nil, err
 	}
-	rotate, budget := bytes.TrimSpace(req.Rotate), bytes.TrimSpace(req.Budget)
-	if len(rotate) == 0 && len(budget) == 0 {
-		return nil, invalid("rotate", `missing: give rotate and/or budget with the fields to change, e.g. {"mode": "handoff"} or {"turns": 500}`)
-	}
+	rotate, budget, learned := bytes.TrimSpace(req.Rotate), bytes.TrimSpace(req.Budget), bytes.TrimSpace(req.Learned)
 	for _, f := range []struct {
 		name string
 		v    []byte
-	}{{"rotate", rotate}, {"budget", budget}} {
+	}{{"rotate", rotate}, {"budget", budget}, {"learned", learned}} {
 		if len(f.v) > 0 && f.v[0] != '{' {
 			return nil, invalid(f.name, "must be a JSON object of the fields to change")
 		}
 	}
-	res, err := nidclient.SetGroup(ctx, a.c, req.Group, nidclient.GroupSettings{RotateJSON: string(rotate), BudgetJSON: string(budget)})
+	res, err := nidclient.SetGroup(ctx, a.c, req.Group, nidclient.GroupSettings{RotateJSON: string(rotate), BudgetJSON: string(budget), LearnedJSON: string(learned)})
 	if err != nil {
 		return nil, err
 	}
-	return GroupSetAnswer{Group: req.Group, Rotate: res.Rotate, Budget: res.Budget}, nil
+	return GroupSetAnswer{Group: req.Group, Rotate: res.Rotate, Budget: res.Budget, Learned: nonNil(res.Learned)}, nil
 }
 
 // BoardAnswer is the board.read answer: the board, and its text as agents'

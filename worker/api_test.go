@@ -154,13 +154,13 @@ func TestAPISend(t *testing.T) {
 func TestAPIGroupSet(t *testing.T) {
 	t.Parallel()
 	s := newAPISite(t, webGroups)
-	require.Equal(t, map[string]any{"group": "web", "rotate": map[string]any{"mode": "handoff", "contextPercent": 80.0, "maxTurns": 0.0}, "budget": map[string]any{}},
+	require.Equal(t, map[string]any{"group": "web", "rotate": map[string]any{"mode": "handoff", "contextPercent": 80.0, "maxTurns": 0.0, "maxConcurrentRotations": 2.0}, "budget": map[string]any{}, "learned": []any{}},
 		s.ok(t, MethodGroupSet, `{"group": "web", "rotate": {"mode": "handoff", "contextPercent": 80}}`))
-	require.Equal(t, map[string]any{"group": "web", "rotate": map[string]any{"mode": "handoff", "contextPercent": 80.0, "maxTurns": 0.0}, "budget": map[string]any{"turns": 500.0, "usd": 20.0}},
+	require.Equal(t, map[string]any{"group": "web", "rotate": map[string]any{"mode": "handoff", "contextPercent": 80.0, "maxTurns": 0.0, "maxConcurrentRotations": 2.0}, "budget": map[string]any{"turns": 500.0, "usd": 20.0}, "learned": []any{}},
 		s.ok(t, MethodGroupSet, `{"group": "web", "budget": {"turns": 500, "usd": 20}}`))
 	s.ok(t, MethodGroupSet, `{"group": "web", "rotate": {"maxTurns": 30}}`)
 	g := temporaltest.Group(t, s.c, "web")
-	require.Equal(t, config.Rotate{Mode: config.ModeHandoff, ContextPercent: 80, MaxTurns: 30}, g.Policy)
+	require.Equal(t, config.Rotate{Mode: config.ModeHandoff, ContextPercent: 80, MaxTurns: 30, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations}, g.Policy)
 	require.Equal(t, config.Budget{Turns: 500, USD: 20}, g.Board.Budget)
 }
 

@@ -179,12 +179,11 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		n.workers = append(n.workers, w)
 	}
 
-	if n.server == nil {
-		// This server may have outlived the worker that last ran these
-		// workflows (see resetStickyQueues); taken over before the node
-		// says it serves, so that it answers for them.
-		resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
-	}
+	// The server (one that outlived its worker, or an embedded one that
+	// kept in its database which worker ran each workflow last) would send
+	// queries to the dead worker's own queue (see resetStickyQueues): take
+	// the workflows over before the node says it serves.
+	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
 
 	if opts.StartGroups {
 		if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {

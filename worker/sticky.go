@@ -15,10 +15,11 @@ import (
 // resetStickyQueues sends every running nid workflow's next task to the
 // shared queue rather than to the worker that ran it last.
 //
-// A server that outlives its worker (nid server, or a cluster) keeps
-// sending a workflow's queries to that worker's own queue until the worker
-// has been silent for a while: after a kill, queries time out for seconds
-// though a new worker is ready. Resetting costs the workflows cached on
+// A server that outlives its worker (nid server, or a cluster), or an
+// embedded one restarted after a kill -9 (it keeps which worker ran each
+// workflow last in its database), sends a workflow's queries to that
+// worker's own queue until the worker has been silent for a while: queries
+// time out for seconds though a new worker is ready. Resetting costs the workflows cached on
 // another live worker one replay each, which is cheap next to a session
 // that does not answer.
 func resetStickyQueues(ctx context.Context, c client.Client, namespace string, logger *slog.Logger) {

@@ -111,7 +111,7 @@ func (g *group) run(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return historyFull(ctx, g.st.HistoryLimit) }); err != nil {
 		return err
 	}
-	return continueAsNew(ctx, g.signalSelector, GroupWorkflowName, func() any {
+	return continueAsNew(ctx, g.version, g.signalSelector, GroupWorkflowName, func() any {
 		return GroupInput{Name: g.name, State: g.st}
 	})
 }
@@ -421,12 +421,12 @@ func (g *group) onLearned(ctx workflow.Context, p LearnedPoint) {
 }
 
 func (g *group) validateSetLearned(_ workflow.Context, req SetLearned) error {
-	_, err := applyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
+	_, err := ApplyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
 	return err
 }
 
 func (g *group) setLearned(ctx workflow.Context, req SetLearned) ([]LearnedPoint, error) {
-	learned, err := applyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
+	learned, err := ApplyLearnedJSON(g.st.Learned, req.LearnedJSON) //workflowcheck:ignore decoding JSON is deterministic
 	if err != nil {
 		return g.st.Learned, err
 	}

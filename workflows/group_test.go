@@ -124,7 +124,7 @@ func TestGroupSetPolicyValidatesStoresAndPushes(t *testing.T) {
 	require.True(t, good.done)
 	require.NoError(t, good.rejected)
 	require.NoError(t, good.err)
-	want := config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85, MaxTurns: 40}
+	want := config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85, MaxTurns: 40, MaxConcurrentRotations: 2}
 	require.Equal(t, want, v.Policy)
 	require.Equal(t, []config.Rotate{want}, h.pushed[SessionID("web", "lead")])
 	require.Equal(t, []config.Rotate{want}, h.pushed[SessionID("web", "worker")])

@@ -176,6 +176,10 @@ type SessionView struct {
 	QueuedBytes    int     `json:"queuedBytes"`
 	LastOutput     string  `json:"lastOutput,omitempty"`
 	Events         []Event `json:"events"`
+	// Generation numbers the session's conversations (one more at each
+	// handoff); while a rotation runs, the fresh conversation's is one
+	// more than this.
+	Generation int `json:"generation"`
 	// Worktree and Branch are the session's own (empty without a repo);
 	// WorkDir is where its agent runs.
 	Worktree string `json:"worktree,omitempty"`
@@ -308,6 +312,9 @@ type RotationInput struct {
 	BeforeTokens int64  `json:"beforeTokens"`
 	// WorkDir is where the agent runs.
 	WorkDir string `json:"workdir,omitempty"`
+	// Generation is the session's conversation generation: the old
+	// conversation's turns run with it, the fresh one's with one more.
+	Generation int `json:"generation,omitempty"`
 }
 
 // RotationResult is a rotation's outcome.

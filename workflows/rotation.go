@@ -155,11 +155,12 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 	}
 	var fresh activities.TurnResult
 	err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.RunTurnName, activities.TurnInput{
-		Session: r.in.Session,
-		Spec:    r.in.Spec,
-		Prompt:  FreshMessage(r.in.Session, r.in.Reason, summary, source, r.in.Board),
-		Kind:    activities.TurnFresh,
-		WorkDir: r.in.WorkDir,
+		Session:    r.in.Session,
+		Spec:       r.in.Spec,
+		Prompt:     FreshMessage(r.in.Session, r.in.Reason, summary, source, r.in.Board),
+		Kind:       activities.TurnFresh,
+		WorkDir:    r.in.WorkDir,
+		Generation: r.in.Generation + 1,
 	}).Get(ctx, &fresh)
 	if err == nil {
 		r.addCost(turnCharge(fresh.TurnReport))
@@ -193,6 +194,7 @@ func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 			Prompt:       HandoffRequestPrompt,
 			Kind:         activities.TurnHandoffRequest,
 			WorkDir:      r.in.WorkDir,
+			Generation:   r.in.Generation,
 		}).Get(ctx, &tr)
 		if err == nil {
 			r.addCost(turnCharge(tr.TurnReport))

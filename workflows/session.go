@@ -96,6 +96,9 @@ type SessionState struct {
 	// SelfRotations are the TotalTurns at the session's recent rotations
 	// that it started by itself, for the circuit breaker.
 	SelfRotations []int `json:"selfRotations,omitempty"`
+	// Generation numbers the session's conversations: one more at each
+	// handoff. Agents' MCP tokens are bound to it.
+	Generation int `json:"generation,omitempty"`
 }
 
 type session struct {
@@ -188,7 +191,7 @@ func (s *session) run(ctx workflow.Context) error {
 			continue
 		}
 		if s.historyFull(ctx) {
-			return continueAsNew(ctx, s.signalSelector, SessionWorkflowName, func() any {
+			return continueAsNew(ctx, s.version, s.signalSelector, SessionWorkflowName, func() any {
 				in := s.in
 				in.State = s.st
 				return in

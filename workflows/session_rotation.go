@@ -41,6 +41,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 		Board:         s.boardText(),
 		BeforeTokens:  s.st.Context.UsedTokens,
 		WorkDir:       s.workDir(),
+		Generation:    s.st.Generation,
 	})
 	var res RotationResult
 	err := s.child.Get(ctx, &res)
@@ -91,6 +92,9 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 		return
 	}
 	s.st.RotationFailures = 0
+	if res.Method == config.ModeHandoff {
+		s.st.Generation++
+	}
 	s.st.Conversation = res.NewConversation
 	s.st.Context.Rotations++
 	s.st.Context.Turns = 0

@@ -1221,3 +1221,22 @@ func TestASessionRefusedItsTurnShowsPaused(t *testing.T) {
 	require.Equal(t, 1, waiting.Context.TotalTurns)
 	require.Equal(t, StatusPaused, waiting.Status)
 }
+
+// Each handoff starts a new generation of the session's conversations; a
+// compaction keeps it. The fresh conversation's first turn already runs
+// with the new one, the old conversation's handoff request with the old.
+func TestGenerationsCountConversations(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 2)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeCompact}) })
+	h.at(20*time.Minute, func() { h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff}) })
+	h.send(30*time.Minute, 1)
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.Equal(t, 1, v.Generation)
+	var gens []string
+	for _, in := range h.agent.turns {
+		gens = append(gens, fmt.Sprintf("%s:%d", in.Kind, in.Generation))
+	}
+	require.Equal(t, []string{"work:0", "work:0", "handoff-request:0", "fresh:1", "work:1"}, gens)
+}

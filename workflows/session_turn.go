@@ -146,6 +146,7 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 		Prompt:       prompt,
 		Kind:         activities.TurnWork,
 		WorkDir:      s.workDir(),
+		Generation:   s.st.Generation,
 	}).Get(ctx, &res)
 	s.st.UsedSeq = s.st.ReserveSeq
 	if err != nil && s.has(VersionFailuresSettle) && fromHuman {

@@ -22,6 +22,7 @@ func (s *session) view() (SessionView, error) {
 		ContextFull:    s.st.ContextFull,
 		PolicyHalted:   s.st.PolicyHalted,
 		HandoffNext:    s.st.HandoffNext,
+		Generation:     s.st.Generation,
 		QueuedMessages: len(s.st.Messages),
 		LastOutput:     s.st.LastOutput,
 		Events:         s.st.Events,

@@ -43,13 +43,27 @@ func listenSignals(ctx workflow.Context, selector signalSelector) {
 // finished, after folding the signals that arrived but were not yet read
 // into the state, and starts the next run of workflowType with the input
 // that state makes (built after the drain, so nothing is dropped).
-func continueAsNew(ctx workflow.Context, selector signalSelector, workflowType string, input func() any) error {
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return err
-	}
+//
+// Since VersionSettledContinueAsNew it waits for the handlers again after
+// draining, until neither a signal nor a handler is left: a signal handler
+// can block (a push awaits its delivery), and an update accepted meanwhile
+// would otherwise be cut off by the new run, failing at the client after
+// its change was made.
+func continueAsNew(ctx workflow.Context, version Version, selector signalSelector, workflowType string, input func() any) error {
 	sel := selector(ctx)
-	for sel.HasPending() {
-		sel.Select(ctx)
+	for {
+		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			return err
+		}
+		if !sel.HasPending() {
+			break
+		}
+		for sel.HasPending() {
+			sel.Select(ctx)
+		}
+		if version < VersionSettledContinueAsNew {
+			break
+		}
 	}
 	return workflow.NewContinueAsNewError(ctx, workflowType, input())
 }

@@ -26,7 +26,15 @@ func PolicyText(r config.Rotate) string {
 	if r.ContextTokens > 0 {
 		s += fmt.Sprintf(" contextTokens=%d", r.ContextTokens)
 	}
-	return s + " maxTurns=" + turns
+	s += " maxTurns=" + turns
+	if r.MaxConcurrentRotations != config.DefaultMaxConcurrentRotations {
+		concurrent := "unlimited"
+		if r.MaxConcurrentRotations > 0 {
+			concurrent = fmt.Sprint(r.MaxConcurrentRotations)
+		}
+		s += " maxConcurrentRotations=" + concurrent
+	}
+	return s
 }
 
 // briefing is the first prompt of a session from before VersionTeam; later

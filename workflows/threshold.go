@@ -162,13 +162,31 @@ func LearnedText(l LearnedPoint) string {
 // kindTitle is how people name an agent kind.
 func kindTitle(kind string) string { return activities.KindOf(kind).Title }
 
+// LearnedListText lists learned points as nid group show and group set
+// print them: "claude/claude-sonnet-4-5 at 80% (it compacted itself at 83%
+// of 200k), codex/gpt-5.5 at 75% (set)"; "none" for none.
+func LearnedListText(points []LearnedPoint) string {
+	if len(points) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(points))
+	for _, p := range points {
+		why := "set"
+		if !p.Set {
+			why = fmt.Sprintf("it compacted itself at %d%% of %s", int(float64(p.SeenTokens)*100/float64(max(p.Window, 1))), TokensText(p.Window))
+		}
+		parts = append(parts, fmt.Sprintf("%s at %d%% (%s)", p.Key(), p.Percent, why))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // learnedExample is what nid group set learned=... looks like.
 const learnedExample = `{"claude/claude-sonnet-4-5": 75}`
 
-// applyLearnedJSON lays js, an object from "kind/model" to the percent to
-// rotate at (null forgets the point), over points: what the human sets is
-// kept as set.
-func applyLearnedJSON(points []LearnedPoint, js string) ([]LearnedPoint, error) {
+// ApplyLearnedJSON lays js, an object from "kind/model" to the percent to
+// rotate at (null forgets the point), over points, as typed after
+// learned= in nid group set: what the human sets is kept as set.
+func ApplyLearnedJSON(points []LearnedPoint, js string) ([]LearnedPoint, error) {
 	var set map[string]*int
 	dec := json.NewDecoder(strings.NewReader(js))
 	dec.DisallowUnknownFields()

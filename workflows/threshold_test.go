@@ -40,12 +40,12 @@ func TestEffectiveThreshold(t *testing.T) {
 
 func TestApplyLearnedJSON(t *testing.T) {
 	seen := []LearnedPoint{{Kind: "claude", Model: "m", Percent: 80, SeenTokens: 166_000, Window: 200_000}}
-	got, err := applyLearnedJSON(seen, `{"codex/gpt-5.5": 75, "claude/m": null}`)
+	got, err := ApplyLearnedJSON(seen, `{"codex/gpt-5.5": 75, "claude/m": null}`)
 	require.NoError(t, err)
 	require.Equal(t, []LearnedPoint{{Kind: "codex", Model: "gpt-5.5", Percent: 75, Set: true}}, got)
-	_, err = applyLearnedJSON(seen, `{"claude": 75, "codex/x": 120}`)
+	_, err = ApplyLearnedJSON(seen, `{"claude": 75, "codex/x": 120}`)
 	require.EqualError(t, err, `learned: "claude" is not kind/model, e.g. claude/claude-sonnet-4-5; codex/x: 120 is outside 1..100 (null forgets it)`)
-	_, err = applyLearnedJSON(seen, `[75]`)
+	_, err = ApplyLearnedJSON(seen, `[75]`)
 	require.ErrorContains(t, err, `is not a JSON object of kind/model to a percent or null`)
 }
 

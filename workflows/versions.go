@@ -9,6 +9,9 @@ import "go.temporal.io/sdk/workflow"
 // them all, so sessions that have been running for weeks survive an
 // upgrade.
 //
+// Rungs 2 to 8 were released together: the histories recorded for them,
+// testdata/v3-*.json, are recorded at rung 8 and so cover every one.
+//
 // A run reads its rung once, when it starts (versionOf): a history keeps
 // the rung it recorded, and a new run (a new workflow, or a continue-as-new)
 // takes the newest. So an old session upgrades at its next continue-as-new,
@@ -82,11 +85,18 @@ const (
 	// stops for the session, which keeps working), and a session that
 	// rotates by itself more than breakerRotations times in breakerTurns
 	// turns stops its policy rotations; either says so in the inbox.
-	// Histories: testdata/v4-*.json.
+	// Histories: testdata/v3-*.json.
 	VersionThresholds Version = 7
 
+	// VersionSettledContinueAsNew: a session or group continues as new only
+	// once no signal is left and every handler has finished after the
+	// last drain (see continueAsNew), so an update accepted while a signal
+	// handler was blocked is never cut off by the new run. Histories:
+	// testdata/v3-*.json.
+	VersionSettledContinueAsNew Version = 8
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionThresholds
+	versionLatest = VersionSettledContinueAsNew
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

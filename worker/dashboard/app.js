@@ -133,7 +133,9 @@ async function groupPage(group) {
   main.replaceChildren(
     el("h1", {}, "Group " + group),
     g.goal ? el("p", {}, g.goal) : null,
-    el("p", { class: "muted", id: "policy" }, "rotate: mode=" + g.policy.mode + " contextPercent=" + g.policy.contextPercent + " maxTurns=" + (g.policy.maxTurns || "never")),
+    el("p", { class: "muted", id: "policy" }, "rotate: mode=" + g.policy.mode + " contextPercent=" + g.policy.contextPercent +
+      (g.policy.contextTokens ? " contextTokens=" + g.policy.contextTokens : "") + " maxTurns=" + (g.policy.maxTurns || "never")),
+    (g.learned || []).length ? el("p", { class: "muted", id: "learned" }, "learned: " + g.learned.map((l) => l.kind + "/" + l.model + " at " + l.percent + "%" + (l.set ? " (set)" : "")).join(", ")) : null,
     el("table", { id: "sessions" }, el("thead", {}, el("tr", {}, ["session", "agent", "status", "context", "rotations", "turns"].map((h) => el("th", {}, h)))), body),
     el("h2", {}, "Feed"), feed);
   const render = (sessions) => {
@@ -193,10 +195,14 @@ async function sessionPage(group, name) {
 
   const renderContext = (c, policy, st, agent) => {
     const pct = c.percent === undefined || c.percent === null ? null : c.percent;
-    const threshold = policy ? policy.contextPercent : 0;
+    // The effective threshold, as the session computes it: the least of
+    // contextPercent, contextTokens and what nid learned of the vendor.
+    const t = c.threshold;
+    const at = t && t.percent ? t.percent : (policy ? policy.contextPercent : 0);
+    const label = t && t.percent ? "rotate at " + Math.floor(t.percent) + "% = " + tokens(t.tokens) + " (" + t.by + ")" : "rotate at " + at + "%";
     meter.replaceChildren(
       el("div", { class: "fill" + (pct !== null && Math.floor(pct) >= yellowFrom ? " warn" : ""), style: { width: Math.min(100, pct || 0) + "%" } }),
-      threshold > 0 && policy.mode !== "off" ? el("div", { class: "threshold", style: { left: threshold + "%" }, title: "rotates at " + threshold + "%" }, el("span", {}, "rotate at " + threshold + "%")) : null);
+      at > 0 && policy && policy.mode !== "off" ? el("div", { class: "threshold", id: "threshold", style: { left: Math.min(100, at) + "%" }, title: label }, el("span", {}, label)) : null);
     meterText.textContent = ctxText(c) + (pct !== null ? " · " + tokens(c.usedTokens) + " used of " + tokens(c.windowTokens) : " · the agent reports no usage") +
       " · " + c.source + " · ↻" + (c.rotations || 0) + " · turns " + (c.totalTurns || 0);
     if (st) { status.className = "status-" + st; status.textContent = (agent ? agent + " · " : "") + st; }

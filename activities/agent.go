@@ -52,9 +52,10 @@ type Process struct {
 	PidDir string
 	// Permissions is what the agent may change (config.PermissionsModes);
 	// empty means config.DefaultPermissions. Network says whether its
-	// commands may reach the network; nil means the vendor's default.
+	// commands may reach the network when it runs sandboxed: the worker
+	// resolves it from nid.yaml, else from its kind's entry (Kind.Network).
 	Permissions string
-	Network     *bool
+	Network     bool
 	// TempDir is the session's own directory for temporary files and
 	// caches, which its sandbox lets it write; empty means none.
 	TempDir string
@@ -70,9 +71,8 @@ func (p Process) sandboxed() bool { return p.Permissions != config.PermissionsFu
 func (p Process) readonly() bool { return p.Permissions == config.PermissionsReadonly }
 
 // network reports whether the process's commands may reach the network:
-// Network if set, else the vendor's default, which for both Claude Code's
-// and Codex's sandboxes is no network.
-func (p Process) network() bool { return !p.sandboxed() || (p.Network != nil && *p.Network) }
+// always without a sandbox, else as Network says.
+func (p Process) network() bool { return !p.sandboxed() || p.Network }
 
 // SessionRef names a session and what it needs on this host.
 type SessionRef struct {

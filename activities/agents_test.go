@@ -1,12 +1,17 @@
 package activities_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,14 +19,19 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/worker"
 )
 
-// The tests in this file run the real Claude Code and Codex CLIs, pinned in
-// testdata/agents/package.json, against a fake model server. .ci/run
-// installs them with `npm ci`; without them these tests fail and say so.
+// The rigs in this file run each agent kind the way a worker does, for the
+// conformance suite (conformance_test.go): the real Claude Code and Codex
+// CLIs, pinned in testdata/agents/package.json, and the suite's own exec
+// agent against a fake model server, and the sim as it is. .ci/run installs
+// the CLIs with `npm ci`; without them these tests fail and say so.
 
 // agentBin returns the installed CLI, or fails the test saying how to
 // install it.
@@ -61,24 +71,65 @@ func (f *fakeSessions) Summaries() []string {
 	return append([]string(nil), f.summaries...)
 }
 
-// agentRig is one session's world: a fake model, nid's MCP endpoint, and a
-// private HOME, temp and working directory.
+// vendor is how a kind that talks to a model shows the fake model's
+// replies, and what its CLI does that others do not.
+type vendor struct {
+	// window is the context window the kind reports; model the model it
+	// says it runs ("": it says none).
+	window int64
+	model  string
+	// used is the context a reply leaves: what the kind counts of its
+	// tokens.
+	used func(fakeReply) int64
+	// refusedKey is how its API answers a key it refuses, with status 401.
+	refusedKey string
+	// contextFull is the error type of a turn whose conversation no
+	// longer fits the window.
+	contextFull string
+	// compacting checks that a compaction asked the model the vendor's
+	// way; nil for a kind that cannot compact.
+	compacting func(t *testing.T, last fakeRequest)
+	// autoCompact makes the CLI compact by itself past 100k tokens; nil
+	// for a CLI that never does.
+	autoCompact func(r *agentRig)
+	// autoCountsPrompt says the tokens before a compaction the CLI did by
+	// itself include its estimate of the prompt that set it off.
+	autoCountsPrompt bool
+}
+
+// agentRig is one session's world: the worker's Activities for one agent
+// kind, what the worker's nid.yaml says of the session, a fake model, nid's
+// MCP endpoint, and a private HOME, state and working directory.
 type agentRig struct {
-	t        *testing.T
+	t    *testing.T
+	kind activities.Kind
+	// vendor is nil for a kind that talks to no model: the sim.
+	vendor   *vendor
 	model    *fakeModel
 	sessions *fakeSessions
 	mcp      activities.MCPAccess
 	ref      activities.SessionRef
-	proc     activities.Process
-	home     string
-	state    string
-	// toolCalls are the tool calls the adapter reported, all turns.
-	toolCalls []string
+	// set is what the worker's nid.yaml says of the session's agent; the
+	// worker reads it at every call, as it reads the file.
+	set                  config.AgentSettings
+	spec                 activities.AgentSpec
+	home, state, workDir string
+	// stateless runs the worker with no state directory.
+	stateless bool
+	// serves says the kind's process outlives a turn (Codex's app-server).
+	serves bool
+	acts   *activities.Activities
+	logs   *transcript.Log
+
+	mu      sync.Mutex
+	limited []bool
 }
 
-func newRig(t *testing.T) *agentRig {
+// newRig returns the world of one session of kind, ready to run it, or
+// fails the test when the suite does not know how to run the kind.
+func newRig(t *testing.T, kind activities.Kind) *agentRig {
 	t.Helper()
-	r := &agentRig{t: t, model: startFakeModel(t), sessions: &fakeSessions{}}
+	r := &agentRig{t: t, kind: kind, model: startFakeModel(t), sessions: &fakeSessions{}}
 	// nid's own MCP endpoint, as the worker serves it.
 	ts := httptest.NewUnstartedServer(nil)
 	// A key of its own, so that no other test's agent holds this token.
@@ -92,44 +143,240 @@ func newRig(t *testing.T) *agentRig {
 	t.Cleanup(ts.Close)
 	r.ref = activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
 	r.mcp = ep.Access(r.ref)
-	r.home = t.TempDir()
-	tmp := t.TempDir()
-	r.state = t.TempDir()
-	r.proc = activities.Process{
-		WorkDir: t.TempDir(),
-		Timeout: 2 * time.Minute,
-		Env:     map[string]string{"HOME": r.home, "TMPDIR": tmp},
-		TempDir: t.TempDir(),
+	r.home, r.state, r.workDir = t.TempDir(), t.TempDir(), t.TempDir()
+	r.logs = transcript.New(r.state)
+	r.spec = activities.AgentSpec{Kind: kind.Name}
+	// Claude Code keeps its sandbox's sockets in its temp directory, whose
+	// path must stay short: t.TempDir() holds the test's long name.
+	tmp, err := os.MkdirTemp("", "nid-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	r.set = config.AgentSettings{
+		Env:         map[string]string{"HOME": r.home, "TMPDIR": tmp},
+		TurnTimeout: config.Duration(2 * time.Minute),
 	}
+	switch kind.Name {
+	case activities.KindClaude:
+		r.claude()
+	case activities.KindCodex:
+		r.codex()
+	case activities.KindExec:
+		r.exec()
+	case activities.KindSim:
+		r.spec.Sim = config.Sim{Window: 200_000, TokensPerTurn: 1000}
+		r.set = config.AgentSettings{}
+	default:
+		t.Fatalf("the conformance suite cannot run agent kind %q: give newRig a way to run it, then make every case pass", kind.Name)
+	}
+	r.start()
 	return r
 }
 
-func (r *agentRig) turn(ag activities.Agent, conv, prompt, kind string) (activities.TurnReport, []bool, error) {
-	var limited []bool
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := ag.Turn(ctx, activities.TurnRequest{
-		Session: r.ref, Conversation: conv, Prompt: prompt, Kind: kind,
-		MCP: r.mcp, StateDir: r.state, Process: r.proc,
-		RateLimited: func(l bool) { limited = append(limited, l) },
-		ToolCalled:  func(c string) { r.toolCalls = append(r.toolCalls, c) },
-	})
-	return rep, limited, err
-}
-
-func (r *agentRig) compact(ag activities.Agent, conv string) (activities.CompactReport, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return ag.Compact(ctx, activities.CompactRequest{Session: r.ref, Conversation: conv, MCP: r.mcp, StateDir: r.state, Process: r.proc})
-}
-
-// errType is the activities error type of err, if it has one.
-func errType(err error) string {
-	var e *activities.Error
-	if errors.As(err, &e) {
-		return e.Type
+func (r *agentRig) claude() {
+	r.set.Command = agentBin(r.t, "claude")
+	r.set.Model = "claude-sonnet-4-5"
+	for k, v := range map[string]string{
+		"CLAUDE_CODE_TMPDIR":                       r.set.Env["TMPDIR"],
+		"ANTHROPIC_BASE_URL":                       r.model.srv.URL,
+		"ANTHROPIC_API_KEY":                        "test-key",
+		"DISABLE_TELEMETRY":                        "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+		"DISABLE_ERROR_REPORTING":                  "1",
+		"DISABLE_BUG_COMMAND":                      "1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	} {
+		r.set.Env[k] = v
 	}
-	return ""
+	r.vendor = &vendor{
+		window: 200_000,
+		model:  "claude-sonnet-4-5",
+		// Claude Code counts the context it sent, cached or not.
+		used:        func(f fakeReply) int64 { return f.Input },
+		refusedKey:  `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`,
+		contextFull: activities.ErrContextFull,
+		compacting: func(t *testing.T, last fakeRequest) {
+			require.Contains(t, last.Body, "summary of the conversation")
+		},
+		autoCompact:      func(r *agentRig) { r.set.Env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = "100000" },
+		autoCountsPrompt: true,
+	}
+}
+
+// codexWindow is what Codex reports for gpt-5.5: 95% of 272k.
+const codexWindow = 258400
+
+func (r *agentRig) codex() {
+	r.set.Command = agentBin(r.t, "codex")
+	codexHome := filepath.Join(r.home, ".codex")
+	require.NoError(r.t, os.MkdirAll(codexHome, 0o755))
+	cfg := fmt.Sprintf(`model = "gpt-5.5"
+model_provider = "local"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+[analytics]
+enabled = false
+[features]
+plugins = false
+apps = false
+remote_plugin = false
+tool_suggest = false
+[model_providers.local]
+name = "local"
+base_url = "%s/v1"
+env_key = "LOCAL_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+`, r.model.srv.URL)
+	require.NoError(r.t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o644))
+	r.set.Env["CODEX_HOME"] = codexHome
+	r.set.Env["LOCAL_API_KEY"] = "test-key"
+	r.vendor = &vendor{
+		window: codexWindow,
+		// Codex counts the whole last response, its output included.
+		used:        func(f fakeReply) int64 { return f.Input + f.Output },
+		refusedKey:  `{"error":{"type":"invalid_request_error","code":"invalid_api_key","message":"Incorrect API key provided"}}`,
+		contextFull: activities.ErrContextFull,
+		compacting: func(t *testing.T, last fakeRequest) {
+			require.Contains(t, last.Headers.Get("x-codex-turn-metadata"), "compaction")
+		},
+		autoCompact: func(r *agentRig) { r.set.Args = []string{"-c", "model_auto_compact_token_limit=100000"} },
+	}
+	r.serves = true
+}
+
+func (r *agentRig) exec() {
+	bin, err := os.Executable()
+	require.NoError(r.t, err)
+	r.set.Command = bin
+	r.set.Env[envExecModel] = r.model.srv.URL
+	// nid cannot sandbox a command: an exec session must say full.
+	r.set.Permissions = config.PermissionsFull
+	r.vendor = &vendor{
+		window:     execWindow,
+		used:       func(f fakeReply) int64 { return f.Input },
+		refusedKey: `{"error":{"message":"invalid api key"}}`,
+		// A command has no way to say why it failed.
+		contextFull: activities.ErrAgentFailed,
+	}
+}
+
+// start starts a worker for the session: its Activities, with a new
+// adapter of the kind.
+func (r *agentRig) start() {
+	state := r.state
+	if r.stateless {
+		state = ""
+	}
+	acts := &activities.Activities{
+		Agents:      map[string]activities.Agent{r.kind.Name: r.kind.New()},
+		StateDir:    state,
+		MCP:         func(activities.SessionRef) activities.MCPAccess { return r.mcp },
+		Transcripts: r.logs,
+		Settings: func(ref activities.SessionRef) (string, config.AgentSettings, bool) {
+			return r.kind.Name, r.set, ref == r.ref
+		},
+		Notify:  r,
+		WorkDir: r.workDir,
+	}
+	r.t.Cleanup(func() { _ = acts.Close() })
+	r.acts = acts
+}
+
+// restart stops the worker as a shutdown does and starts a new one.
+func (r *agentRig) restart() {
+	require.NoError(r.t, r.acts.Close())
+	r.start()
+}
+
+// RateLimited records what the turn told the session.
+func (r *agentRig) RateLimited(_ context.Context, _ activities.SessionRef, limited bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.limited = append(r.limited, limited)
+	return nil
+}
+
+// rateLimits returns what turns told the session about rate limiting.
+func (r *agentRig) rateLimits() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]bool(nil), r.limited...)
+}
+
+func (r *agentRig) turn(conv, prompt, kind string) (activities.TurnResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return r.acts.RunTurn(ctx, activities.TurnInput{Session: r.ref, Spec: r.spec, Conversation: conv, Prompt: prompt, Kind: kind})
+}
+
+func (r *agentRig) compact(conv string) (activities.CompactReport, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return r.acts.Compact(ctx, activities.CompactInput{Session: r.ref, Spec: r.spec, Conversation: conv})
+}
+
+func (r *agentRig) stop(conv string) error {
+	_, err := r.acts.StopAgent(context.Background(), activities.StopInput{Session: r.ref, Spec: r.spec, Conversation: conv})
+	return err
+}
+
+// toolCalls are the tool calls the session's transcript shows.
+func (r *agentRig) toolCalls() []string {
+	entries, err := r.logs.Read(r.ref.Group, r.ref.Name, 0)
+	require.NoError(r.t, err)
+	var calls []string
+	for _, e := range entries {
+		if e.Kind == transcript.KindTool {
+			calls = append(calls, e.Text)
+		}
+	}
+	return calls
+}
+
+// processes returns the pids of the session's agent processes still
+// running: every process whose environment has the session's own HOME.
+func (r *agentRig) processes() []string {
+	// It may run on a server's goroutine, where a test must not fail:
+	// the pattern is valid, so Glob cannot.
+	environs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	var pids []string
+	for _, p := range environs {
+		env, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00HOME="+r.home+"\x00")) {
+			pids = append(pids, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return pids
+}
+
+// requireNoProcesses waits for the session's agent processes to be gone.
+func (r *agentRig) requireNoProcesses(msg string) {
+	r.t.Helper()
+	require.Eventually(r.t, func() bool { return len(r.processes()) == 0 }, 10*time.Second, 50*time.Millisecond,
+		"%s: still running: %v", msg, r.processes())
+}
+
+// failure returns the type Temporal sees of an activity's error, and
+// whether it retries it.
+func failure(t *testing.T, err error) (string, bool) {
+	t.Helper()
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(err, &app), "want an application error, got %v", err)
+	return app.Type(), !app.NonRetryable()
+}
+
+// requireFinal checks that err is a failure of type typ that Temporal does
+// not retry, and that its message says each of says.
+func requireFinal(t *testing.T, err error, typ string, says ...string) {
+	t.Helper()
+	got, retried := failure(t, err)
+	require.Equal(t, typ, got, "%v", err)
+	require.False(t, retried, "%v", err)
+	for _, s := range says {
+		require.Contains(t, err.Error(), s)
+	}
 }
 
 func lastRequest(t *testing.T, m *fakeModel) fakeRequest {
@@ -139,11 +386,86 @@ func lastRequest(t *testing.T, m *fakeModel) fakeRequest {
 	return reqs[len(reqs)-1]
 }
 
-func anyRequestContains(m *fakeModel, s string) bool {
-	for _, r := range m.Requests() {
-		if strings.Contains(r.Body, s) {
-			return true
-		}
+// envExecModel is set, to the fake model's URL, in the environment of the
+// suite's exec agent.
+const envExecModel = "NIDTEST_EXEC_MODEL"
+
+// execWindow is the context window the suite's exec agent reports.
+const execWindow = 200_000
+
+// TestMain runs the tests, or, started by nid as the suite's exec agent,
+// is that agent.
+func TestMain(m *testing.M) {
+	if model := os.Getenv(envExecModel); model != "" {
+		os.Exit(execAgent(model))
 	}
-	return false
+	os.Exit(m.Run())
+}
+
+// execAgent is the agent the suite runs as kind exec: an agent CLI in
+// miniature, as a user's own command might be. It reads the prompt on
+// stdin, keeps each conversation's messages in a file under HOME (as a real
+// CLI keeps its transcript), sends them to the fake model, runs the shell
+// commands and writes the files the model asks for, then prints the answer
+// and nid's usage line. It calls none of nid's tools: nid gives an exec
+// agent its MCP endpoint, but does not count on it.
+func execAgent(model string) int {
+	if len(os.Args) > 1 {
+		fmt.Fprintf(os.Stderr, "exec-agent: unknown flag %s\n", os.Args[1])
+		return 2
+	}
+	prompt, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "exec-agent:", err)
+		return 1
+	}
+	conv := filepath.Join(os.Getenv("HOME"), ".exec-agent", os.Getenv("NIDAGENT_CONVERSATION"))
+	history, _ := os.ReadFile(conv)
+	msgs := string(history) + "user: " + string(prompt) + "\n"
+	for {
+		rep, err := askModel(model, msgs)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "exec-agent:", err)
+			return 1
+		}
+		switch {
+		case rep.Shell != "":
+			out, _ := exec.Command("sh", "-c", rep.Shell).CombinedOutput()
+			msgs += "ran: " + rep.Shell + "\n" + string(out)
+			continue
+		case rep.WriteFile != "":
+			err := os.WriteFile(rep.WriteFile, []byte(rep.WriteText), 0o644)
+			msgs += fmt.Sprintf("wrote %s: %v\n", rep.WriteFile, err)
+			continue
+		}
+		fmt.Println(rep.Text)
+		fmt.Printf("{\"nid\":\"usage\",\"used\":%d,\"window\":%d}\n", rep.Input, execWindow)
+		_ = os.MkdirAll(filepath.Dir(conv), 0o700)
+		_ = os.WriteFile(conv, []byte(msgs+"agent: "+rep.Text+"\n"), 0o600)
+		return 0
+	}
+}
+
+// askModel sends the conversation so far to the fake model.
+func askModel(model, msgs string) (fakeReply, error) {
+	req, err := http.NewRequest(http.MethodPost, model+"/exec", strings.NewReader(msgs))
+	if err != nil {
+		return fakeReply{}, err
+	}
+	req.Header.Set("X-Turn-Kind", os.Getenv("NIDAGENT_TURN_KIND"))
+	req.Header.Set("X-Conversation", os.Getenv("NIDAGENT_CONVERSATION"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fakeReply{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fakeReply{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fakeReply{}, fmt.Errorf("the model answered %d: %s", resp.StatusCode, body)
+	}
+	var rep fakeReply
+	return rep, json.Unmarshal(body, &rep)
 }

@@ -100,7 +100,7 @@ func (c *Claude) Compact(ctx context.Context, req CompactRequest) (CompactReport
 		}
 		return rep, nil
 	}
-	rep.Usage = Usage{UsedTokens: rep.AfterTokens, WindowTokens: c.window(req.Session, st.Window), Source: SourceReported}
+	rep.Usage = Usage{UsedTokens: rep.AfterTokens, WindowTokens: c.window(req.Session, st.Window), Source: SourceReported, Model: st.Model}
 	return rep, nil
 }
 
@@ -110,7 +110,7 @@ func (c *Claude) Stop(context.Context, StopRequest) error { return nil }
 // run runs one claude process and folds its output. progress, if set, sees
 // the stream after every line.
 func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []string, mcp MCPAccess, progress func(*ClaudeStream)) (*ClaudeStream, error) {
-	path, err := lookCommand(config.AgentClaude, p)
+	path, err := lookCommand(KindClaude, p)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []stri
 	cmd.Stdin = strings.NewReader(prompt)
 	st := &ClaudeStream{}
 	refused := false
-	runErr := runLines(runCtx, config.AgentClaude, cmd, p, func(line []byte) {
+	runErr := runLines(runCtx, KindClaude, cmd, p, func(line []byte) {
 		st.Feed(line)
 		if !refused && (st.Retries > 0 && AuthStatus(st.RetryStatus) || st.SandboxFailure != "") {
 			refused = true

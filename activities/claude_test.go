@@ -27,7 +27,7 @@ echo 'not json at all'
 	require.NoError(t, err)
 	require.Equal(t, "first answer", rep.Output)
 	require.Equal(t, "11111111-2222-4333-8444-555555555555", rep.Conversation)
-	require.Equal(t, Usage{UsedTokens: 5000, WindowTokens: 200000, Source: SourceReported}, rep.Usage)
+	require.Equal(t, Usage{UsedTokens: 5000, WindowTokens: 200000, Source: SourceReported, Model: "claude-sonnet-4-5"}, rep.Usage)
 }
 
 // A claude that ends without its result line (killed, or its output cut)

@@ -103,16 +103,24 @@ func (c *Codex) Compact(ctx context.Context, req CompactRequest) (CompactReport,
 	return rep, nil
 }
 
-// Stop ends the session's app-server and everything it started.
-func (c *Codex) Stop(_ context.Context, req StopRequest) error {
+// Stop ends the session's app-server and everything it started, and
+// returns once it has exited, so that nothing of the old conversation still
+// runs when the next one starts.
+func (c *Codex) Stop(ctx context.Context, req StopRequest) error {
 	c.mu.Lock()
 	srv := c.servers[req.Session.WorkflowID]
 	delete(c.servers, req.Session.WorkflowID)
 	c.mu.Unlock()
-	if srv != nil {
-		srv.kill()
+	if srv == nil {
+		return nil
 	}
-	return nil
+	srv.kill()
+	select {
+	case <-srv.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Close stops every app-server this worker runs, and returns once they
@@ -310,7 +318,7 @@ type codexServer struct {
 }
 
 func startCodex(ctx context.Context, p Process, mcp MCPAccess) (*codexServer, error) {
-	path, err := lookCommand(config.AgentCodex, p)
+	path, err := lookCommand(KindCodex, p)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
 )
 
@@ -34,7 +32,8 @@ import (
 // NID_* or TEMPORAL_* variables.
 //
 // nid has no sandbox to put a command in, so an exec agent runs only with
-// permissions: full; anything else is refused as ErrSandboxUnavailable.
+// permissions: full (its entry in Kinds says so); the activities refuse
+// anything else as ErrSandboxUnavailable before the command starts.
 type Exec struct{}
 
 // NewExec returns an exec agent.
@@ -69,12 +68,7 @@ func ParseExecLine(line []byte) (u Usage, ok bool) {
 
 // Turn runs the command once with the prompt on stdin.
 func (e *Exec) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
-	if req.Process.sandboxed() {
-		return TurnReport{}, SandboxUnavailable("exec: %s/%s would run with permissions: %s, but nid cannot sandbox an exec agent's command; "+
-			"set permissions: %s for it (agents.exec, its group or the session) to run it with everything the user running nid can do",
-			req.Session.Group, req.Session.Name, cmp.Or(req.Process.Permissions, config.DefaultPermissions), config.PermissionsFull)
-	}
-	path, err := lookCommand(config.AgentExec, req.Process)
+	path, err := lookCommand(KindExec, req.Process)
 	if err != nil {
 		return TurnReport{}, err
 	}
@@ -94,7 +88,7 @@ func (e *Exec) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	rep := TurnReport{Conversation: conv, Usage: Usage{Source: SourceUnknown}}
 	var out strings.Builder
 	dropped := 0
-	err = runLines(ctx, config.AgentExec, cmd, req.Process, func(line []byte) {
+	err = runLines(ctx, KindExec, cmd, req.Process, func(line []byte) {
 		if u, ok := ParseExecLine(line); ok {
 			rep.Usage = u
 			return

@@ -44,8 +44,9 @@ type fakeRequest struct {
 }
 
 // fakeModel is a model server on 127.0.0.1 that speaks enough of the
-// Anthropic Messages and OpenAI Responses streaming APIs for the real CLIs.
-// Replies are taken from the script in order; when it runs out, Default.
+// Anthropic Messages and OpenAI Responses streaming APIs for the real CLIs,
+// and a plain JSON one for the suite's exec agent (see execAgent). Replies
+// are taken from the script in order; when it runs out, Default.
 type fakeModel struct {
 	srv *httptest.Server
 
@@ -54,6 +55,11 @@ type fakeModel struct {
 	Default  fakeReply
 	requests []fakeRequest
 	n        int
+	// abandoned counts the hanging calls whose client went away.
+	abandoned int
+	// onRequest, when set, runs on every model call as it arrives, while
+	// the agent that made it waits for the answer.
+	onRequest func()
 }
 
 func startFakeModel(t *testing.T) *fakeModel {
@@ -80,7 +86,7 @@ func (f *fakeModel) Requests() []fakeRequest {
 
 // peekHang says the next scripted model call should hang.
 func (f *fakeModel) peekHang(r *http.Request) bool {
-	if r.Method != http.MethodPost || !(strings.HasPrefix(r.URL.Path, "/v1/messages") || r.URL.Path == "/v1/responses") {
+	if r.Method != http.MethodPost || !(strings.HasPrefix(r.URL.Path, "/v1/messages") || r.URL.Path == "/v1/responses" || r.URL.Path == "/exec") {
 		return false
 	}
 	f.mu.Lock()
@@ -88,7 +94,28 @@ func (f *fakeModel) peekHang(r *http.Request) bool {
 	return len(f.script) > 0 && f.script[0].Hang
 }
 
+// Abandoned returns how many hanging calls the agent gave up on: its
+// process, which held the connection, is gone.
+func (f *fakeModel) Abandoned() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.abandoned
+}
+
+// OnRequest sets fn to run on every model call as it arrives.
+func (f *fakeModel) OnRequest(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onRequest = fn
+}
+
 func (f *fakeModel) next(r *http.Request, body []byte) (fakeReply, int) {
+	f.mu.Lock()
+	hook := f.onRequest
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, fakeRequest{Path: r.URL.Path, Body: string(body), Headers: r.Header.Clone()})
@@ -106,6 +133,9 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	if f.peekHang(r) {
 		f.next(r, body)
 		<-r.Context().Done()
+		f.mu.Lock()
+		f.abandoned++
+		f.mu.Unlock()
 		return
 	}
 	switch {
@@ -115,6 +145,9 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
 		rep, n := f.next(r, body)
 		f.openai(w, rep, n)
+	case r.Method == http.MethodPost && r.URL.Path == "/exec":
+		rep, _ := f.next(r, body)
+		f.exec(w, rep)
 	default:
 		http.NotFound(w, r)
 	}
@@ -219,4 +252,19 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// exec answers the suite's exec agent: the reply itself as JSON, or the
+// error a model would give.
+func (f *fakeModel) exec(w http.ResponseWriter, rep fakeReply) {
+	w.Header().Set("Content-Type", "application/json")
+	if rep.ContextFull {
+		rep.Status, rep.Body = http.StatusBadRequest, `{"error":{"message":"prompt is too long: 250000 tokens > 200000 maximum"}}`
+	}
+	if rep.Status != 0 {
+		w.WriteHeader(rep.Status)
+		io.WriteString(w, rep.Body)
+		return
+	}
+	json.NewEncoder(w).Encode(rep)
 }

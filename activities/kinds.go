@@ -2,21 +2,29 @@ package activities
 
 import "github.com/nid-dev/nid/config"
 
+// Agent kinds nid drives, by the name a session's agent key gives them.
+const (
+	KindSim    = "sim"
+	KindClaude = "claude"
+	KindCodex  = "codex"
+	KindExec   = "exec"
+)
+
 // Kind is one agent kind nid drives: everything that differs between kinds,
 // in one entry. Adding a kind is adding its adapter and an entry to Kinds,
-// then passing the adapter conformance suite.
+// then passing the adapter conformance suite (conformance_test.go), whose
+// cases are the checklist of what a kind must do.
 type Kind struct {
-	Name string
+	// Kind holds what the configuration checks (config.Load and
+	// Config.Validate are handed it through ConfigKinds): the name, whether
+	// it runs a command, its default command, the permissions it can
+	// enforce, whether a sim: block configures it, whether it compacts.
+	config.Kind
 	// Title is how people name it: "Claude Code".
 	Title string
-	// Process says it runs a command, configured by an agents: entry.
-	Process bool
-	// DefaultCommand is the program it runs when the config names none;
-	// empty means the config must name one.
-	DefaultCommand string
-	// Compacts says it can compact its conversation when asked. A rotation
-	// of a kind that cannot goes straight to a handoff.
-	Compacts bool
+	// Network says whether its commands may reach the network when
+	// nid.yaml does not say: what its sandbox does by default.
+	Network bool
 	// Tools says it calls nid's MCP tools by itself, so a handoff request
 	// can wait for its handoff_write call. Nid does not wait for a tool a
 	// kind cannot call.
@@ -28,11 +36,29 @@ type Kind struct {
 // Kinds lists every agent kind, in the order nid names them.
 func Kinds() []Kind {
 	return []Kind{
-		{Name: config.AgentSim, Title: "The sim agent", Compacts: true, Tools: true, New: func() Agent { return NewSim() }},
-		{Name: config.AgentClaude, Title: "Claude Code", Process: true, DefaultCommand: "claude", Compacts: true, Tools: true, New: func() Agent { return NewClaude() }},
-		{Name: config.AgentCodex, Title: "Codex", Process: true, DefaultCommand: "codex", Compacts: true, Tools: true, New: func() Agent { return NewCodex() }},
-		{Name: config.AgentExec, Title: "The exec command", Process: true, New: func() Agent { return NewExec() }},
+		{Kind: config.Kind{Name: KindSim, Sim: true, Compacts: true}, Title: "The sim agent",
+			Tools: true, New: func() Agent { return NewSim() }},
+		// Claude Code's and Codex's sandboxes keep commands off the network
+		// unless told otherwise.
+		{Kind: config.Kind{Name: KindClaude, Process: true, DefaultCommand: "claude", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Claude Code",
+			Network: false, Tools: true, New: func() Agent { return NewClaude() }},
+		{Kind: config.Kind{Name: KindCodex, Process: true, DefaultCommand: "codex", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Codex",
+			Network: false, Tools: true, New: func() Agent { return NewCodex() }},
+		// An exec agent is the user's own command, which nid cannot put in
+		// a sandbox: it runs only with permissions: full.
+		{Kind: config.Kind{Name: KindExec, Process: true, Permissions: []string{config.PermissionsFull}}, Title: "The exec command",
+			New: func() Agent { return NewExec() }},
 	}
+}
+
+// ConfigKinds returns what the configuration must know of every kind, for
+// config.LoadOptions.Kinds and Config.Validate.
+func ConfigKinds() []config.Kind {
+	var ks []config.Kind
+	for _, k := range Kinds() {
+		ks = append(ks, k.Kind)
+	}
+	return ks
 }
 
 // KindOf is the entry of the kind named name. A name no entry has (a kind
@@ -44,5 +70,5 @@ func KindOf(name string) Kind {
 			return k
 		}
 	}
-	return Kind{Name: name, Title: name, Compacts: true, Tools: true}
+	return Kind{Kind: config.Kind{Name: name, Compacts: true}, Title: name, Tools: true}
 }

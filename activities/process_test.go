@@ -32,7 +32,7 @@ func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
 	n := &notes{}
 	yes := true
 	acts := &Activities{
-		Agents: map[string]Agent{config.AgentClaude: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
+		Agents: map[string]Agent{KindClaude: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
 			got = req.Process
 			req.RateLimited(true)
 			req.RateLimited(false)
@@ -41,17 +41,61 @@ func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
 		WorkDir: "/srv/work",
 		Settings: func(ref SessionRef) (string, config.AgentSettings, bool) {
 			require.Equal(t, lead, ref)
-			return config.AgentClaude, config.AgentSettings{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
+			return KindClaude, config.AgentSettings{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
 				Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(time.Minute), Permissions: config.PermissionsReadonly, Network: &yes}, true
 		},
 		Notify: n,
 	}
-	spec := AgentSpec{Kind: config.AgentClaude, TurnTimeout: config.Duration(5 * time.Minute)}
+	spec := AgentSpec{Kind: KindClaude, TurnTimeout: config.Duration(5 * time.Minute)}
 	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: spec, Prompt: "go"})
 	require.NoError(t, err)
 	require.Equal(t, Process{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
-		Model: "claude-sonnet-4-5", WorkDir: "/srv/work", Timeout: time.Minute, Permissions: config.PermissionsReadonly, Network: &yes}, got)
+		Model: "claude-sonnet-4-5", WorkDir: "/srv/work", Timeout: time.Minute, Permissions: config.PermissionsReadonly, Network: true}, got)
 	require.Equal(t, []bool{true, false}, n.limited, "rate limiting reaches the session while the turn runs")
+}
+
+// What nid.yaml leaves unset comes from the kind's entry in Kinds: its
+// default command and its sandbox's network default; permissions the kind
+// cannot enforce are refused before anything runs.
+func TestTheKindFillsWhatTheConfigLeavesUnset(t *testing.T) {
+	no := false
+	for _, tc := range []struct {
+		kind    string
+		set     config.AgentSettings
+		want    Process
+		refused string
+	}{
+		{KindClaude, config.AgentSettings{}, Process{Command: "claude", Permissions: config.PermissionsWorkspace, Network: false}, ""},
+		{KindCodex, config.AgentSettings{Network: &no}, Process{Command: "codex", Permissions: config.PermissionsWorkspace, Network: false}, ""},
+		{KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsFull}, Process{Command: "./agent.sh", Permissions: config.PermissionsFull}, ""},
+		{KindExec, config.AgentSettings{Command: "./agent.sh"}, Process{},
+			"exec: web/lead would run with permissions: workspace, which exec agents cannot enforce; set permissions: full for it (agents.exec, its group or the session) to run it with no sandbox"},
+		{KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsReadonly}, Process{}, "permissions: readonly, which exec agents cannot enforce"},
+	} {
+		t.Run(tc.kind+"/"+tc.set.Permissions, func(t *testing.T) {
+			a := &ran{}
+			var got Process
+			acts := &Activities{
+				Agents: map[string]Agent{tc.kind: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
+					got = req.Process
+					return a.Turn(context.Background(), req)
+				}}},
+				Settings: func(SessionRef) (string, config.AgentSettings, bool) { return tc.kind, tc.set, true },
+			}
+			_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: AgentSpec{Kind: tc.kind}, Prompt: "go"})
+			if tc.refused == "" {
+				require.NoError(t, err)
+				require.Equal(t, tc.want, got)
+				return
+			}
+			appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, ErrSandboxUnavailable, appErr.Type())
+			require.True(t, appErr.NonRetryable())
+			require.Contains(t, appErr.Error(), tc.refused)
+			require.Empty(t, a.ops, "nothing ran")
+		})
+	}
 }
 
 func TestContextFullIsNotRetried(t *testing.T) {

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -37,7 +38,7 @@ const DefaultHeartbeatEvery = 5 * time.Second
 // register RunTurn, Compact and StopAgent under RunTurnName, CompactName and
 // StopAgentName.
 type Activities struct {
-	// Agents maps an agent kind (config.AgentSim, ...) to its adapter.
+	// Agents maps an agent kind (KindSim, ...) to its adapter.
 	Agents map[string]Agent
 	// StateDir is where adapters keep per-session files on this host.
 	StateDir string
@@ -83,10 +84,13 @@ type Notifier interface {
 }
 
 // process resolves how to run a session's agent on this worker, in workDir
-// (the session's worktree or the group's directory) when given. It refuses
-// a spec whose kind is not the one this worker's nid.yaml gives the session,
+// (the session's worktree or the group's directory) when given, with what
+// nid.yaml leaves unset taken from the kind's entry in Kinds. It refuses a
+// spec whose kind is not the one this worker's nid.yaml gives the session,
 // and a process agent for a session the file does not list: a spec comes
 // from workflow history, which anyone who can signal the workflow can write.
+// It refuses as well permissions the kind cannot enforce: nid never runs an
+// agent with less confinement than it was given.
 func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) (Process, error) {
 	var (
 		kind string
@@ -96,20 +100,26 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) (Pr
 	if a.Settings != nil {
 		kind, set, ok = a.Settings(ref)
 	}
+	k := KindOf(spec.Kind)
 	switch {
 	case ok && spec.Kind != kind:
 		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q",
 			ref.Group, ref.Name, spec.Kind, kind)
-	case !ok && slices.Contains(config.ProcessKinds(), spec.Kind):
+	case !ok && k.Process:
 		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent command may run for it",
 			ref.Group, ref.Name, spec.Kind)
 	}
-	p := Process{Command: set.Command, Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
-		Permissions: set.Permissions, Network: set.Network}
-	if p.Permissions == "" {
+	p := Process{Command: cmp.Or(set.Command, k.DefaultCommand), Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
 		// A session this worker's nid.yaml does not know gets the default,
 		// never more: what an agent may do is the worker's decision.
-		p.Permissions = config.DefaultPermissions
+		Permissions: cmp.Or(set.Permissions, config.DefaultPermissions), Network: k.Network}
+	if set.Network != nil {
+		p.Network = *set.Network
+	}
+	if k.Process && !slices.Contains(k.Permissions, p.Permissions) {
+		return Process{}, SandboxUnavailable("%s: %s/%s would run with permissions: %s, which %s agents cannot enforce; "+
+			"set permissions: %s for it (agents.%s, its group or the session)%s",
+			k.Name, ref.Group, ref.Name, p.Permissions, k.Name, strings.Join(k.Permissions, " or "), k.Name, unconfined(k))
 	}
 	if a.StateDir != "" {
 		p.PidDir = PidDir(a.StateDir)
@@ -123,6 +133,14 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) (Pr
 		p.WorkDir = workDir
 	}
 	return p, nil
+}
+
+// unconfined says what the only way out means for a kind with no sandbox.
+func unconfined(k Kind) string {
+	if slices.Equal(k.Permissions, []string{config.PermissionsFull}) {
+		return " to run it with no sandbox, able to do everything the user running nid can"
+	}
+	return ""
 }
 
 // rateLimited returns the callback a turn uses to report rate limiting.
@@ -194,131 +212,131 @@ func classify(err error) error {
 // RunTurn sends one prompt to a session's agent and reports what came back,
 // with the output cut to MaxOutputBytes.
 func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, error) {
-	agent, err := a.agent(in.Spec.Kind)
+	kind := cmp.Or(in.Kind, TurnWork)
+	var invalid error
+	switch {
+	case kind != TurnWork && kind != TurnHandoffRequest && kind != TurnFresh:
+		invalid = BadInput("turn kind %q is not one of %s, %s, %s", kind, TurnWork, TurnHandoffRequest, TurnFresh)
+	case strings.TrimSpace(in.Prompt) == "":
+		invalid = BadInput("empty prompt for %s/%s", in.Session.Group, in.Session.Name)
+	}
+	var rep TurnReport
+	err := a.call(ctx, request{op: "turn", what: "Turn", session: in.Session, spec: in.Spec, workDir: in.WorkDir, invalid: invalid, logs: []any{"kind", kind}},
+		func(ctx context.Context, agent Agent, p Process) (done []any, err error) {
+			a.notePrompt(ctx, in, kind)
+			rep, err = agent.Turn(ctx, TurnRequest{
+				Session:      in.Session,
+				Spec:         in.Spec,
+				Conversation: in.Conversation,
+				Prompt:       in.Prompt,
+				Kind:         kind,
+				MCP:          a.mcp(in.Session),
+				StateDir:     a.StateDir,
+				Process:      p,
+				RateLimited:  a.rateLimited(ctx, in.Session),
+				ToolCalled:   a.toolNoter(ctx, in),
+			})
+			a.noteTurn(ctx, in, kind, rep, err)
+			return []any{"conversation", rep.Conversation, "usedTokens", rep.Usage.UsedTokens, "windowTokens", rep.Usage.WindowTokens}, err
+		})
 	if err != nil {
 		return TurnResult{}, err
 	}
-	kind := in.Kind
-	if kind == "" {
-		kind = TurnWork
-	}
-	switch {
-	case kind != TurnWork && kind != TurnHandoffRequest && kind != TurnFresh:
-		err = BadInput("turn kind %q is not one of %s, %s, %s", kind, TurnWork, TurnHandoffRequest, TurnFresh)
-	case strings.TrimSpace(in.Prompt) == "":
-		err = BadInput("empty prompt for %s/%s", in.Session.Group, in.Session.Name)
-	default:
-		err = checkSession(in.Session)
-	}
-	var proc Process
-	if err == nil {
-		proc, err = a.process(in.Session, in.Spec, in.WorkDir)
-	}
-	if err != nil {
-		return TurnResult{}, classify(err)
-	}
-	req := TurnRequest{
-		Session:      in.Session,
-		Spec:         in.Spec,
-		Conversation: in.Conversation,
-		Prompt:       in.Prompt,
-		Kind:         kind,
-		MCP:          a.mcp(in.Session),
-		StateDir:     a.StateDir,
-		Process:      proc,
-		RateLimited:  a.rateLimited(ctx, in.Session),
-		ToolCalled:   a.toolNoter(ctx, in),
-	}
-	a.notePrompt(ctx, in, kind)
-	var rep TurnReport
-	err = a.heartbeating(ctx, "turn", func(ctx context.Context) (err error) {
-		rep, err = agent.Turn(ctx, req)
-		return err
-	})
-	a.noteTurn(ctx, in, kind, rep, err)
-	logger := loggerFor(ctx)
-	if err != nil {
-		// A turn cut short by the worker stopping is retried by the next
-		// worker; it is not the agent's failure.
-		if ctx.Err() == nil {
-			logger.Info("Turn failed", "sessionID", in.Session.WorkflowID, "kind", kind, "error", err)
-		}
-		return TurnResult{}, classify(err)
-	}
-	logger.Debug("Turn done", "sessionID", in.Session.WorkflowID, "kind", kind,
-		"conversation", rep.Conversation, "usedTokens", rep.Usage.UsedTokens, "windowTokens", rep.Usage.WindowTokens)
 	return cutOutput(rep), nil
 }
 
 // Compact asks a session's agent to compact its conversation in place. A
 // compaction the vendor refused is a report with OK false, not an error.
 func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactReport, error) {
-	agent, err := a.agent(in.Spec.Kind)
+	var invalid error
+	if in.Conversation == "" {
+		invalid = BadInput("%s/%s has no conversation to compact", in.Session.Group, in.Session.Name)
+	}
+	var rep CompactReport
+	err := a.call(ctx, request{op: "compact", what: "Compaction", session: in.Session, spec: in.Spec, workDir: in.WorkDir, invalid: invalid, logs: []any{"conversation", in.Conversation}},
+		func(ctx context.Context, agent Agent, p Process) (done []any, err error) {
+			rep, err = agent.Compact(ctx, CompactRequest{
+				Session:      in.Session,
+				Spec:         in.Spec,
+				Conversation: in.Conversation,
+				MCP:          a.mcp(in.Session),
+				StateDir:     a.StateDir,
+				Process:      p,
+			})
+			a.noteCompact(ctx, in, rep, err)
+			return []any{"ok", rep.OK, "beforeTokens", rep.BeforeTokens, "afterTokens", rep.AfterTokens}, err
+		})
 	if err != nil {
 		return CompactReport{}, err
 	}
-	if err := checkSession(in.Session); err != nil {
-		return CompactReport{}, classify(err)
-	}
-	if in.Conversation == "" {
-		return CompactReport{}, classify(BadInput("%s/%s has no conversation to compact", in.Session.Group, in.Session.Name))
-	}
-	proc, err := a.process(in.Session, in.Spec, in.WorkDir)
-	if err != nil {
-		return CompactReport{}, classify(err)
-	}
-	req := CompactRequest{
-		Session:      in.Session,
-		Spec:         in.Spec,
-		Conversation: in.Conversation,
-		MCP:          a.mcp(in.Session),
-		StateDir:     a.StateDir,
-		Process:      proc,
-	}
-	var rep CompactReport
-	err = a.heartbeating(ctx, "compact", func(ctx context.Context) (err error) {
-		rep, err = agent.Compact(ctx, req)
-		return err
-	})
-	a.noteCompact(ctx, in, rep, err)
-	logger := loggerFor(ctx)
-	if err != nil {
-		logger.Info("Compaction failed", "sessionID", in.Session.WorkflowID, "conversation", in.Conversation, "error", err)
-		return CompactReport{}, classify(err)
-	}
-	logger.Debug("Compaction done", "sessionID", in.Session.WorkflowID, "conversation", rep.Conversation,
-		"ok", rep.OK, "beforeTokens", rep.BeforeTokens, "afterTokens", rep.AfterTokens)
 	return rep, nil
 }
 
 // StopAgent ends a session's agent process, if it has one.
 func (a *Activities) StopAgent(ctx context.Context, in StopInput) (StopResult, error) {
-	agent, err := a.agent(in.Spec.Kind)
+	err := a.call(ctx, request{op: "stop", what: "Stop", session: in.Session, spec: in.Spec, logs: []any{"conversation", in.Conversation}},
+		func(ctx context.Context, agent Agent, p Process) ([]any, error) {
+			return nil, agent.Stop(ctx, StopRequest{
+				Session:      in.Session,
+				Spec:         in.Spec,
+				Conversation: in.Conversation,
+				StateDir:     a.StateDir,
+				Process:      p,
+			})
+		})
+	return StopResult{}, err
+}
+
+// request is what RunTurn, Compact and StopAgent ask of call.
+type request struct {
+	// op names the request in heartbeats ("turn running for 5s"), what in
+	// log messages ("Turn failed").
+	op, what string
+	session  SessionRef
+	spec     AgentSpec
+	// workDir is where the agent runs; empty means Activities.WorkDir.
+	workDir string
+	// invalid is what is wrong with the request itself, if anything.
+	invalid error
+	// logs are the keys and values every log line of the request carries.
+	logs []any
+}
+
+// call is the skeleton of every activity that asks an agent for something:
+// find the session's agent, refuse a malformed request, resolve how the
+// agent runs on this worker, run do while heartbeating, log how it ended
+// (do returns what to log on success), and classify its error, once, for
+// Temporal.
+func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Context, agent Agent, p Process) (done []any, err error)) error {
+	agent, err := a.agent(r.spec.Kind)
 	if err != nil {
-		return StopResult{}, err
+		return err
 	}
-	if err := checkSession(in.Session); err != nil {
-		return StopResult{}, classify(err)
+	if err := cmp.Or(checkSession(r.session), r.invalid); err != nil {
+		return classify(err)
 	}
-	proc, err := a.process(in.Session, in.Spec, "")
+	p, err := a.process(r.session, r.spec, r.workDir)
 	if err != nil {
-		return StopResult{}, classify(err)
+		return classify(err)
 	}
-	req := StopRequest{
-		Session:      in.Session,
-		Spec:         in.Spec,
-		Conversation: in.Conversation,
-		StateDir:     a.StateDir,
-		Process:      proc,
-	}
-	err = a.heartbeating(ctx, "stop", func(ctx context.Context) error {
-		return agent.Stop(ctx, req)
+	var done []any
+	err = a.heartbeating(ctx, r.op, func(ctx context.Context) (err error) {
+		done, err = do(ctx, agent, p)
+		return err
 	})
+	logger := loggerFor(ctx)
+	keys := append([]any{"sessionID", r.session.WorkflowID}, r.logs...)
 	if err != nil {
-		loggerFor(ctx).Warn("Stop failed", "sessionID", in.Session.WorkflowID, "error", err)
-		return StopResult{}, classify(err)
+		// A request cut short by the worker stopping is retried by the
+		// next worker; it is not the agent's failure. One that failed the
+		// session records in its feed: info here, not a warning.
+		if ctx.Err() == nil {
+			logger.Info(r.what+" failed", append(keys, "error", err)...)
+		}
+		return classify(err)
 	}
-	return StopResult{}, nil
+	logger.Debug(r.what+" done", append(keys, done...)...)
+	return nil
 }
 
 // agent returns the adapter for kind, or a non-retryable ErrUnknownAgent

@@ -93,9 +93,9 @@ func TestRunTurnCutsOutput(t *testing.T) {
 
 func TestRunTurnErrors(t *testing.T) {
 	agents := map[string]Agent{
-		config.AgentSim: NewSim(),
-		"failing":       failing(AgentFailed("the model refused the prompt")),
-		"flaky":         failing(errors.New("connection reset by peer")),
+		KindSim:   NewSim(),
+		"failing": failing(AgentFailed("the model refused the prompt")),
+		"flaky":   failing(errors.New("connection reset by peer")),
 	}
 	for _, tc := range []struct {
 		name      string
@@ -112,19 +112,19 @@ func TestRunTurnErrors(t *testing.T) {
 		},
 		{
 			name:    "empty prompt",
-			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: " \n", Kind: TurnWork},
+			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Prompt: " \n", Kind: TurnWork},
 			errType: ErrBadInput,
 			message: "empty prompt for web/lead",
 		},
 		{
 			name:    "unknown turn kind",
-			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: "go", Kind: "dance"},
+			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Prompt: "go", Kind: "dance"},
 			errType: ErrBadInput,
 			message: `turn kind "dance" is not one of work, handoff-request, fresh`,
 		},
 		{
 			name:    "session name that is a path",
-			in:      TurnInput{Session: SessionRef{Group: "web", Name: "../../etc"}, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: "go"},
+			in:      TurnInput{Session: SessionRef{Group: "web", Name: "../../etc"}, Spec: AgentSpec{Kind: KindSim}, Prompt: "go"},
 			errType: ErrBadInput,
 			message: "does not name a session",
 		},
@@ -158,7 +158,7 @@ func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
 	rec := startHandoffRecorder(t, "")
 	stateDir := t.TempDir()
 	acts := &Activities{
-		Agents:   map[string]Agent{config.AgentSim: NewSim()},
+		Agents:   map[string]Agent{KindSim: NewSim()},
 		StateDir: stateDir,
 		MCP: func(ref SessionRef) MCPAccess {
 			require.Equal(t, lead, ref)
@@ -166,7 +166,7 @@ func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
 		},
 	}
 	env := activityEnv(acts)
-	in := TurnInput{Session: lead, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: "Call handoff_write."}
+	in := TurnInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Prompt: "Call handoff_write."}
 
 	var res TurnResult
 	val, err := env.ExecuteActivity(RunTurnName, in)
@@ -213,9 +213,9 @@ func TestRunTurnHeartbeatsWhileTheAgentWorks(t *testing.T) {
 
 func TestCompactActivity(t *testing.T) {
 	stateDir := t.TempDir()
-	acts := &Activities{Agents: map[string]Agent{config.AgentSim: NewSim()}, StateDir: stateDir}
+	acts := &Activities{Agents: map[string]Agent{KindSim: NewSim()}, StateDir: stateDir}
 	env := activityEnv(acts)
-	spec := AgentSpec{Kind: config.AgentSim, Sim: config.Sim{TokensPerTurn: 50_000}}
+	spec := AgentSpec{Kind: KindSim, Sim: config.Sim{TokensPerTurn: 50_000}}
 
 	val, err := env.ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: spec, Prompt: "abcd"})
 	require.NoError(t, err)
@@ -238,8 +238,8 @@ func TestCompactActivity(t *testing.T) {
 }
 
 func TestStopAgentActivity(t *testing.T) {
-	env := activityEnv(&Activities{Agents: map[string]Agent{config.AgentSim: NewSim()}, StateDir: t.TempDir()})
-	_, err := env.ExecuteActivity(StopAgentName, StopInput{Session: lead, Spec: AgentSpec{Kind: config.AgentSim}, Conversation: "sim-1"})
+	env := activityEnv(&Activities{Agents: map[string]Agent{KindSim: NewSim()}, StateDir: t.TempDir()})
+	_, err := env.ExecuteActivity(StopAgentName, StopInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Conversation: "sim-1"})
 	require.NoError(t, err)
 
 	_, err = env.ExecuteActivity(StopAgentName, StopInput{Session: lead, Spec: AgentSpec{Kind: "codex"}})
@@ -303,7 +303,7 @@ func TestTheWorkersConfigDecidesWhichAgentRuns(t *testing.T) {
 		if ref.Group != lead.Group || ref.Name != lead.Name {
 			return "", config.AgentSettings{}, false
 		}
-		return config.AgentClaude, config.AgentSettings{Command: "claude"}, true
+		return KindClaude, config.AgentSettings{Command: "claude"}, true
 	}
 	ghost := SessionRef{Group: "web", Name: "ghost", WorkflowID: "nid/web/ghost"}
 	for _, tc := range []struct {
@@ -313,21 +313,21 @@ func TestTheWorkersConfigDecidesWhichAgentRuns(t *testing.T) {
 		kind     string
 		message  string // empty: the agent runs
 	}{
-		{"the kind the file gives", claudeLead, lead, config.AgentClaude, ""},
-		{"another kind", claudeLead, lead, config.AgentExec,
+		{"the kind the file gives", claudeLead, lead, KindClaude, ""},
+		{"another kind", claudeLead, lead, KindExec,
 			`session web/lead asks for agent kind "exec", but this worker's nid.yaml gives it "claude"`},
-		{"the sim instead of the file's kind", claudeLead, lead, config.AgentSim,
+		{"the sim instead of the file's kind", claudeLead, lead, KindSim,
 			`session web/lead asks for agent kind "sim", but this worker's nid.yaml gives it "claude"`},
-		{"a process agent for a session the file does not list", claudeLead, ghost, config.AgentExec,
+		{"a process agent for a session the file does not list", claudeLead, ghost, KindExec,
 			`session web/ghost asks for agent kind "exec", but this worker's nid.yaml has no such session`},
-		{"a process agent with no config at all", nil, lead, config.AgentCodex,
+		{"a process agent with no config at all", nil, lead, KindCodex,
 			`session web/lead asks for agent kind "codex", but this worker's nid.yaml has no such session`},
-		{"the sim for a session the file does not list", claudeLead, ghost, config.AgentSim, ""},
+		{"the sim for a session the file does not list", claudeLead, ghost, KindSim, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			agents := map[string]Agent{}
-			for _, kind := range config.AgentKinds() {
-				agents[kind] = &ran{}
+			for _, kind := range Kinds() {
+				agents[kind.Name] = &ran{}
 			}
 			env := activityEnv(&Activities{Agents: agents, Settings: tc.settings, StateDir: t.TempDir()})
 			spec := AgentSpec{Kind: tc.kind}

@@ -85,7 +85,7 @@ func newSimSession(t *testing.T, cfg config.Sim) *simSession {
 func (s *simSession) turn(kind, prompt string) (TurnReport, error) {
 	rep, err := s.sim.Turn(context.Background(), TurnRequest{
 		Session:      lead,
-		Spec:         AgentSpec{Kind: config.AgentSim, Sim: s.cfg},
+		Spec:         AgentSpec{Kind: KindSim, Sim: s.cfg},
 		Conversation: s.conversation,
 		Prompt:       prompt,
 		Kind:         kind,
@@ -108,7 +108,7 @@ func (s *simSession) mustTurn(kind, prompt string) TurnReport {
 func (s *simSession) compact() (CompactReport, error) {
 	return s.sim.Compact(context.Background(), CompactRequest{
 		Session:      lead,
-		Spec:         AgentSpec{Kind: config.AgentSim, Sim: s.cfg},
+		Spec:         AgentSpec{Kind: KindSim, Sim: s.cfg},
 		Conversation: s.conversation,
 		StateDir:     s.stateDir,
 	})
@@ -185,7 +185,7 @@ func TestSimConversationIDsAreNumberedPerSession(t *testing.T) {
 	stateDir := t.TempDir()
 	fresh := func(sim *Sim, ref SessionRef) string {
 		rep, err := sim.Turn(context.Background(), TurnRequest{
-			Session: ref, Spec: AgentSpec{Kind: config.AgentSim}, Prompt: "start", Kind: TurnFresh, StateDir: stateDir,
+			Session: ref, Spec: AgentSpec{Kind: KindSim}, Prompt: "start", Kind: TurnFresh, StateDir: stateDir,
 		})
 		require.NoError(t, err)
 		return rep.Conversation
@@ -342,7 +342,7 @@ func TestSimTurnHonoursCancellation(t *testing.T) {
 	s := newSimSession(t, config.Sim{TurnDelay: config.Duration(1 << 62)})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := s.sim.Turn(ctx, TurnRequest{Session: lead, Spec: AgentSpec{Kind: config.AgentSim, Sim: s.cfg}, Prompt: "abcd", Kind: TurnWork, StateDir: s.stateDir})
+	_, err := s.sim.Turn(ctx, TurnRequest{Session: lead, Spec: AgentSpec{Kind: KindSim, Sim: s.cfg}, Prompt: "abcd", Kind: TurnWork, StateDir: s.stateDir})
 	require.ErrorIs(t, err, context.Canceled)
 	entries, err := os.ReadDir(s.stateDir)
 	require.NoError(t, err)

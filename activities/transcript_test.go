@@ -27,12 +27,12 @@ func TestTranscriptAcrossAHandoff(t *testing.T) {
 	state := t.TempDir()
 	logs := transcript.New(state)
 	acts := &Activities{
-		Agents:      map[string]Agent{config.AgentSim: NewSim()},
+		Agents:      map[string]Agent{KindSim: NewSim()},
 		StateDir:    state,
 		MCP:         func(SessionRef) MCPAccess { return MCPAccess{URL: rec.URL} },
 		Transcripts: logs,
 	}
-	spec := AgentSpec{Kind: config.AgentSim, Sim: config.Sim{TurnDelay: config.Duration(time.Millisecond)}}
+	spec := AgentSpec{Kind: KindSim, Sim: config.Sim{TurnDelay: config.Duration(time.Millisecond)}}
 	turn := func(conv, kind, prompt string) string {
 		res, err := acts.RunTurn(ctx, TurnInput{Session: lead, Spec: spec, Conversation: conv, Prompt: prompt, Kind: kind})
 		require.NoError(t, err)
@@ -113,7 +113,7 @@ func largestOutput(t *testing.T, kind string) string {
 	stream := filepath.Join(t.TempDir(), "stream")
 	var body string
 	switch kind {
-	case config.AgentClaude:
+	case KindClaude:
 		// A turn whose result line is as long as a line can be.
 		rec, err := os.ReadFile(filepath.Join("testdata", "claude", "turn.jsonl"))
 		require.NoError(t, err)
@@ -124,7 +124,7 @@ func largestOutput(t *testing.T, kind string) string {
 		out := strings.Join(lines[:len(lines)-1], "\n") + "\n" + string(fill(t, result, "result"))
 		require.NoError(t, os.WriteFile(stream, []byte(out), 0o600))
 		body = `cat '` + stream + `'`
-	case config.AgentCodex:
+	case KindCodex:
 		// An app-server whose agent message is as long as a line can be.
 		item := map[string]any{"type": "agentMessage", "id": "m1"}
 		note := map[string]any{"method": "item/completed", "params": map[string]any{"threadId": "t1", "item": item}}
@@ -147,7 +147,7 @@ func largestOutput(t *testing.T, kind string) string {
   *) echo '{"id":'$1',"result":{}}' ;;
   esac
 done`
-	case config.AgentExec:
+	case KindExec:
 		// Lines of `<` past what an exec turn keeps.
 		line := strings.Repeat("<", 999) + "\n"
 		require.NoError(t, os.WriteFile(stream, []byte(strings.Repeat(line, MaxExecOutputBytes/len(line)+10)), 0o600))
@@ -160,7 +160,7 @@ done`
 // each as JSON), is written clipped with a mark, reads back, and leaves the
 // transcript writable by the next worker.
 func TestTranscriptTakesTheLargestOutputOfEachAgent(t *testing.T) {
-	kinds := map[string]Agent{config.AgentClaude: NewClaude(), config.AgentCodex: NewCodex(), config.AgentExec: NewExec()}
+	kinds := map[string]Agent{KindClaude: NewClaude(), KindCodex: NewCodex(), KindExec: NewExec()}
 	for _, kind := range slices.Sorted(maps.Keys(kinds)) {
 		t.Run(kind, func(t *testing.T) {
 			state := t.TempDir()
@@ -180,7 +180,7 @@ func TestTranscriptTakesTheLargestOutputOfEachAgent(t *testing.T) {
 			// Less the rest of the line (the result line of Claude Code
 			// carries its usage), or the last line of `<` that no longer fit.
 			min := MaxLineBytes - 4096
-			if kind == config.AgentExec {
+			if kind == KindExec {
 				min = MaxExecOutputBytes - 1000
 			}
 			require.Greater(t, res.OutputBytes, min, "the agent handed over the most it can")

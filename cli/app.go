@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/worker"
 )
@@ -235,7 +236,7 @@ func (a *app) loadConfigFor(cCtx *cli.Context, worker bool) (*config.Config, err
 	if v, ok := globalFlag(cCtx, "namespace"); ok {
 		flags["temporal.namespace"] = v
 	}
-	return config.Load(config.LoadOptions{File: file, Environ: a.environ(), Flags: flags, Worker: worker})
+	return config.Load(config.LoadOptions{File: file, Environ: a.environ(), Flags: flags, Worker: worker, Kinds: activities.ConfigKinds()})
 }
 
 func (a *app) logger(cCtx *cli.Context) (*slog.Logger, error) {

@@ -31,7 +31,7 @@ groups:
 
 func TestAgentFor(t *testing.T) {
 	file := writeFile(t, agentsFile)
-	cfg, err := config.Load(config.LoadOptions{File: file, Environ: []string{}})
+	cfg, err := config.Load(config.LoadOptions{Kinds: kinds(), File: file, Environ: []string{}})
 	require.NoError(t, err)
 	yes, no := true, false
 	tests := []struct {
@@ -44,7 +44,8 @@ func TestAgentFor(t *testing.T) {
 		{"web", "plain", config.AgentSettings{Command: "/opt/claude/bin/claude", Args: []string{"--verbose-mcp"},
 			Env: map[string]string{"ANTHROPIC_API_KEY": "sk-default", "HOME": "/home/agents"}, Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(20 * time.Minute),
 			Permissions: config.PermissionsWorkspace, Network: &yes}},
-		{"web", "worker", config.AgentSettings{Command: "codex", Args: []string{"-c", "model_reasoning_effort=high"},
+		// No command: the kind's default, which the worker resolves.
+		{"web", "worker", config.AgentSettings{Args: []string{"-c", "model_reasoning_effort=high"},
 			Env: map[string]string{"OPENAI_API_KEY": "sk-openai"}, TurnTimeout: config.Duration(5 * time.Minute), Permissions: config.PermissionsReadonly}},
 		{"web", "script", config.AgentSettings{Command: filepath.Join(filepath.Dir(file), "agent.sh"), Env: map[string]string{}, TurnTimeout: config.Duration(config.DefaultTurnTimeout),
 			Permissions: config.PermissionsFull}},
@@ -53,7 +54,7 @@ func TestAgentFor(t *testing.T) {
 		{"api", "lead", config.AgentSettings{Command: "/opt/claude/bin/claude", Args: []string{"--verbose-mcp"},
 			Env: map[string]string{"ANTHROPIC_API_KEY": "sk-default", "HOME": "/home/agents"}, Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(20 * time.Minute),
 			Permissions: config.PermissionsReadonly, Network: &no}},
-		{"api", "writer", config.AgentSettings{Command: "codex", Env: map[string]string{"OPENAI_API_KEY": "sk-openai"}, TurnTimeout: config.Duration(config.DefaultTurnTimeout),
+		{"api", "writer", config.AgentSettings{Env: map[string]string{"OPENAI_API_KEY": "sk-openai"}, TurnTimeout: config.Duration(config.DefaultTurnTimeout),
 			Permissions: config.PermissionsWorkspace, Network: &no}},
 	}
 	for _, tt := range tests {
@@ -82,7 +83,7 @@ func TestAgentSettingsProblems(t *testing.T) {
 		{"negative duration", group("    sessions:\n      - {agent: claude, turnTimeout: -1m}\n"),
 			[]string{`groups.web.sessions[0].turnTimeout: -1m0s must be more than 0`}},
 		{"exec needs a command", group("    sessions:\n      - {agent: exec}\n"),
-			[]string{`groups.web.sessions[0].command: an exec session needs a command (here or in agents.exec.command)`}},
+			[]string{`groups.web.sessions[0].command: the exec agent has no default command: name one here or in agents.exec.command`}},
 		{"sim takes no command", group("    sessions:\n      - {agent: sim, command: x, env: {A: b}}\n"),
 			[]string{`groups.web.sessions[0].command: only allowed with agent: claude, codex, exec`, `groups.web.sessions[0].env: only allowed with agent: claude, codex, exec`}},
 		{"bad env name", group("    sessions:\n      - {agent: codex, env: {\"A=B\": x}}\n"),
@@ -108,7 +109,7 @@ func TestAgentSettingsProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := config.Load(config.LoadOptions{File: writeFile(t, tt.yaml), Environ: []string{}})
+			_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, tt.yaml), Environ: []string{}})
 			require.Error(t, err)
 			for _, w := range tt.want {
 				require.True(t, strings.Contains(err.Error(), w), "want %q in:\n%s", w, err)
@@ -116,7 +117,29 @@ func TestAgentSettingsProblems(t *testing.T) {
 		})
 	}
 	t.Run("exec command from the agents section", func(t *testing.T) {
-		_, err := config.Load(config.LoadOptions{File: writeFile(t, "agents:\n  exec: {command: ./a.sh, permissions: full}\n"+group("    sessions:\n      - {agent: exec}\n")), Environ: []string{}})
+		_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, "agents:\n  exec: {command: ./a.sh, permissions: full}\n"+group("    sessions:\n      - {agent: exec}\n")), Environ: []string{}})
 		require.NoError(t, err)
 	})
+}
+
+// Config knows no agent kind of its own: the rules for a session's agent
+// are those of the kinds its caller hands in.
+func TestValidationFollowsTheKindsHandedIn(t *testing.T) {
+	gpt := []config.Kind{{Name: "gpt", Process: true, Permissions: []string{config.PermissionsFull}}}
+	c := config.Default()
+	c.Groups = map[string]config.Group{"web": {Rotate: config.DefaultRotate(), Sessions: []config.Session{{Agent: "gpt", Name: "lead"}}}}
+	require.EqualError(t, c.Validate(gpt), strings.Join([]string{
+		"groups.web.sessions[0].command: the gpt agent has no default command: name one here or in agents.gpt.command",
+		"groups.web.sessions[0].permissions: unset means workspace, which gpt agents cannot enforce: nid runs their command as it is, with no sandbox. " +
+			"Set permissions: full here, on the group or in agents.gpt to let it do whatever the user running nid can",
+	}, "\n"))
+	c.Groups["web"].Sessions[0].Command, c.Groups["web"].Sessions[0].Permissions = "gpt-agent", config.PermissionsFull
+	require.NoError(t, c.Validate(gpt))
+	require.EqualError(t, c.Validate(kinds()), `groups.web.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)`)
+
+	require.ErrorContains(t, c.Validate(nil), `groups.web.sessions[0].agent: "gpt" is not a known agent (known: none: whoever loaded this configuration gave config no agent kinds`)
+
+	gpt[0].DefaultCommand = "gpt"
+	c.Groups["web"].Sessions[0].Command = ""
+	require.NoError(t, c.Validate(gpt), "a kind with a default command needs none named")
 }

@@ -5,7 +5,12 @@
 // Nothing outside this package sees koanf. Every problem in a file is reported
 // at once by Validate, each naming its key path and what is allowed.
 //
-//	cfg, err := config.Load(config.LoadOptions{File: path, Environ: os.Environ()})
+// Config knows no agent kind of its own: each kind is one entry in
+// activities.Kinds(), and the caller hands their config part in, so that a
+// fact about a kind (its default command, the permissions it can enforce,
+// whether a sim: block configures it) lives in that entry only.
+//
+//	cfg, err := config.Load(config.LoadOptions{File: path, Environ: os.Environ(), Kinds: activities.ConfigKinds()})
 //
 // A group's rotate policy can also change on a running group:
 // ApplyRotateJSON lays the JSON typed after `nid group set GROUP rotate=`
@@ -35,20 +40,56 @@ const (
 // Modes returns the rotation modes a group's policy may name.
 func Modes() []string { return []string{ModeAuto, ModeCompact, ModeHandoff, ModeOff} }
 
-// Agent kinds nid knows how to drive.
-const (
-	AgentSim    = "sim"
-	AgentClaude = "claude"
-	AgentCodex  = "codex"
-	AgentExec   = "exec"
-)
+// Kind is what the configuration must know of an agent kind. The kinds
+// and every other fact about them are one entry each in
+// activities.Kinds(); since config imports nothing of nid's own, whoever
+// loads or validates a configuration hands them in (LoadOptions.Kinds,
+// Validate).
+type Kind struct {
+	// Name is what a session's agent key says, and the key of the kind's
+	// agents: entry.
+	Name string
+	// Process says it runs a command, which an agents: entry and the
+	// session keys command, args, env, model, turnTimeout, permissions and
+	// network configure.
+	Process bool
+	// DefaultCommand is the program it runs when nid.yaml names none;
+	// empty means nid.yaml must name one.
+	DefaultCommand string
+	// Permissions are the permissions values it can enforce, in the order
+	// of PermissionsModes.
+	Permissions []string
+	// Sim says a session's sim: block configures it.
+	Sim bool
+	// Compacts says it can compact its conversation when asked: a group
+	// whose rotate mode is compact cannot have a session of a kind that
+	// cannot.
+	Compacts bool
+}
 
-// AgentKinds returns the agent kinds a session may name.
-func AgentKinds() []string { return []string{AgentSim, AgentClaude, AgentCodex, AgentExec} }
+// kinds are the agent kinds a configuration is checked against.
+type kinds []Kind
 
-// ProcessKinds returns the agent kinds that run a command, and so take the
-// settings of an agents: entry.
-func ProcessKinds() []string { return []string{AgentClaude, AgentCodex, AgentExec} }
+// named returns the kind called name.
+func (ks kinds) named(name string) (Kind, bool) {
+	for _, k := range ks {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// names lists the names of the kinds keep accepts, for messages.
+func (ks kinds) names(keep func(Kind) bool) string {
+	var names []string
+	for _, k := range ks {
+		if keep(k) {
+			names = append(names, k.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
 
 // What an agent may change: its permissions. Claude Code and Codex enforce
 // them with their own sandboxes; nid only chooses the setting.
@@ -72,19 +113,6 @@ func PermissionsModes() []string {
 	return []string{PermissionsWorkspace, PermissionsReadonly, PermissionsFull}
 }
 
-// PermissionsOf returns the permissions an agent kind can enforce. An exec
-// agent is the user's own command, which nid cannot put in a vendor's
-// sandbox, so it runs only when the user says full.
-func PermissionsOf(kind string) []string {
-	switch kind {
-	case AgentClaude, AgentCodex:
-		return PermissionsModes()
-	case AgentExec:
-		return []string{PermissionsFull}
-	}
-	return nil
-}
-
 // nameRE is the rule for group and session names. They become parts of
 // workflow ids and URLs, hence the small alphabet.
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -100,12 +128,12 @@ const (
 	// DefaultMaxConcurrentRotations: twenty sessions crossing the
 	// threshold together must not all spend a rotation turn at once.
 	DefaultMaxConcurrentRotations = 2
-	DefaultStateDir       = ".nid"
-	DefaultNamespace      = "default"
-	DefaultFrontendPort   = 7233
-	DefaultUIPort         = 8233
-	DefaultHTTPListen     = "127.0.0.1:7777"
-	DefaultAddress        = "127.0.0.1:7233"
+	DefaultStateDir               = ".nid"
+	DefaultNamespace              = "default"
+	DefaultFrontendPort           = 7233
+	DefaultUIPort                 = 8233
+	DefaultHTTPListen             = "127.0.0.1:7777"
+	DefaultAddress                = "127.0.0.1:7233"
 )
 
 // Config is the whole of nid.yaml after defaults, environment and flags.
@@ -276,8 +304,8 @@ type AgentSettings struct {
 	// which wins over the agents: entry of its kind.
 	Permissions string `koanf:"permissions" json:"permissions,omitempty"`
 	// Network says whether the agent's commands may reach the network;
-	// nil means what the vendor's sandbox does by default (no network for
-	// both Claude Code and Codex). It is resolved like Permissions.
+	// nil means what the kind's sandbox does by default, which its entry in
+	// activities.Kinds() says. It is resolved like Permissions.
 	Network *bool `koanf:"network" json:"network,omitempty"`
 }
 
@@ -308,8 +336,9 @@ func (c *Config) session(group, name string) *Session {
 
 // AgentFor resolves a session's agent settings: the agents: entry of its
 // kind, then the session's own values over it (env merged key by key), then
-// the built-in defaults (command claude or codex found on PATH, turn timeout
-// DefaultTurnTimeout). ok is false when the config has no such session.
+// the built-in turn timeout, DefaultTurnTimeout. An empty Command means the
+// kind's default command (Kind.DefaultCommand), which the worker resolves.
+// ok is false when the config has no such session.
 func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
 	sess := c.session(group, session)
 	if sess == nil {
@@ -336,9 +365,6 @@ func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
 	}
 	if sess.TurnTimeout > 0 {
 		s.TurnTimeout = sess.TurnTimeout
-	}
-	if s.Command == "" && (sess.Agent == AgentClaude || sess.Agent == AgentCodex) {
-		s.Command = sess.Agent
 	}
 	if s.TurnTimeout <= 0 {
 		s.TurnTimeout = Duration(DefaultTurnTimeout)

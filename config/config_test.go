@@ -10,8 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 )
+
+// kinds are the agent kinds nid has, which config is handed by its caller.
+func kinds() []config.Kind { return activities.ConfigKinds() }
 
 // writeFile writes a nid.yaml into a fresh directory and returns its path.
 func writeFile(t *testing.T, yaml string) string {
@@ -279,6 +283,11 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT?`},
 		},
 		{
+			name: "compact mode for a kind that cannot compact",
+			yaml: "groups:\n  web:\n    rotate: {mode: compact}\n    sessions:\n      - {agent: sim}\n      - {agent: exec, name: lint, command: /bin/true, permissions: full}\n",
+			want: []string{`groups.web.rotate.mode: compact never works for session lint: exec agents cannot compact; use handoff, or auto (which hands them off)`},
+		},
+		{
 			name: "a group named as a command word",
 			yaml: "groups:\n  help:\n    sessions: [{agent: sim}]\n  clear:\n    sessions: [{agent: sim}]\n",
 			want: []string{
@@ -328,7 +337,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 			if env == nil {
 				env = []string{}
 			}
-			_, err := config.Load(config.LoadOptions{File: writeFile(t, tt.yaml), Environ: env, Worker: tt.worker})
+			_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, tt.yaml), Environ: env, Worker: tt.worker})
 			require.Error(t, err)
 			for _, line := range tt.want {
 				require.Contains(t, err.Error(), line)
@@ -353,7 +362,7 @@ groups:
     sessions:
       - agent: gpt
 `)
-	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{"NID_STAT=blue", "NID_COLOUR=blue"}})
+	_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: path, Environ: []string{"NID_STAT=blue", "NID_COLOUR=blue"}})
 	require.Error(t, err)
 	require.Equal(t, path+`: 7 problems:
   NID_STAT: unknown environment variable; did you mean NID_STATE?
@@ -367,7 +376,7 @@ groups:
 
 func TestLoadYAMLSyntaxErrorNamesFileAndLine(t *testing.T) {
 	path := writeFile(t, "groups:\n  web:\n    goal: [unclosed\n    rotate: {}\n")
-	_, err := config.Load(config.LoadOptions{File: path, Environ: []string{}})
+	_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: path, Environ: []string{}})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), path+": ")
 	require.Regexp(t, `line \d+`, err.Error())
@@ -376,13 +385,13 @@ func TestLoadYAMLSyntaxErrorNamesFileAndLine(t *testing.T) {
 func TestLoadFile(t *testing.T) {
 	t.Run("named file missing", func(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "other.yaml")
-		_, err := config.Load(config.LoadOptions{File: missing, Environ: []string{}})
+		_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: missing, Environ: []string{}})
 		require.ErrorContains(t, err, missing)
 	})
 	t.Run("no file at all", func(t *testing.T) {
 		dir := t.TempDir()
 		t.Chdir(dir)
-		c, err := config.Load(config.LoadOptions{Environ: []string{}})
+		c, err := config.Load(config.LoadOptions{Kinds: kinds(), Environ: []string{}})
 		require.NoError(t, err)
 		want := config.Default()
 		want.State = filepath.Join(dir, config.DefaultStateDir)
@@ -395,7 +404,7 @@ func TestLoadFile(t *testing.T) {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, config.DefaultFile), []byte("state: /var/lib/nid\n"), 0o600))
 		t.Chdir(dir)
-		c, err := config.Load(config.LoadOptions{Environ: []string{}})
+		c, err := config.Load(config.LoadOptions{Kinds: kinds(), Environ: []string{}})
 		require.NoError(t, err)
 		require.Equal(t, "/var/lib/nid", c.State)
 	})
@@ -403,7 +412,7 @@ func TestLoadFile(t *testing.T) {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, config.DefaultFile), []byte("stat: x\n"), 0o600))
 		t.Chdir(dir)
-		_, err := config.Load(config.LoadOptions{Environ: []string{}})
+		_, err := config.Load(config.LoadOptions{Kinds: kinds(), Environ: []string{}})
 		require.EqualError(t, err, "nid.yaml: stat: unknown key (allowed: state, temporal, http, groups, agents)")
 	})
 }
@@ -465,7 +474,7 @@ func TestLoadPrecedence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := append([]string{}, tt.env...)
-			c, err := config.Load(config.LoadOptions{File: file, Environ: env, Flags: tt.flags})
+			c, err := config.Load(config.LoadOptions{Kinds: kinds(), File: file, Environ: env, Flags: tt.flags})
 			require.NoError(t, err)
 			require.Equal(t, tt.port, c.Temporal.Port)
 			require.Equal(t, tt.address, c.Address())
@@ -474,7 +483,7 @@ func TestLoadPrecedence(t *testing.T) {
 }
 
 func TestLoadEnvironment(t *testing.T) {
-	c, err := config.Load(config.LoadOptions{File: writeFile(t, ""), Environ: []string{
+	c, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, ""), Environ: []string{
 		"NID_STATE=/tmp/nid-state",
 		"NID_TEMPORAL_ADDRESS=temporal:7233",
 		"NID_TEMPORAL_NAMESPACE=ns",
@@ -492,21 +501,21 @@ func TestLoadEnvironment(t *testing.T) {
 	require.Equal(t, "127.0.0.1:7800", c.HTTP.Listen)
 	require.False(t, c.Embedded())
 
-	c, err = config.Load(config.LoadOptions{File: writeFile(t, ""), Environ: []string{"TEMPORAL_NAMESPACE=cli-ns"}})
+	c, err = config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, ""), Environ: []string{"TEMPORAL_NAMESPACE=cli-ns"}})
 	require.NoError(t, err)
 	require.Equal(t, "cli-ns", c.Temporal.Namespace)
 }
 
 func TestLoadReadsProcessEnvironmentWhenNoneGiven(t *testing.T) {
 	t.Setenv("NID_TEMPORAL_UI_PORT", "8400")
-	c, err := config.Load(config.LoadOptions{File: writeFile(t, "")})
+	c, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, "")})
 	require.NoError(t, err)
 	require.Equal(t, 8400, c.Temporal.UI.Port)
 }
 
 func TestLoadUnknownFlagKey(t *testing.T) {
 	path := writeFile(t, "")
-	_, err := config.Load(config.LoadOptions{
+	_, err := config.Load(config.LoadOptions{Kinds: kinds(),
 		File:    path,
 		Environ: []string{},
 		Flags:   map[string]any{"temporal.prot": 7300},
@@ -515,7 +524,7 @@ func TestLoadUnknownFlagKey(t *testing.T) {
 }
 
 func TestLoadFillsDefaultsPerField(t *testing.T) {
-	_, err := config.Load(config.LoadOptions{Environ: []string{}, File: writeFile(t, `
+	_, err := config.Load(config.LoadOptions{Kinds: kinds(), Environ: []string{}, File: writeFile(t, `
 groups:
   web:
     rotate: {maxTurns: 60}
@@ -533,7 +542,7 @@ groups:
 	require.Error(t, err, "an explicit window of 0 is not the default")
 	require.ErrorContains(t, err, "groups.api.sessions[0].sim.window: 0 must be more than 0")
 
-	c, err := config.Load(config.LoadOptions{Environ: []string{}, File: writeFile(t, `
+	c, err := config.Load(config.LoadOptions{Kinds: kinds(), Environ: []string{}, File: writeFile(t, `
 groups:
   web:
     rotate: {maxTurns: 60}
@@ -562,9 +571,9 @@ groups:
 }
 
 func TestSampleFile(t *testing.T) {
-	c, err := config.Load(config.LoadOptions{File: "../nid.yaml", Environ: []string{}})
+	c, err := config.Load(config.LoadOptions{Kinds: kinds(), File: "../nid.yaml", Environ: []string{}})
 	require.NoError(t, err)
-	require.NoError(t, c.Validate())
+	require.NoError(t, c.Validate(kinds()))
 	top, err := filepath.Abs("..")
 	require.NoError(t, err)
 	want := &config.Config{
@@ -601,9 +610,9 @@ func TestValidateConfigBuiltInCode(t *testing.T) {
 		Rotate:   config.DefaultRotate(),
 		Sessions: []config.Session{{Agent: "sim", Name: "lead"}},
 	}}
-	require.EqualError(t, c.Validate(), "groups.web.sessions[0].sim.window: 0 must be more than 0")
+	require.EqualError(t, c.Validate(kinds()), "groups.web.sessions[0].sim.window: 0 must be more than 0")
 	c.Groups["web"].Sessions[0].Sim = config.DefaultSim()
-	require.NoError(t, c.Validate())
+	require.NoError(t, c.Validate(kinds()))
 }
 
 func TestRotateProblems(t *testing.T) {
@@ -777,13 +786,13 @@ func TestRepoMustBeAGitRepository(t *testing.T) {
 		Rotate: config.DefaultRotate(), Repo: dir,
 		Sessions: []config.Session{{Agent: "sim", Name: "lead", Sim: config.DefaultSim()}},
 	}}
-	require.NoError(t, c.Validate())
+	require.NoError(t, c.Validate(kinds()))
 }
 
 // Variables far from any of nid's are someone else's: a shell's NID_FOO, or
 // what an older nid handed its agents, do not stop nid.
 func TestOtherNIDVariablesAreNotNids(t *testing.T) {
-	cfg, err := config.Load(config.LoadOptions{File: writeFile(t, ""), Environ: []string{
+	cfg, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, ""), Environ: []string{
 		"NID_SESSION=g/x", "NID_CONVERSATION=abc", "NID_TURN_KIND=work", "NID_MCP_URL=http://127.0.0.1:1/mcp", "NID_FOO=1",
 	}})
 	require.NoError(t, err)
@@ -811,7 +820,7 @@ groups:
     sessions: [{agent: sim}]
 `), 0o644))
 	t.Chdir(dir)
-	cfg, err := config.Load(config.LoadOptions{File: "other/nid.yaml", Environ: []string{}, Worker: true})
+	cfg, err := config.Load(config.LoadOptions{Kinds: kinds(), File: "other/nid.yaml", Environ: []string{}, Worker: true})
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(other, "st"), cfg.State)
 	require.Equal(t, filepath.Join(other, "repo"), cfg.Groups["web"].Repo)
@@ -820,8 +829,8 @@ groups:
 	require.Equal(t, "agent-on-path", cfg.Groups["web"].Sessions[1].Command)
 
 	require.NoError(t, os.RemoveAll(filepath.Join(other, "repo")))
-	_, err = config.Load(config.LoadOptions{File: "other/nid.yaml", Environ: []string{}})
+	_, err = config.Load(config.LoadOptions{Kinds: kinds(), File: "other/nid.yaml", Environ: []string{}})
 	require.NoError(t, err, "a read command does not need the repo")
-	_, err = config.Load(config.LoadOptions{File: "other/nid.yaml", Environ: []string{}, Worker: true})
+	_, err = config.Load(config.LoadOptions{Kinds: kinds(), File: "other/nid.yaml", Environ: []string{}, Worker: true})
 	require.ErrorContains(t, err, `groups.web.repo: "`+filepath.Join(other, "repo")+`" is not a git repository`)
 }

@@ -47,6 +47,9 @@ func join(path, key string) string {
 type decoder struct {
 	problems []problem
 	strict   bool
+	// kinds says which sessions are sims, whose sim: block starts from
+	// DefaultSim.
+	kinds kinds
 }
 
 func (d *decoder) add(path, format string, args ...any) {
@@ -193,7 +196,7 @@ func (d *decoder) mapping(path string, raw any, v reflect.Value) {
 		v.Set(reflect.MakeMap(v.Type()))
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		e := fresh(v.Type().Elem(), m[k])
+		e := d.fresh(v.Type().Elem(), m[k])
 		d.decode(join(path, k), m[k], e)
 		v.SetMapIndex(reflect.ValueOf(k), e)
 	}
@@ -207,7 +210,7 @@ func (d *decoder) list(path string, raw any, v reflect.Value) {
 	}
 	s := reflect.MakeSlice(v.Type(), 0, len(items))
 	for i, item := range items {
-		e := fresh(v.Type().Elem(), item)
+		e := d.fresh(v.Type().Elem(), item)
 		d.decode(fmt.Sprintf("%s[%d]", path, i), item, e)
 		s = reflect.Append(s, e)
 	}
@@ -243,14 +246,16 @@ func (d *decoder) duration(path string, raw any, v reflect.Value) {
 // siblings are set: `rotate: {maxTurns: 60}` keeps mode auto and
 // contextPercent 85. Sim defaults apply only to sim sessions, because a sim
 // block anywhere else is an error.
-func fresh(t reflect.Type, raw any) reflect.Value {
+func (d *decoder) fresh(t reflect.Type, raw any) reflect.Value {
 	v := reflect.New(t).Elem()
 	switch t {
 	case groupType:
 		v.Set(reflect.ValueOf(Group{Rotate: DefaultRotate(), Prompts: DefaultPrompts()}))
 	case sessionType:
 		// "agent" is Session.Agent's koanf key.
-		if m, ok := raw.(map[string]any); ok && m["agent"] == AgentSim {
+		m, _ := raw.(map[string]any)
+		name, _ := m["agent"].(string)
+		if k, ok := d.kinds.named(name); ok && k.Sim {
 			v.Set(reflect.ValueOf(Session{Sim: DefaultSim()}))
 		}
 	}

@@ -26,7 +26,7 @@ func FuzzLoad(f *testing.F) {
 			t.Fatal(err)
 		}
 		// An empty environment keeps the process's NID_* variables out.
-		c, err := config.Load(config.LoadOptions{File: path, Environ: []string{}})
+		c, err := config.Load(config.LoadOptions{Kinds: kinds(), File: path, Environ: []string{}})
 		if err != nil {
 			if c != nil {
 				t.Fatalf("Load returned a configuration with its error %q", err)
@@ -36,7 +36,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		if err := c.Validate(); err != nil {
+		if err := c.Validate(kinds()); err != nil {
 			t.Fatalf("Load accepted %q, which does not validate: %v", data, err)
 		}
 		// nid up hands the configuration to workflows as JSON.

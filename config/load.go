@@ -54,6 +54,10 @@ type LoadOptions struct {
 	// repository on this host. Commands that only read leave it false, so
 	// a repo they never use cannot stop them.
 	Worker bool
+	// Kinds are the agent kinds sessions may name, with what the
+	// configuration must know of each: activities.ConfigKinds(). Without
+	// them, a session names no known agent.
+	Kinds []Kind
 }
 
 // Load builds the configuration from built-in defaults, then the YAML file,
@@ -125,11 +129,11 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 
 	c := Default()
-	var d decoder
+	d := decoder{kinds: opts.Kinds}
 	d.decode("", k.Raw(), reflect.ValueOf(c).Elem())
 	c.nameSessions()
 	c.resolvePaths(filepath.Dir(file))
-	ps := merge(append(envProblems, d.problems...), c.problems())
+	ps := merge(append(envProblems, d.problems...), c.problems(opts.Kinds))
 	if opts.Worker {
 		ps = merge(ps, c.repoProblems())
 	}

@@ -35,7 +35,7 @@ func TestTLSFilesAreCheckedAtLoad(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			yaml := "temporal:\n  address: temporal.example.com:7233\n  tls: " + tt.tls + "\n"
-			_, err := config.Load(config.LoadOptions{File: writeFile(t, yaml), Environ: []string{}})
+			_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, yaml), Environ: []string{}})
 			require.Error(t, err)
 			for _, line := range tt.want {
 				require.Contains(t, err.Error(), line)
@@ -43,7 +43,7 @@ func TestTLSFilesAreCheckedAtLoad(t *testing.T) {
 		})
 	}
 
-	c, err := config.Load(config.LoadOptions{File: writeFile(t, "temporal:\n  address: 127.0.0.1:7233\n  tls:\n"+
+	c, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, "temporal:\n  address: 127.0.0.1:7233\n  tls:\n"+
 		"    caFile: "+pki.CA+"\n    certFile: "+pki.ClientCert+"\n    keyFile: "+pki.ClientKey+"\n    serverName: localhost\n"), Environ: []string{}})
 	require.NoError(t, err)
 	conf, err := c.Temporal.ClientTLS()
@@ -58,7 +58,7 @@ func TestTLSIsOffUnlessAskedFor(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, conf, "plain TCP to the embedded server")
 
-	c, err := config.Load(config.LoadOptions{File: writeFile(t, ""),
+	c, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, ""),
 		Environ: []string{"TEMPORAL_ADDRESS=ns.tmprl.cloud:7233", "TEMPORAL_API_KEY=secret"}})
 	require.NoError(t, err)
 	require.Equal(t, "secret", c.Temporal.APIKey)

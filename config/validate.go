@@ -12,11 +12,12 @@ import (
 )
 
 // Validate reports every problem in c at once, one line each, naming its key
-// path and what is allowed. Load calls it; a Config built in code should be
-// checked with it too.
-func (c *Config) Validate() error { return joinLines(c.problems()) }
+// path and what is allowed, with sessions checked against the agent kinds
+// given (activities.Kinds() has them). Load calls it; a Config built in code
+// should be checked with it too.
+func (c *Config) Validate(ks []Kind) error { return joinLines(c.problems(ks)) }
 
-func (c *Config) problems() []problem {
+func (c *Config) problems(ks kinds) []problem {
 	var ps []problem
 	add := func(path, format string, args ...any) {
 		ps = append(ps, problem{path: path, msg: fmt.Sprintf(format, args...)})
@@ -68,35 +69,39 @@ func (c *Config) problems() []problem {
 		add("http.listen", "%s", msg)
 	}
 
-	for _, kind := range slices.Sorted(maps.Keys(c.Agents)) {
-		path := "agents." + kind
-		if !slices.Contains(ProcessKinds(), kind) {
-			add(path, "%q is not an agent kind that runs a command (known: %s)", kind, strings.Join(ProcessKinds(), ", "))
+	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
+		path := "agents." + name
+		if k, ok := ks.named(name); !ok || !k.Process {
+			add(path, "%q is not an agent kind that runs a command (known: %s)", name, ks.names(runsProcess))
 			continue
 		}
-		ps = append(ps, c.Agents[kind].problems(path)...)
+		ps = append(ps, c.Agents[name].problems(path)...)
 	}
 
 	for _, name := range c.GroupNames() {
-		ps = append(ps, c.Groups[name].problems(name)...)
+		ps = append(ps, c.Groups[name].problems(name, ks)...)
 		for i, s := range c.Groups[name].Sessions {
-			if s.Agent == AgentExec && s.Command == "" && c.Agents[AgentExec].Command == "" {
-				add(fmt.Sprintf("groups.%s.sessions[%d].command", name, i), "an exec session needs a command (here or in agents.exec.command)")
+			k, ok := ks.named(s.Agent)
+			if !ok || !k.Process {
+				continue
 			}
-			ps = append(ps, c.sandboxProblems(name, &c.Groups[name].Sessions[i])...)
+			if k.DefaultCommand == "" && s.Command == "" && c.Agents[k.Name].Command == "" {
+				add(fmt.Sprintf("groups.%s.sessions[%d].command", name, i), "the %s agent has no default command: name one here or in agents.%s.command", k.Name, k.Name)
+			}
+			ps = append(ps, c.sandboxProblems(name, &c.Groups[name].Sessions[i], k)...)
 		}
 	}
 	return ps
 }
 
-// sandboxProblems checks that a session's agent can enforce the
-// permissions and network setting it ends up with, naming the key that
+// runsProcess selects the kinds that run a command.
+func runsProcess(k Kind) bool { return k.Process }
+
+// sandboxProblems checks that a session's agent, of kind k, can enforce
+// the permissions and network setting it ends up with, naming the key that
 // set each.
-func (c *Config) sandboxProblems(group string, s *Session) []problem {
-	supported := PermissionsOf(s.Agent)
-	if supported == nil {
-		return nil // sim, or an unknown kind reported elsewhere
-	}
+func (c *Config) sandboxProblems(group string, s *Session, k Kind) []problem {
+	supported := k.Permissions
 	var ps []problem
 	perm, permPath := c.permissions(group, s)
 	if !slices.Contains(PermissionsModes(), perm) {
@@ -104,12 +109,16 @@ func (c *Config) sandboxProblems(group string, s *Session) []problem {
 	}
 	if !slices.Contains(supported, perm) {
 		path, msg := permPath, fmt.Sprintf("%s is not supported by %s agents (supported: %s)", perm, s.Agent, strings.Join(supported, ", "))
-		if path == "" {
+		switch {
+		case path == "" && slices.Equal(supported, []string{PermissionsFull}):
 			path = c.sessionPath(group, s) + ".permissions"
 			msg = fmt.Sprintf("unset means %s, which %s agents cannot enforce: nid runs their command as it is, with no sandbox. "+
 				"Set permissions: %s here, on the group or in agents.%s to let it do whatever the user running nid can",
 				DefaultPermissions, s.Agent, PermissionsFull, s.Agent)
-		} else if path != c.sessionPath(group, s)+".permissions" {
+		case path == "":
+			path = c.sessionPath(group, s) + ".permissions"
+			msg = fmt.Sprintf("unset means %s, which %s agents cannot enforce (supported: %s)", DefaultPermissions, s.Agent, strings.Join(supported, ", "))
+		case path != c.sessionPath(group, s)+".permissions":
 			msg += " (session " + c.sessionPath(group, s) + " is " + s.Agent + ")"
 		}
 		ps = append(ps, problem{path, msg})
@@ -182,7 +191,7 @@ func nameRule(name string) string {
 	return fmt.Sprintf("%q must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')", name)
 }
 
-func (g Group) problems(name string) []problem {
+func (g Group) problems(name string, ks kinds) []problem {
 	path := "groups." + name
 	var ps []problem
 	if !ValidName(name) {
@@ -201,7 +210,7 @@ func (g Group) problems(name string) []problem {
 	seen := make(map[string]bool, len(g.Sessions))
 	for i, s := range g.Sessions {
 		sp := fmt.Sprintf("%s.sessions[%d]", path, i)
-		ps = append(ps, s.problems(sp)...)
+		ps = append(ps, s.problems(sp, ks)...)
 		if s.Name == "" {
 			continue
 		}
@@ -214,16 +223,30 @@ func (g Group) problems(name string) []problem {
 		}
 		seen[s.Name] = true
 	}
+	if g.Rotate.Mode == ModeCompact {
+		for _, s := range g.Sessions {
+			if k, ok := ks.named(s.Agent); ok && !k.Compacts {
+				ps = append(ps, problem{path + ".rotate.mode", fmt.Sprintf(
+					"compact never works for session %s: %s agents cannot compact; use handoff, or auto (which hands them off)", s.Name, s.Agent)})
+				break
+			}
+		}
+	}
 	return ps
 }
 
-func (s Session) problems(path string) []problem {
+func (s Session) problems(path string, ks kinds) []problem {
 	var ps []problem
-	known := strings.Join(AgentKinds(), ", ")
+	known := ks.names(func(Kind) bool { return true })
+	if known == "" {
+		// A caller's mistake, not the user's: say so plainly.
+		known = "none: whoever loaded this configuration gave config no agent kinds (LoadOptions.Kinds)"
+	}
+	k, ok := ks.named(s.Agent)
 	switch {
 	case s.Agent == "":
 		ps = append(ps, problem{path + ".agent", fmt.Sprintf("missing (known: %s)", known)})
-	case !slices.Contains(AgentKinds(), s.Agent):
+	case !ok:
 		ps = append(ps, problem{path + ".agent", fmt.Sprintf("%q is not a known agent (known: %s)", s.Agent, known)})
 	}
 	// With no agent there is no name to default to; the missing agent is
@@ -232,13 +255,13 @@ func (s Session) problems(path string) []problem {
 		ps = append(ps, problem{path + ".name", nameRule(s.Name)})
 	}
 	switch {
-	case s.Agent == AgentSim:
+	case k.Sim:
 		ps = append(ps, s.Sim.problems(path+".sim")...)
 	case s.Sim != Sim{}:
-		ps = append(ps, problem{path + ".sim", "only allowed with agent: " + AgentSim})
+		ps = append(ps, problem{path + ".sim", "only allowed with agent: " + ks.names(func(k Kind) bool { return k.Sim })})
 	}
-	if s.Agent == AgentSim {
-		only := "only allowed with agent: " + strings.Join(ProcessKinds(), ", ")
+	if ok && !k.Process {
+		only := "only allowed with agent: " + ks.names(runsProcess)
 		for key, set := range map[string]bool{"command": s.Command != "", "args": s.Args != nil, "env": s.Env != nil, "model": s.Model != "", "turnTimeout": s.TurnTimeout != 0,
 			"permissions": s.Permissions != "", "network": s.Network != nil} {
 			if set {

@@ -25,7 +25,7 @@ func Agents() map[string]activities.Agent {
 // worker's config (see AgentSettings).
 func AgentSpec(cfg *config.Config, group string, s config.Session) activities.AgentSpec {
 	spec := activities.AgentSpec{Kind: s.Agent, Sim: s.Sim}
-	if set, ok := cfg.AgentFor(group, s.Name); ok && s.Agent != config.AgentSim {
+	if set, ok := cfg.AgentFor(group, s.Name); ok && activities.KindOf(s.Agent).Process {
 		spec.TurnTimeout = set.TurnTimeout
 	}
 	return spec

@@ -16,13 +16,13 @@ import (
 // config and reach the agent at activity time.
 func TestAgentSpecKeepsSecretsOnTheWorker(t *testing.T) {
 	cfg := config.Default()
-	cfg.Agents = map[string]config.AgentSettings{config.AgentClaude: {Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-secret"}, TurnTimeout: config.Duration(20 * time.Minute)}}
-	lead := config.Session{Agent: config.AgentClaude, Name: "lead", Model: "claude-sonnet-4-5", Args: []string{"--x"}, Env: map[string]string{"HOME": "/home/lead"}}
+	cfg.Agents = map[string]config.AgentSettings{activities.KindClaude: {Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-secret"}, TurnTimeout: config.Duration(20 * time.Minute)}}
+	lead := config.Session{Agent: activities.KindClaude, Name: "lead", Model: "claude-sonnet-4-5", Args: []string{"--x"}, Env: map[string]string{"HOME": "/home/lead"}}
 	cfg.Groups = map[string]config.Group{"web": {Rotate: config.DefaultRotate(), Sessions: []config.Session{lead}}}
-	require.NoError(t, cfg.Validate())
+	require.NoError(t, cfg.Validate(activities.ConfigKinds()))
 
 	spec := AgentSpec(cfg, "web", lead)
-	require.Equal(t, activities.AgentSpec{Kind: config.AgentClaude, TurnTimeout: config.Duration(20 * time.Minute)}, spec)
+	require.Equal(t, activities.AgentSpec{Kind: activities.KindClaude, TurnTimeout: config.Duration(20 * time.Minute)}, spec)
 	b, err := json.Marshal(spec)
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "sk-ant-secret")
@@ -30,26 +30,19 @@ func TestAgentSpecKeepsSecretsOnTheWorker(t *testing.T) {
 
 	kind, set, ok := AgentSettings(cfg)(activities.SessionRef{Group: "web", Name: "lead"})
 	require.True(t, ok)
-	require.Equal(t, config.AgentClaude, kind)
-	require.Equal(t, "claude", set.Command)
+	require.Equal(t, activities.KindClaude, kind)
+	require.Empty(t, set.Command, "nid.yaml names none: the activities run the kind's default command")
 	require.Equal(t, "claude-sonnet-4-5", set.Model)
 	require.Equal(t, map[string]string{"ANTHROPIC_API_KEY": "sk-ant-secret", "HOME": "/home/lead"}, set.Env)
 	require.Equal(t, []string{"--x"}, set.Args)
 }
 
-func TestAgentsCoverEveryKind(t *testing.T) {
-	agents := Agents()
-	for _, kind := range config.AgentKinds() {
-		require.Contains(t, agents, kind)
-	}
-}
-
 func TestAgentSettingsKnowOnlyTheConfigsSessions(t *testing.T) {
 	cfg := config.Default()
-	cfg.Groups = map[string]config.Group{"web": {Rotate: config.DefaultRotate(), Sessions: []config.Session{{Agent: config.AgentSim, Name: "lead", Sim: config.DefaultSim()}}}}
+	cfg.Groups = map[string]config.Group{"web": {Rotate: config.DefaultRotate(), Sessions: []config.Session{{Agent: activities.KindSim, Name: "lead", Sim: config.DefaultSim()}}}}
 	kind, _, ok := AgentSettings(cfg)(activities.SessionRef{Group: "web", Name: "lead"})
 	require.True(t, ok)
-	require.Equal(t, config.AgentSim, kind)
+	require.Equal(t, activities.KindSim, kind)
 	for _, ref := range []activities.SessionRef{{Group: "web", Name: "ghost"}, {Group: "api", Name: "lead"}} {
 		_, _, ok := AgentSettings(cfg)(ref)
 		require.False(t, ok, "%s/%s is not in the config", ref.Group, ref.Name)

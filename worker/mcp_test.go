@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
-	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -287,7 +286,7 @@ func TestMCPSimAgentWritesItsHandoff(t *testing.T) {
 	sim := activities.NewSim()
 	req := activities.TurnRequest{
 		Session:  webLead,
-		Spec:     activities.AgentSpec{Kind: config.AgentSim},
+		Spec:     activities.AgentSpec{Kind: activities.KindSim},
 		Prompt:   "Add dark mode to the settings page",
 		Kind:     activities.TurnWork,
 		MCP:      e.Access(webLead),

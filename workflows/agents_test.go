@@ -104,9 +104,9 @@ func TestTurnTimeoutComesFromTheSpec(t *testing.T) {
 		spec activities.AgentSpec
 		want time.Duration
 	}{
-		{activities.AgentSpec{Kind: config.AgentSim, Sim: config.Sim{TurnDelay: config.Duration(time.Second)}}, time.Second + 2*time.Minute},
-		{activities.AgentSpec{Kind: config.AgentClaude, TurnTimeout: config.Duration(5 * time.Minute)}, 6 * time.Minute},
-		{activities.AgentSpec{Kind: config.AgentCodex}, config.DefaultTurnTimeout + time.Minute},
+		{activities.AgentSpec{Kind: activities.KindSim, Sim: config.Sim{TurnDelay: config.Duration(time.Second)}}, time.Second + 2*time.Minute},
+		{activities.AgentSpec{Kind: activities.KindClaude, TurnTimeout: config.Duration(5 * time.Minute)}, 6 * time.Minute},
+		{activities.AgentSpec{Kind: activities.KindCodex}, config.DefaultTurnTimeout + time.Minute},
 	}
 	for _, tt := range tests {
 		h := newHarness(t)

@@ -1092,7 +1092,7 @@ func TestAKindThatCannotCompactHandsOffInAuto(t *testing.T) {
 	h.agent.noHandoff = true
 	h.send(time.Minute, 9)
 	in := sessionInput(policy(config.ModeAuto, 80, 0))
-	in.Spec.Kind = config.AgentExec
+	in.Spec.Kind = activities.KindExec
 	v := h.run(in, time.Hour)
 
 	require.Empty(t, failures(v), "no compaction was tried, so none failed")
@@ -1120,7 +1120,7 @@ func TestRotationsThatKeepFailingSettleAndSayWhatToChange(t *testing.T) {
 	h.agent.perTurn = 20_000
 	h.send(time.Minute, 15)
 	in := sessionInput(policy(config.ModeCompact, 50, 0))
-	in.Spec.Kind = config.AgentExec
+	in.Spec.Kind = activities.KindExec
 	v := h.run(in, time.Hour)
 
 	fails := failures(v)

@@ -121,7 +121,7 @@ func activityOptions(queue string, timeout time.Duration) workflow.ActivityOptio
 // its adapter enforces by killing the process group. The activity gets a
 // minute more, so that the adapter's clear error is what the session sees.
 func turnTimeout(spec activities.AgentSpec) time.Duration {
-	if spec.Kind == config.AgentSim {
+	if spec.Kind == activities.KindSim {
 		return spec.Sim.TurnDelay.D() + 2*time.Minute
 	}
 	if spec.TurnTimeout > 0 {

@@ -389,6 +389,54 @@ func TestGroupSetRejects(t *testing.T) {
 	}
 }
 
+func TestGroupShow(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, `  web:
+    goal: ship the site
+    rotate: {mode: handoff, maxTurns: 40}
+    budget: {turns: 1}
+    sessions:
+      - {agent: sim, name: lead, sim: {window: 200000, tokensPerTurn: 62000, turnDelay: 0s}}
+      - {agent: sim, name: worker, sim: {turnDelay: 1h}}
+  api:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: exec, sim: {turnDelay: 0s}}
+`)
+	// web/lead takes the one turn the budget allows and web/worker waits
+	// for another; then web/worker is stopped.
+	temporaltest.WaitGroup(t, s.c, "web", "to spend its budget", func(g workflows.GroupView) bool { return g.Board.Exhausted != "" })
+	s.mustNid("stop", "web/worker")
+	s.mustNid("group", "set", "web", `learned={"claude/claude-sonnet-4-5": 75}`)
+	// The sim's prompt is part of what a turn spends.
+	spent := regexp.MustCompile(`tokens \d+ spent`)
+	require.Equal(t, ""+
+		"group       web\n"+
+		"goal        ship the site\n"+
+		"rotate      mode=handoff contextPercent=85 maxTurns=40\n"+
+		"thresholds  lead 85% = 170k of 200k (contextPercent); worker unknown until it reports its window\n"+
+		"learned     claude/claude-sonnet-4-5 at 75% (set)\n"+
+		"budget      turns 1 of 1 spent (0 left), tokens N spent (no limit), usd 0.00 spent (no limit) — exhausted (turns): sessions paused\n"+
+		"            a manual nid rotate runs even when the budget is spent and costs one turn; a tokens or usd limit is passed by the turns already running when it is reached\n"+
+		"sessions    lead, worker (stopped)\n"+
+		"tasks       0 todo, 0 claimed, 0 done\n"+
+		"inbox       1 item\n",
+		spent.ReplaceAllString(s.mustNid("group", "show", "web"), "tokens N spent"))
+
+	out := s.mustNid("group", "show", "api")
+	require.Contains(t, out, "budget      turns 0 spent (no limit), tokens 0 spent (no limit), usd 0.00 spent (no limit)\n"+
+		"            no limits: sessions run until stopped\n")
+	require.Contains(t, out, "learned     none\n")
+	require.Contains(t, out, "inbox       0 items\n")
+
+	var view workflows.GroupView
+	require.NoError(t, json.Unmarshal([]byte(s.mustNid("group", "show", "web", "--json")), &view))
+	require.Equal(t, temporaltest.Group(t, s.c, "web"), view, "the group as its workflow answers")
+
+	_, _, err := s.nid("group", "show", "mobile")
+	require.EqualError(t, err, `no group "mobile"; running groups: api, web`)
+}
+
 func TestSend(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, teamGroups)
@@ -458,6 +506,43 @@ func TestInbox(t *testing.T) {
 	require.Equal(t, 2, items[0].Count)
 
 	_, _, err := s.nid("inbox", "mobile")
+	require.EqualError(t, err, `no group "mobile"; running groups: api, web`)
+}
+
+// nid inbox clear removes what nid inbox showed, of one group or all.
+func TestInboxClear(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, `  web:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s, failCompact: true}}
+      - {agent: sim, name: worker, sim: {turnDelay: 0s, failCompact: true}}
+  api:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: exec, sim: {turnDelay: 0s, failCompact: true}}
+`)
+	failCompact := func(group, name string) {
+		temporaltest.TakeTurns(t, s.c, group, name, "work")
+		n := len(temporaltest.Group(t, s.c, group).Inbox)
+		temporaltest.Signal(t, s.c, group, name, workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
+		temporaltest.WaitGroup(t, s.c, group, "to hear of the failure", func(g workflows.GroupView) bool { return len(g.Inbox) == n+1 })
+	}
+	failCompact("web", "lead")
+	failCompact("web", "worker")
+	failCompact("api", "exec")
+
+	require.Equal(t, "cleared 2 inbox items\n", s.mustNid("inbox", "clear", "web"))
+	require.Empty(t, temporaltest.Group(t, s.c, "web").Inbox)
+	require.Len(t, temporaltest.Group(t, s.c, "api").Inbox, 1, "another group's items stay")
+
+	// A later failure is news again.
+	failCompact("web", "lead")
+	require.Equal(t, "cleared 2 inbox items\n", s.mustNid("inbox", "clear"))
+	require.Equal(t, "inbox empty\n", s.mustNid("inbox"))
+	require.Equal(t, "cleared 0 inbox items\n", s.mustNid("inbox", "clear"))
+
+	_, _, err := s.nid("inbox", "clear", "mobile")
 	require.EqualError(t, err, `no group "mobile"; running groups: api, web`)
 }
 

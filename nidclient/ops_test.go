@@ -215,7 +215,7 @@ func TestSetGroup(t *testing.T) {
 	require.Equal(t, "group", nf.Kind)
 }
 
-func TestInboxIsOrderedAcrossGroups(t *testing.T) {
+func TestInboxAndClear(t *testing.T) {
 	t.Parallel()
 	c := start(t, `  web:
     rotate: {mode: off}
@@ -260,6 +260,17 @@ func TestInboxIsOrderedAcrossGroups(t *testing.T) {
 
 	_, err = nidclient.Inbox(ctx, c, "mobile")
 	requireError[*nidclient.NotFoundError](t, err, `no group "mobile"; running groups: api, web`)
+
+	n, err := nidclient.ClearInbox(ctx, c, "web")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Empty(t, temporaltest.Group(t, c, "web").Inbox)
+	require.Len(t, temporaltest.Group(t, c, "api").Inbox, 2, "another group's items stay")
+	n, err = nidclient.ClearInbox(ctx, c, "")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	_, err = nidclient.ClearInbox(ctx, c, "mobile")
+	requireError[*nidclient.NotFoundError](t, err, `no group "mobile"; running groups: api, web`)
 }
 
 func TestStop(t *testing.T) {
@@ -287,6 +298,11 @@ func TestStop(t *testing.T) {
 	_, err = nidclient.Stop(ctx, c, "web", "nobody")
 	requireError[*nidclient.NotFoundError](t, err, `no session "web/nobody"; sessions in web: busy, lead, stuck, worker`)
 	require.Equal(t, []string{"exec"}, temporaltest.Group(t, c, "api").Stopped, "stopping twice changes nothing")
+
+	_, err = nidclient.StopGroup(ctx, c, "api")
+	requireError[*nidclient.RefusedError](t, err, "every session of group api is already stopped")
+	_, err = nidclient.StopGroup(ctx, c, "mobile")
+	requireError[*nidclient.NotFoundError](t, err, `no group "mobile"; running groups: api, web`)
 }
 
 func TestAddTask(t *testing.T) {

@@ -111,6 +111,11 @@ func TestAPIReads(t *testing.T) {
 	require.Equal(t, workflows.EventRotationFailed, item["kind"])
 	require.Equal(t, "compact rotation (manual) failed: the agent did not compact: sim: compaction refused (failCompact)", item["text"])
 	require.Equal(t, 2.0, item["count"], "a failure that repeats is one item")
+
+	require.Equal(t, map[string]any{"cleared": 1.0}, s.ok(t, MethodInboxClear, `{"group": "web"}`))
+	require.Empty(t, temporaltest.Group(t, s.c, "web").Inbox)
+	require.Equal(t, map[string]any{"items": []any{}}, s.ok(t, MethodInboxList, `{}`))
+	require.Equal(t, map[string]any{"cleared": 0.0}, s.ok(t, MethodInboxClear, `{}`))
 }
 
 func TestAPIRotate(t *testing.T) {
@@ -244,6 +249,8 @@ func TestAPIErrors(t *testing.T) {
 		{"unknown group list", MethodSessionList, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
 		{"unknown group", MethodGroupGet, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
 		{"unknown group inbox", MethodInboxList, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
+		{"unknown group inbox clear", MethodInboxClear, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
+		{"bad group inbox clear", MethodInboxClear, `{"group": "Web"}`, http.StatusBadRequest, CodeInvalid, "group", `group: "Web" is not a group name: use lower-case letters, digits, - and _`},
 		{"bad rotate", MethodGroupSet, `{"group": "web", "rotate": {"contextPercent": 150}}`, http.StatusBadRequest, CodeInvalid, "rotate", ""},
 		{"rotate not an object", MethodGroupSet, `{"group": "web", "rotate": "handoff"}`, http.StatusBadRequest, CodeInvalid, "rotate", ""},
 		{"a list for a body", MethodSessionList, `[1]`, http.StatusBadRequest, CodeBadJSON, "", "the body must be one JSON object, not a list"},

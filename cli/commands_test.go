@@ -405,7 +405,9 @@ func TestGroupShow(t *testing.T) {
 `)
 	// web/lead takes the one turn the budget allows and web/worker waits
 	// for another; then web/worker is stopped.
-	temporaltest.WaitGroup(t, s.c, "web", "to spend its budget", func(g workflows.GroupView) bool { return g.Board.Exhausted != "" })
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to take its turn and wait for another", func(v workflows.SessionView) bool {
+		return v.Context.TotalTurns == 1 && v.Status == workflows.StatusPaused
+	})
 	s.mustNid("stop", "web/worker")
 	s.mustNid("group", "set", "web", `learned={"claude/claude-sonnet-4-5": 75}`)
 	// The sim's prompt is part of what a turn spends.

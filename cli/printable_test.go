@@ -8,12 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
@@ -97,6 +99,10 @@ func hostileSite(t *testing.T) (*site, string) {
 		TypedSearchAttributes: workflows.SessionSearchAttributes("ext", hostile, "claude"+hostile),
 	}, workflows.SessionWorkflowName, workflows.SessionInput{Group: "ext", Name: "bot"})
 	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		listed, err := nidclient.ListSessions(context.Background(), s.c, "ext")
+		return err == nil && len(listed) == 1
+	}, time.Minute, 10*time.Millisecond, "visibility lists the session")
 	return s, cfg.State
 }
 

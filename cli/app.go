@@ -124,6 +124,8 @@ func NewApp(d Deps) *cli.App {
 			newInboxCommand(a),
 			newBoardCommand(a),
 			newStopCommand(a),
+			newStartCommand(a),
+			newReloadCommand(a),
 			newTranscriptCommand(a),
 		},
 		Action: unknownCommand,

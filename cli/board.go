@@ -248,3 +248,50 @@ func printStopped(stdout io.Writer, group, name string, res nidclient.Stopped) e
 	}
 	return nil
 }
+
+type startOptions struct {
+	Group, Name string
+	Fresh       bool
+}
+
+func newStartCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:      "start",
+		Usage:     "Start a stopped session again where it was",
+		ArgsUsage: "GROUP/SESSION",
+		Description: "Brings a session stopped with nid stop back: it claims tasks and takes turns\n" +
+			"again in the same conversation, or with --fresh hands off into a fresh one\n" +
+			"first.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "fresh", Usage: "Start with a fresh conversation (by handoff) rather than the same one"},
+		},
+		Action: action(func(cCtx *cli.Context) error {
+			args, err := commandArgs(cCtx)
+			if err != nil {
+				return err
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("nid start takes one GROUP/SESSION, e.g. nid start web/lead")
+			}
+			group, name, err := workflows.ParseSessionRef(args[0])
+			if err != nil {
+				return err
+			}
+			opts := startOptions{Group: group, Name: name, Fresh: cCtx.Bool("fresh")}
+			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				return runStart(ctx, c, opts, a.Stdout)
+			})
+		}),
+	}
+}
+
+func runStart(ctx context.Context, c client.Client, opts startOptions, stdout io.Writer) error {
+	if err := nidclient.Start(ctx, c, opts.Group, opts.Name, opts.Fresh); err != nil {
+		return err
+	}
+	how := "in the same conversation"
+	if opts.Fresh {
+		how = "after a handoff into a fresh conversation"
+	}
+	return printLine(stdout, "started %s/%s; it goes on %s", opts.Group, opts.Name, how)
+}

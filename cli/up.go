@@ -2,16 +2,22 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/worker"
 )
 
@@ -27,8 +33,10 @@ type node struct {
 	tokenFile string
 	// login is a one-time login link to the dashboard.
 	login string
-	// unlisted are running groups the configuration does not name.
-	unlisted []string
+	// applied is what starting changed of the running groups.
+	applied worker.Plan
+	// reload applies a configuration read again (SIGHUP, nid reload).
+	reload func(ctx context.Context, cfg *config.Config, keepRemoved bool) (worker.Plan, error)
 }
 
 // startNode starts a worker node; tests pass their own.
@@ -40,7 +48,7 @@ func startWorkerNode(ctx context.Context, opts worker.Options) (node, error) {
 		return node{}, err
 	}
 	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop, tokenFile: n.TokenFile, login: n.Login,
-		unlisted: n.Unlisted}, nil
+		applied: n.Applied, reload: n.Reload}, nil
 }
 
 type upOptions struct {
@@ -48,6 +56,21 @@ type upOptions struct {
 	// Hint is printed on stderr once the node serves.
 	Hint string
 	Feed watchOptions
+	// DryRun prints what nid up would change of the running groups and
+	// changes nothing.
+	DryRun bool
+	// Reloads tells the node to apply the file again (SIGHUP); Reread
+	// reads it again, as the command first read it.
+	Reloads <-chan os.Signal
+	Reread  func() (*config.Config, error)
+}
+
+// upFlags are nid up's own flags; nid worker starts no groups and has none.
+func upFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "dry-run", Usage: "Print what applying nid.yaml would change of the running groups, and change nothing"},
+		&cli.BoolFlag{Name: "keep-removed", Usage: "Leave running the sessions and groups that left nid.yaml (default: stop them)"},
+	}
 }
 
 func newUpCommand(a *app) *cli.Command {
@@ -60,11 +83,17 @@ func newUpCommand(a *app) *cli.Command {
 			"server, and starts or resumes every group in the configuration. Prints where\n" +
 			"each is, then the event feed of every session (as nid watch does). Ctrl-C stops\n" +
 			"everything cleanly; the next nid up resumes every session where it was.",
+		Flags: upFlags(),
 		Action: action(func(cCtx *cli.Context) error {
 			opts, err := a.upOptions(cCtx, a.StartEmbedded, true,
-				"Ctrl-C stops nid; the next nid up resumes every session where it was.")
+				"Ctrl-C stops nid; the next nid up resumes every session where it was. nid reload (or SIGHUP) applies nid.yaml again.")
 			if err != nil {
 				return err
+			}
+			if opts.DryRun {
+				return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+					return runPlan(ctx, c, opts.Node.Config, opts.Node.KeepRemoved, a.Stdout)
+				})
 			}
 			return runUp(cCtx.Context, opts, startWorkerNode, a.Stdout, a.Stderr)
 		}),
@@ -106,7 +135,16 @@ func (a *app) upOptions(cCtx *cli.Context, embed worker.StartEmbedded, startGrou
 	if err != nil {
 		return upOptions{}, err
 	}
-	return newUpOptions(cfg, logger, embed, startGroups, hint), nil
+	opts := newUpOptions(cfg, logger, embed, startGroups, hint)
+	opts.DryRun = cCtx.Bool("dry-run")
+	opts.Node.KeepRemoved = cCtx.Bool("keep-removed")
+	opts.Reread = func() (*config.Config, error) { return a.loadConfigFor(cCtx, true) }
+	if !opts.DryRun {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		opts.Reloads = hup
+	}
+	return opts, nil
 }
 
 func newUpOptions(cfg *config.Config, logger *slog.Logger, embed worker.StartEmbedded, startGroups bool, hint string) upOptions {
@@ -138,8 +176,16 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 	}); err != nil {
 		return errors.Join(err, n.stop())
 	}
-	for _, g := range n.unlisted {
-		_ = printLine(stderr, "nid: group %s is running but not in the configuration: its sessions go on; nid stop %s stops them", g, g)
+	for _, c := range n.applied.Changes {
+		_ = printLine(stderr, "nid: %s", c.Text)
+	}
+	state := opts.Node.Config.State
+	if err := writeRunning(state, opts.Node.KeepRemoved); err != nil {
+		_ = printLine(stderr, "nid: %v: nid reload will not find this process", err)
+	}
+	defer removeRunning(state)
+	if opts.Reloads != nil && n.reload != nil {
+		go reloadOnSignal(ctx, opts, n, stderr)
 	}
 	fmt.Fprintln(stderr, opts.Hint)
 	if err := runWatch(ctx, n.client, opts.Feed, stdout, stderr); err != nil {
@@ -163,4 +209,117 @@ func tokenWhere(file string) string {
 		return "http.token (nid.yaml or NID_HTTP_TOKEN)"
 	}
 	return "in " + file + " (nid made it on its first start; set http.token to choose one)"
+}
+
+// reloadOnSignal applies the file again on each SIGHUP: a bad file changes
+// nothing and says why; a good one is applied and what changed is said.
+func reloadOnSignal(ctx context.Context, opts upOptions, n node, stderr io.Writer) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-opts.Reloads:
+		}
+		cfg, err := opts.Reread()
+		if err != nil {
+			_ = printLine(stderr, "nid: reload: %v; nothing changed", err)
+			continue
+		}
+		plan, err := n.reload(ctx, cfg, opts.Node.KeepRemoved)
+		if err != nil {
+			_ = printLine(stderr, "nid: reload: %v", err)
+		}
+		for _, line := range plan.Lines() {
+			_ = printLine(stderr, "nid: reload: %s", line)
+		}
+	}
+}
+
+// runPlan prints what applying cfg would change of the running groups.
+func runPlan(ctx context.Context, c client.Client, cfg *config.Config, keepRemoved bool, stdout io.Writer) error {
+	plan, err := worker.PlanGroups(ctx, c, cfg, nil, keepRemoved)
+	if err != nil {
+		return err
+	}
+	for _, line := range plan.Lines() {
+		if err := printLine(stdout, "%s", line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runningFile records the nid up or nid worker running on a state
+// directory, for nid reload to find.
+const runningFile = "nid.pid"
+
+type running struct {
+	PID         int  `json:"pid"`
+	KeepRemoved bool `json:"keepRemoved,omitempty"`
+}
+
+func writeRunning(state string, keepRemoved bool) error {
+	b, _ := json.Marshal(running{PID: os.Getpid(), KeepRemoved: keepRemoved})
+	return os.WriteFile(filepath.Join(state, runningFile), b, statedir.FileMode)
+}
+
+func removeRunning(state string) { _ = os.Remove(filepath.Join(state, runningFile)) }
+
+func readRunning(state string) (running, error) {
+	var r running
+	b, err := os.ReadFile(filepath.Join(state, runningFile))
+	if err != nil {
+		return r, fmt.Errorf("no nid up or nid worker is running on %s (no %s there)", state, runningFile)
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.PID <= 0 {
+		return r, fmt.Errorf("%s: not a record of a running nid", filepath.Join(state, runningFile))
+	}
+	if err := syscall.Kill(r.PID, 0); err != nil {
+		return r, fmt.Errorf("no nid up or nid worker is running on %s (process %d is gone)", state, r.PID)
+	}
+	return r, nil
+}
+
+func newReloadCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:      "reload",
+		Usage:     "Apply nid.yaml to the running nid: start, change and stop what the file says",
+		ArgsUsage: " ",
+		Description: "Prints what applying the configuration changes of the running groups (new\n" +
+			"groups and sessions start; goals, policies, budgets, prompts and agent settings\n" +
+			"change; sessions that left the file stop, unless nid up was given\n" +
+			"--keep-removed), then tells the nid up or nid worker running on the same state\n" +
+			"directory to apply it (SIGHUP does the same). A bad file changes nothing.",
+		Action: action(func(cCtx *cli.Context) error {
+			args, err := commandArgs(cCtx)
+			if err != nil {
+				return err
+			}
+			if len(args) > 0 {
+				return fmt.Errorf("nid reload takes no arguments (got %q)", args[0])
+			}
+			cfg, err := a.loadConfigFor(cCtx, true)
+			if err != nil {
+				return err
+			}
+			r, err := readRunning(cfg.State)
+			if err != nil {
+				return err
+			}
+			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				return runReload(ctx, c, cfg, r, a.Stdout)
+			})
+		}),
+	}
+}
+
+// runReload prints the plan and asks the running nid r to carry it out.
+func runReload(ctx context.Context, c client.Client, cfg *config.Config, r running, stdout io.Writer) error {
+	if err := runPlan(ctx, c, cfg, r.KeepRemoved, stdout); err != nil {
+		return err
+	}
+	if err := syscall.Kill(r.PID, syscall.SIGHUP); err != nil {
+		return fmt.Errorf("telling nid (process %d) to reload: %w", r.PID, err)
+	}
+	return printLine(stdout, "asked nid (process %d) to apply it; its feed says what it did", r.PID)
 }

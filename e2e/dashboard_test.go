@@ -178,6 +178,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	tail := waitText(t, ctx, "the fresh conversation in the transcript", "#transcript", regexp.MustCompile(`(?s)↻ handoff: You are session web/lead.*< sim turn 1 of conversation sim-2`))
 	require.Equal(t, 1, strings.Count(tail, "sim turn 1 of conversation sim-2"), "each transcript entry shows once:\n%s", tail)
 
+	// Stop and Start beside Rotate.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#stop"))))
+	waitText(t, ctx, "the stop answer", "#rotate-answer", regexp.MustCompile(`^stopped web/lead; (it held no tasks or locks|released .+)$`))
+	waitText(t, ctx, "the status stopped", "#status", regexp.MustCompile(`stopped`))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#start"))))
+	waitText(t, ctx, "the start answer", "#rotate-answer", regexp.MustCompile(`^started web/lead; it goes on in the same conversation$`))
+	waitText(t, ctx, "turns again after the start", "#feed", regexp.MustCompile(`started again: it goes on in the same conversation`))
+
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	dir := filepath.Join("artifacts")

@@ -257,6 +257,12 @@ type Stopped struct {
 // Stop stops a session: its group releases its claims and locks and tells
 // it to take no more turns. A session already stopped is a *RefusedError.
 func Stop(ctx context.Context, c client.Client, group, name string) (Stopped, error) {
+	return StopWhy(ctx, c, group, name, "")
+}
+
+// StopWhy stops a session as Stop does, nid saying why (it left nid.yaml)
+// in the session's feed and the inbox.
+func StopWhy(ctx context.Context, c client.Client, group, name, why string) (Stopped, error) {
 	v, err := GetSession(ctx, c, group, name)
 	if err != nil {
 		return Stopped{}, err
@@ -265,7 +271,7 @@ func Stop(ctx context.Context, c client.Client, group, name string) (Stopped, er
 		return Stopped{}, &RefusedError{Message: group + "/" + name + " is already stopped"}
 	}
 	var res workflows.BoardResult
-	if err := UpdateGroup(ctx, c, group, workflows.UpdateStopSession, workflows.BoardRequest{Session: name}, &res); err != nil {
+	if err := UpdateGroup(ctx, c, group, workflows.UpdateStopSession, workflows.BoardRequest{Session: name, Why: why}, &res); err != nil {
 		return Stopped{}, err
 	}
 	return Stopped{Released: res.Released, Was: v.Status}, nil
@@ -320,4 +326,18 @@ func StopGroup(ctx context.Context, c client.Client, group string) (map[string]S
 		return nil, &RefusedError{Message: "every session of group " + group + " is already stopped"}
 	}
 	return out, nil
+}
+
+// Start brings a stopped session back where it was: the same conversation,
+// or with fresh a fresh one by handoff. A session that is not stopped is a
+// *RefusedError.
+func Start(ctx context.Context, c client.Client, group, name string, fresh bool) error {
+	v, err := GetSession(ctx, c, group, name)
+	if err != nil {
+		return err
+	}
+	if v.Status != workflows.StatusStopped {
+		return &RefusedError{Message: group + "/" + name + " is not stopped (it is " + v.Status + ")"}
+	}
+	return UpdateGroup(ctx, c, group, workflows.UpdateStartSession, workflows.SessionStart{Session: name, Fresh: fresh}, nil)
 }

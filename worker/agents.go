@@ -35,7 +35,14 @@ func AgentSpec(cfg *config.Config, group string, s config.Session) activities.Ag
 // activity time: its kind, and how to run it, so API keys never enter
 // workflow history and no signal can choose what runs.
 func AgentSettings(cfg *config.Config) func(activities.SessionRef) (string, config.AgentSettings, bool) {
+	return agentSettings(func() *config.Config { return cfg })
+}
+
+// agentSettings is AgentSettings of whatever configuration current returns
+// at each call: a reload changes what the next turn runs.
+func agentSettings(current func() *config.Config) func(activities.SessionRef) (string, config.AgentSettings, bool) {
 	return func(ref activities.SessionRef) (string, config.AgentSettings, bool) {
+		cfg := current()
 		s, ok := cfg.Session(ref.Group, ref.Name)
 		if !ok {
 			return "", config.AgentSettings{}, false

@@ -32,6 +32,8 @@ const (
 	MethodSessionRotate     = "session.rotate"
 	MethodSessionSend       = "session.send"
 	MethodSessionTranscript = "session.transcript"
+	MethodSessionStop       = "session.stop"
+	MethodSessionStart      = "session.start"
 	MethodGroupList         = "group.list"
 	MethodGroupGet          = "group.get"
 	MethodGroupSet          = "group.set"
@@ -111,6 +113,8 @@ func NewAPI(c client.Client, opts APIOptions) *API {
 		MethodSessionRotate:     a.sessionRotate,
 		MethodSessionSend:       a.sessionSend,
 		MethodSessionTranscript: a.sessionTranscript,
+		MethodSessionStop:       a.sessionStop,
+		MethodSessionStart:      a.sessionStart,
 		MethodGroupList:         a.groupList,
 		MethodGroupGet:          a.groupGet,
 		MethodGroupSet:          a.groupSet,
@@ -594,4 +598,54 @@ func (a *API) inboxClear(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return InboxCleared{Cleared: n}, nil
+}
+
+// StopAnswer is the session.stop answer: what the session let go of, and
+// the status it was in (a busy one stops its agent when its step ends).
+type StopAnswer struct {
+	Session  string   `json:"session"`
+	Released []string `json:"released"`
+	Was      string   `json:"was"`
+}
+
+func (a *API) sessionStop(ctx context.Context, r *http.Request) (any, error) {
+	var req sessionRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	group, name, err := sessionRef(req.Session)
+	if err != nil {
+		return nil, err
+	}
+	res, err := nidclient.Stop(ctx, a.c, group, name)
+	if err != nil {
+		return nil, err
+	}
+	return StopAnswer{Session: req.Session, Released: nonNil(res.Released), Was: res.Was}, nil
+}
+
+type startRequest struct {
+	Session string `json:"session"`
+	Fresh   bool   `json:"fresh"`
+}
+
+// StartAnswer is the session.start answer.
+type StartAnswer struct {
+	Session string `json:"session"`
+	Fresh   bool   `json:"fresh"`
+}
+
+func (a *API) sessionStart(ctx context.Context, r *http.Request) (any, error) {
+	var req startRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	group, name, err := sessionRef(req.Session)
+	if err != nil {
+		return nil, err
+	}
+	if err := nidclient.Start(ctx, a.c, group, name, req.Fresh); err != nil {
+		return nil, err
+	}
+	return StartAnswer{Session: req.Session, Fresh: req.Fresh}, nil
 }

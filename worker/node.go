@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -16,7 +18,6 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
-	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/workflows"
@@ -28,8 +29,10 @@ type Options struct {
 	// StartEmbedded starts the embedded Temporal server when the config
 	// names no address; nil means this node never embeds one.
 	StartEmbedded StartEmbedded
-	// StartGroups starts or resumes every group in the config (nid up).
+	// StartGroups starts or resumes every group in the config (nid up),
+	// and stops the sessions that left it unless KeepRemoved.
 	StartGroups bool
+	KeepRemoved bool
 	Logger      *slog.Logger
 }
 
@@ -43,9 +46,9 @@ type Node struct {
 	UI       string
 	HTTP     string
 
-	// Unlisted names the running groups the configuration does not (nid
-	// up only): nothing stops them but nid stop.
-	Unlisted []string
+	// Applied is what starting changed of the running groups (nid up
+	// only): groups and sessions started, changed, stopped.
+	Applied Plan
 
 	// TokenFile is where the generated API token lives; empty when
 	// http.token or NID_HTTP_TOKEN sets it.
@@ -53,6 +56,11 @@ type Node struct {
 	// Login is a one-time login link to the dashboard (see
 	// API.LoginLink).
 	Login string
+
+	// cfg is the configuration the node runs, swapped by Reload.
+	cfg          atomic.Pointer[config.Config]
+	reloading    sync.Mutex
+	startsGroups bool
 
 	server   EmbeddedServer
 	workers  []sdkworker.Worker
@@ -159,7 +167,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 
 	acts := &activities.Activities{
 		Agents:   Agents(),
-		Settings: AgentSettings(cfg),
+		Settings: agentSettings(n.config),
 		Notify:   sessionNotifier{c: n.Client},
 		StateDir: cfg.State,
 		MCP:      mcp.Access,
@@ -185,30 +193,50 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	// the workflows over before the node says it serves.
 	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
 
+	n.cfg.Store(cfg)
+	n.startsGroups = opts.StartGroups
 	if opts.StartGroups {
-		if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {
+		if n.Applied, err = n.apply(ctx, cfg, nil, opts.KeepRemoved); err != nil {
 			return nil, err
 		}
-		n.Unlisted = unlistedGroups(ctx, n.Client, cfg, logger)
 	}
 	return n, nil
 }
 
-// unlistedGroups are the running groups the file no longer names: their
-// sessions go on until stopped, which nid up should say.
-func unlistedGroups(ctx context.Context, c client.Client, cfg *config.Config, logger *slog.Logger) []string {
-	running, err := nidclient.ListGroups(ctx, c)
+// config is the configuration the node runs now.
+func (n *Node) config() *config.Config { return n.cfg.Load() }
+
+// Reload applies cfg, read again from the file, to the running groups (as
+// nid up would) and to this worker's own agent settings, which its next
+// turns take; it returns what changed. The Temporal, HTTP and state
+// settings change only with a restart, and the plan says so.
+func (n *Node) Reload(ctx context.Context, cfg *config.Config, keepRemoved bool) (Plan, error) {
+	n.reloading.Lock()
+	defer n.reloading.Unlock()
+	prev := n.config()
+	n.cfg.Store(cfg)
+	if !n.startsGroups {
+		// nid worker: the groups are nid up's; its own agent settings
+		// are what it reloads.
+		return Plan{Changes: []Change{{Text: "this worker's agent settings are reloaded; nid up applies the groups"}}}, nil
+	}
+	plan, err := n.apply(ctx, cfg, prev, keepRemoved)
+	if prev.Temporal != cfg.Temporal || prev.HTTP != cfg.HTTP || prev.State != cfg.State {
+		plan.Changes = append(plan.Changes, Change{Text: "temporal, http and state settings take effect only when nid restarts"})
+	}
+	return plan, err
+}
+
+// apply plans cfg against the running groups, then carries the plan out.
+func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved bool) (Plan, error) {
+	plan, err := PlanGroups(ctx, n.Client, cfg, prev, keepRemoved)
 	if err != nil {
-		logger.Warn("Could not list the running groups", "error", err)
-		return nil
+		return plan, err
 	}
-	var out []string
-	for _, g := range running {
-		if _, ok := cfg.Groups[g]; !ok {
-			out = append(out, g)
-		}
+	if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {
+		return plan, err
 	}
-	return out
+	return plan, StopRemoved(ctx, n.Client, plan)
 }
 
 // NewEmbeddedOptions is how the config sets up the embedded server, so that

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -25,6 +26,10 @@ type BoardState struct {
 	Noted string `json:"noted,omitempty"`
 	// Grants is, by session, the last turn reservation granted.
 	Grants map[string]int64 `json:"grants,omitempty"`
+	// Slots are the sessions rotating by the group's leave; Queue the ones
+	// waiting for a slot, fullest first (see the governor methods).
+	Slots []SlotRequest `json:"slots,omitempty"`
+	Queue []SlotRequest `json:"queue,omitempty"`
 }
 
 // budgetLimited says the budget has a limit, so turns are reserved before
@@ -279,6 +284,7 @@ func (b *BoardState) view(group, goal string) BoardView {
 		Budget: b.Budget, Spent: b.Spent, Exhausted: b.exhausted(),
 		Prompts: b.Prompts.WithDefaults(),
 		Grants:  maps.Clone(b.Grants),
+		Slots:   slices.Clone(b.Slots),
 	}
 	if v.Tasks == nil {
 		v.Tasks = []Task{}
@@ -302,4 +308,48 @@ func (v BoardView) HeldBy(session string) *Task {
 // HasOpen says whether a task waits to be claimed.
 func (v BoardView) HasOpen() bool {
 	return slices.ContainsFunc(v.Tasks, func(t Task) bool { return t.Status == TaskTodo })
+}
+
+// The governor: at most max sessions rotate by themselves at once (0: no
+// limit); the others wait in a queue, fullest first, and get a slot as one
+// is given back.
+
+// askSlot takes req's request for a slot, replacing any the session had,
+// and says whether it was granted at once.
+func (b *BoardState) askSlot(req SlotRequest, max int) bool {
+	b.releaseSlot(req.Session)
+	if max <= 0 || len(b.Slots) < max {
+		b.Slots = append(b.Slots, req)
+		return true
+	}
+	b.Queue = append(b.Queue, req)
+	slices.SortStableFunc(b.Queue, func(x, y SlotRequest) int {
+		return cmp.Or(cmp.Compare(y.Fullness, x.Fullness), strings.Compare(x.Session, y.Session))
+	})
+	return false
+}
+
+// releaseSlot gives back session's slot, or its place in the queue.
+func (b *BoardState) releaseSlot(session string) {
+	mine := func(r SlotRequest) bool { return r.Session == session }
+	b.Slots = slices.DeleteFunc(b.Slots, mine)
+	b.Queue = slices.DeleteFunc(b.Queue, mine)
+}
+
+// grantWaiting gives free slots to the fullest waiting, and returns who
+// got one.
+func (b *BoardState) grantWaiting(max int) []string {
+	var granted []string
+	for len(b.Queue) > 0 && (max <= 0 || len(b.Slots) < max) {
+		next := b.Queue[0]
+		b.Queue = b.Queue[1:]
+		b.Slots = append(b.Slots, next)
+		granted = append(granted, next.Session)
+	}
+	return granted
+}
+
+// holds says the view grants req's slot.
+func (v BoardView) holds(req SlotRequest) bool {
+	return slices.ContainsFunc(v.Slots, func(s SlotRequest) bool { return s.Session == req.Session && s.Seq == req.Seq })
 }

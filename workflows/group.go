@@ -85,6 +85,7 @@ func (g *group) setup(ctx workflow.Context) error {
 		{UpdateLockAcquire, g.lockAcquire, g.validateLockAcquire},
 		{UpdateLockRelease, g.lockRelease, g.validateLockRelease},
 		{UpdateStopSession, g.stopSession, g.validateStopSession},
+		{UpdateStartSession, g.startSession, g.validateStartSession},
 		{UpdateInboxClear, g.inboxClear, g.validateInboxClear},
 	}
 	for _, u := range updates {
@@ -123,6 +124,7 @@ func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalClaimNext, g.onClaimNext)
 	onSignal(ctx, sel, SignalReserve, g.onReserve)
 	onSignal(ctx, sel, SignalLearned, g.onLearned)
+	onSignal(ctx, sel, SignalSlot, g.onSlot)
 	return sel
 }
 
@@ -173,6 +175,7 @@ func (g *group) view() (GroupView, error) {
 		Name: g.name, Goal: g.st.Goal, Policy: g.st.Policy,
 		Sessions: slices.Clone(g.st.Sessions), Stopped: slices.Clone(g.st.Stopped),
 		Inbox: slices.Clone(g.st.Inbox), Board: g.board(), Learned: slices.Clone(g.st.Learned),
+		FilePolicy: g.st.FilePolicy, FileBudget: g.st.FileBudget,
 	}
 	if v.Inbox == nil {
 		v.Inbox = []InboxItem{}
@@ -192,6 +195,7 @@ func (g *group) setPolicy(ctx workflow.Context, req SetPolicy) (config.Rotate, e
 	}
 	g.st.Policy = p
 	g.pushPolicy(ctx)
+	g.grantSlots(ctx) // a higher limit frees slots at once
 	return p, nil
 }
 
@@ -260,6 +264,7 @@ func (g *group) sync(ctx workflow.Context, req GroupSync) (GroupView, error) {
 		g.st.FilePolicy = req.Rotate
 		g.st.Policy = req.Rotate
 		g.pushPolicy(ctx)
+		g.grantSlots(ctx)
 	}
 	if g.has(VersionTeam) {
 		// Tasks from the file are added once, known by their title, so a
@@ -369,13 +374,43 @@ func (g *group) validateStopSession(_ workflow.Context, req BoardRequest) error 
 
 func (g *group) stopSession(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	released := g.st.Board.releaseAll(req.Session)
+	g.st.Board.releaseSlot(req.Session)
 	g.st.Stopped = append(g.st.Stopped, req.Session)
 	slices.Sort(g.st.Stopped)
-	if err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, req.Session), "", SignalStop, struct{}{}).Get(ctx, nil); err != nil {
+	if req.Why != "" {
+		text := fmt.Sprintf("%s/%s stopped: %s", g.name, req.Session, req.Why)
+		if len(released) > 0 {
+			text += "; released " + strings.Join(released, ", ")
+		}
+		g.addInbox(InboxItem{At: workflow.Now(ctx), Group: g.name, Session: req.Session, Kind: EventStopped, Text: text})
+	}
+	if err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, req.Session), "", SignalStop, StopRequest{Why: req.Why}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("stop not delivered", "session", req.Session, "error", err)
 	}
 	g.push(ctx, "")
+	g.grantSlots(ctx)
 	return BoardResult{Released: released, Board: g.board()}, nil
+}
+
+func (g *group) validateStartSession(_ workflow.Context, req SessionStart) error {
+	switch {
+	case !slices.Contains(g.st.Sessions, req.Session):
+		return fmt.Errorf("no session %q in group %s (sessions: %s)", req.Session, g.name, strings.Join(g.st.Sessions, ", "))
+	case !slices.Contains(g.st.Stopped, req.Session):
+		return fmt.Errorf("session %s/%s is not stopped", g.name, req.Session)
+	}
+	return nil
+}
+
+// startSession lets a stopped session work again: it may claim and lock
+// again, and it hears the board it missed.
+func (g *group) startSession(ctx workflow.Context, req SessionStart) (BoardResult, error) {
+	g.st.Stopped = slices.DeleteFunc(g.st.Stopped, func(s string) bool { return s == req.Session })
+	if err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, req.Session), "", SignalStart, req).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("start not delivered", "session", req.Session, "error", err)
+	}
+	g.push(ctx, req.Session)
+	return BoardResult{Board: g.board()}, nil
 }
 
 func (g *group) onCharge(ctx workflow.Context, c Charge) {
@@ -433,6 +468,30 @@ func (g *group) setLearned(ctx workflow.Context, req SetLearned) ([]LearnedPoint
 	g.st.Learned = learned
 	g.pushPolicy(ctx)
 	return slices.Clone(learned), nil
+}
+
+// onSlot takes a session's request for a rotation slot, or its slot given
+// back, and pushes the board to whoever got one.
+func (g *group) onSlot(ctx workflow.Context, r SlotRequest) {
+	if g.member(r.Session) != nil && r.Want {
+		return
+	}
+	if r.Want {
+		if g.st.Board.askSlot(r, g.st.Policy.MaxConcurrentRotations) {
+			g.push(ctx, r.Session)
+		}
+		return
+	}
+	g.st.Board.releaseSlot(r.Session)
+	g.grantSlots(ctx)
+}
+
+// grantSlots gives free rotation slots to the fullest waiting sessions and
+// tells each.
+func (g *group) grantSlots(ctx workflow.Context) {
+	for _, s := range g.st.Board.grantWaiting(g.st.Policy.MaxConcurrentRotations) {
+		g.push(ctx, s)
+	}
 }
 
 // onReserve grants a session one turn while the budget lasts (see

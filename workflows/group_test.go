@@ -476,3 +476,40 @@ func TestGroupLearnsAVendorsPointOnceAndTheHumanCanOverride(t *testing.T) {
 		"what the human set stays as set")
 	require.Len(t, v.Inbox, 1)
 }
+
+// The group gives at most maxConcurrentRotations rotation slots, tells a
+// session when it has one, and gives a slot given back (or freed by a stop,
+// or by a higher limit) to the fullest waiting.
+func TestGroupGovernsRotationSlots(t *testing.T) {
+	h := newGroupHarness(t)
+	in := groupInput()
+	in.Sessions = []string{"a", "b", "c", "d"}
+	in.Policy.MaxConcurrentRotations = 1
+	ask := func(d time.Duration, s string, full float64) {
+		h.env.RegisterDelayedCallback(func() {
+			h.env.SignalWorkflow(SignalSlot, SlotRequest{Session: s, Seq: 1, Want: true, Fullness: full})
+		}, d)
+	}
+	ask(time.Minute, "a", 81)
+	ask(2*time.Minute, "b", 82)
+	ask(2*time.Minute, "c", 95)
+	ask(2*time.Minute, "d", 90)
+	var one GroupView
+	h.env.RegisterDelayedCallback(func() {
+		q, err := h.env.QueryWorkflow(QueryGroup)
+		require.NoError(t, err)
+		require.NoError(t, q.Get(&one))
+		h.env.SignalWorkflow(SignalSlot, SlotRequest{Session: "a", Seq: 1})
+	}, 3*time.Minute)
+	stop := h.update(4*time.Minute, UpdateStopSession, BoardRequest{Session: "c"}, nil)
+	raise := h.update(5*time.Minute, UpdateSetPolicy, SetPolicy{RotateJSON: `{"maxConcurrentRotations":3}`}, nil)
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, []SlotRequest{{Session: "a", Seq: 1, Want: true, Fullness: 81}}, one.Board.Slots, "one at a time")
+	require.True(t, h.lastBoard("c").holds(SlotRequest{Session: "c", Seq: 1}), "the fullest waiting got a's slot")
+	require.NoError(t, stop.err)
+	require.NoError(t, raise.err)
+	require.True(t, h.lastBoard("d").holds(SlotRequest{Session: "d", Seq: 1}), "c's stop freed its slot for d")
+	require.True(t, h.lastBoard("b").holds(SlotRequest{Session: "b", Seq: 1}), "the higher limit let b in")
+	require.Len(t, v.Board.Slots, 2)
+}

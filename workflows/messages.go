@@ -78,8 +78,11 @@ const (
 	// SignalBoard carries a BoardView from the group to its sessions after
 	// every change.
 	SignalBoard = "board"
-	// SignalStop tells a session to stop its agent and take no more turns.
+	// SignalStop carries a StopRequest: the session stops its agent and
+	// takes no more turns.
 	SignalStop = "stop"
+	// SignalStart carries a SessionStart: a stopped session works again.
+	SignalStart = "start"
 )
 
 // Queries a session answers.
@@ -151,14 +154,18 @@ type SessionInput struct {
 
 // SessionView is the QuerySession answer: the Session object.
 type SessionView struct {
-	Group         string         `json:"group"`
-	Name          string         `json:"name"`
-	Agent         string         `json:"agent"`
-	Status        string         `json:"status"`
-	Conversation  string         `json:"conversation,omitempty"`
-	Context       ContextRecord  `json:"context"`
-	Policy        config.Rotate  `json:"policy"`
-	PendingRotate *RotateRequest `json:"pendingRotate,omitempty"`
+	Group string `json:"group"`
+	Name  string `json:"name"`
+	Agent string `json:"agent"`
+	// Spec is what the session's workflow carries of its agent (the kind,
+	// the sim's settings, the turn timeout); how the agent runs is the
+	// worker's nid.yaml's.
+	Spec          activities.AgentSpec `json:"spec"`
+	Status        string               `json:"status"`
+	Conversation  string               `json:"conversation,omitempty"`
+	Context       ContextRecord        `json:"context"`
+	Policy        config.Rotate        `json:"policy"`
+	PendingRotate *RotateRequest       `json:"pendingRotate,omitempty"`
 	// Rotating is the rotation running now, if any.
 	Rotating *RotateRequest `json:"rotating,omitempty"`
 	// HandoffPending is true when the agent wrote a handoff that the next
@@ -202,6 +209,9 @@ const (
 	// StatusRetrying: a turn failed and the session waits a little before
 	// it tries again.
 	StatusRetrying = "retrying"
+	// StatusWaitingToRotate: a rotation is due, and the session waits for
+	// one of its group's rotation slots (maxConcurrentRotations).
+	StatusWaitingToRotate = "waiting-to-rotate"
 )
 
 // Why a rotation happened.
@@ -355,6 +365,9 @@ const (
 	// SignalLearned carries a LearnedPoint: a session saw its vendor
 	// compact by itself before nid's threshold.
 	SignalLearned = "learned"
+	// SignalSlot carries a SlotRequest: a session asks for (or gives
+	// back) one of the group's rotation slots.
+	SignalSlot = "slot"
 )
 
 // QueryGroup is the query a group answers: it returns a GroupView.
@@ -381,8 +394,12 @@ const (
 	UpdateTaskDone    = "task_done"
 	UpdateLockAcquire = "lock_acquire"
 	UpdateLockRelease = "lock_release"
-	// UpdateStopSession releases a session's claims and locks and stops it.
+	// UpdateStopSession releases a session's claims and locks and stops it;
+	// BoardRequest.Why, when set, goes to the inbox.
 	UpdateStopSession = "stop_session"
+	// UpdateStartSession takes a SessionStart: a stopped session works
+	// again.
+	UpdateStartSession = "start_session"
 	// UpdateInboxClear takes an InboxClear and returns how many items it
 	// removed.
 	UpdateInboxClear = "inbox_clear"
@@ -444,6 +461,10 @@ type GroupView struct {
 	// Learned is what the group learned of vendors that compact by
 	// themselves, or the human set.
 	Learned []LearnedPoint `json:"learned,omitempty"`
+	// FilePolicy and FileBudget are what nid.yaml last said: a file that
+	// says otherwise changes the group when applied.
+	FilePolicy config.Rotate `json:"filePolicy"`
+	FileBudget config.Budget `json:"fileBudget"`
 }
 
 // InboxClear is the UpdateInboxClear payload: the items the human has dealt
@@ -465,6 +486,19 @@ type InboxItem struct {
 	Count int    `json:"count,omitempty"`
 }
 
+// StopRequest is the SignalStop payload: why the session is stopped, for
+// its feed, when it is not the human's nid stop.
+type StopRequest struct {
+	Why string `json:"why,omitempty"`
+}
+
+// SessionStart brings a stopped session back where it was: the same
+// conversation, or with Fresh a fresh one by handoff.
+type SessionStart struct {
+	Session string `json:"session"`
+	Fresh   bool   `json:"fresh,omitempty"`
+}
+
 // BoardRequest is the payload of every board update. Session names the
 // session acting; the other fields are the ones the update needs.
 type BoardRequest struct {
@@ -473,6 +507,9 @@ type BoardRequest struct {
 	Title   string `json:"title,omitempty"`
 	Detail  string `json:"detail,omitempty"`
 	Lock    string `json:"lock,omitempty"`
+	// Why says why a session is stopped when nid stops it by itself (it
+	// left nid.yaml); it goes to the inbox.
+	Why string `json:"why,omitempty"`
 }
 
 // BoardResult answers a board update.
@@ -500,6 +537,9 @@ type BoardView struct {
 	Prompts config.Prompts `json:"prompts"`
 	// Grants is, by session, the last turn reservation the group granted.
 	Grants map[string]int64 `json:"grants,omitempty"`
+	// Slots are the sessions rotating now by the group's leave
+	// (maxConcurrentRotations), each with the request it was granted on.
+	Slots []SlotRequest `json:"slots,omitempty"`
 	// Rev numbers the boards a group pushes. Pushes made by different
 	// handlers (a signal, an update, a new run's first push) can arrive out
 	// of order; a session keeps the newest. Zero, from a history before
@@ -552,6 +592,17 @@ type Charge struct {
 type Reserve struct {
 	Session string `json:"session"`
 	Seq     int64  `json:"seq"`
+}
+
+// SlotRequest asks the group for a rotation slot (Want) or gives one back.
+// Seq numbers the session's requests, so a board granting an older one is
+// not taken for a grant of this one; Fullness orders the waiting, fullest
+// first.
+type SlotRequest struct {
+	Session  string  `json:"session"`
+	Seq      int64   `json:"seq"`
+	Want     bool    `json:"want"`
+	Fullness float64 `json:"fullness,omitempty"`
 }
 
 // ClaimNext asks the group for a session's next task.

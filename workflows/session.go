@@ -99,6 +99,10 @@ type SessionState struct {
 	// Generation numbers the session's conversations: one more at each
 	// handoff. Agents' MCP tokens are bound to it.
 	Generation int `json:"generation,omitempty"`
+	// SlotAsked is true from asking the group for a rotation slot until
+	// giving it back; SlotSeq numbers the requests (VersionGovernor).
+	SlotAsked bool  `json:"slotAsked,omitempty"`
+	SlotSeq   int64 `json:"slotSeq,omitempty"`
 }
 
 type session struct {
@@ -174,7 +178,7 @@ func (s *session) run(ctx workflow.Context) error {
 		if err := s.awaitWork(ctx, func() bool {
 			_, _, due := s.rotationDue()
 			return due || s.turnReady() || s.historyFull(ctx) ||
-				s.needClaim() || (s.st.Stopped && !s.st.StopDone)
+				s.needClaim() || (s.st.Stopped && !s.st.StopDone) || s.slotNotWanted()
 		}); err != nil {
 			return err
 		}
@@ -182,9 +186,17 @@ func (s *session) run(ctx workflow.Context) error {
 			s.stopAgent(ctx)
 			continue
 		}
+		if s.slotNotWanted() {
+			s.giveSlotBack(ctx)
+			continue
+		}
 		if req, t, due := s.rotationDue(); due {
 			if s.needsReservation(req.Reason) {
 				s.askReserve(ctx)
+				continue
+			}
+			if s.needsSlot(req.Reason) {
+				s.askSlot(ctx)
 				continue
 			}
 			s.rotate(ctx, req, t.take(s))
@@ -238,10 +250,13 @@ func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
 }
 
 // sitStill bills what is unbilled and publishes the status of a session
-// about to wait: paused while the budget is spent, else as it was.
+// about to wait: paused while the budget is spent, waiting-to-rotate while
+// it waits for a rotation slot, else as it was.
 func (s *session) sitStill(ctx workflow.Context) {
 	s.flushCharge(ctx)
 	switch {
+	case s.st.Status == StatusIdle && s.st.SlotAsked && !s.holdsSlot():
+		s.st.Status = StatusWaitingToRotate
 	case s.st.Status == StatusIdle && s.exhausted():
 		s.st.Status = StatusPaused
 	case s.st.Status == StatusPaused && !s.exhausted():

@@ -49,6 +49,9 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 
 	if err != nil && s.st.Stopped && temporal.IsCanceledError(err) {
 		// Stopped mid-rotation: not a failure for the inbox.
+		if s.st.SlotAsked {
+			s.giveSlotBack(ctx)
+		}
 		s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation (%s) cancelled: the session was stopped", req.Mode, req.Reason)})
 		s.setStatus(ctx, StatusIdle)
 		return
@@ -57,6 +60,9 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 		res = RotationResult{RotationEvent: RotationEvent{Method: req.Mode, Reason: req.Reason, Error: ErrorText(err), OldConversation: s.st.Conversation}}
 	}
 	res.Number = n
+	if s.st.SlotAsked {
+		s.giveSlotBack(ctx)
+	}
 	cost := res.Cost
 	if s.has(VersionRotationBudget) {
 		// A rotation costs one turn, counted when it was reserved.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/config"
 )
 
 // The session's signal handlers. Each folds its signal into the state at
@@ -19,6 +21,7 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalRateLimit, s.onRateLimit)
 	onSignal(ctx, sel, SignalBoard, s.onBoard)
 	onSignal(ctx, sel, SignalStop, s.onStop)
+	onSignal(ctx, sel, SignalStart, s.onStart)
 	return sel
 }
 
@@ -145,14 +148,21 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 	}
 }
 
-func (s *session) onStop(ctx workflow.Context, _ struct{}) {
+func (s *session) onStop(ctx workflow.Context, req StopRequest) {
 	if s.st.Stopped {
 		return
 	}
 	s.st.Stopped = true
 	s.st.Messages = nil
 	s.st.PendingRotate = nil
-	s.record(ctx, Event{Kind: EventStopped, Text: "stopped: its claims and locks are released"})
+	text := "stopped: its claims and locks are released"
+	if req.Why != "" {
+		text = "stopped (" + req.Why + "): its claims and locks are released"
+	}
+	s.record(ctx, Event{Kind: EventStopped, Text: text})
+	if s.st.SlotAsked && s.st.Status != StatusRotating {
+		s.giveSlotBack(ctx)
+	}
 	if s.has(VersionStopAtOnce) {
 		if s.cancelRotation != nil {
 			s.cancelRotation()
@@ -160,4 +170,23 @@ func (s *session) onStop(ctx workflow.Context, _ struct{}) {
 		}
 		s.publish(ctx)
 	}
+}
+
+// onStart brings a stopped session back where it was: the same
+// conversation, or with Fresh a fresh one by handoff before its next turn.
+// Its agent process was stopped; the vendor conversation resumes.
+func (s *session) onStart(ctx workflow.Context, req SessionStart) {
+	if !s.st.Stopped {
+		return
+	}
+	s.st.Stopped, s.st.StopDone = false, false
+	s.st.ClaimAsked = false
+	s.st.Status = StatusIdle
+	text := "started again: it goes on in the same conversation"
+	if req.Fresh && s.st.Conversation != "" {
+		s.st.PendingRotate = &RotateRequest{Mode: config.ModeHandoff, Reason: ReasonManual}
+		text = "started again: it rotates by handoff into a fresh conversation first"
+	}
+	s.record(ctx, Event{Kind: EventResumed, Text: text})
+	s.publish(ctx)
 }

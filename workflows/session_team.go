@@ -38,6 +38,11 @@ func (s *session) turnReady() bool {
 	if s.nextPrompt() == "" {
 		return false
 	}
+	if s.st.SlotAsked && !s.holdsSlot() {
+		// A rotation is due and waits for its slot at the turn boundary:
+		// another turn would only fill the context more.
+		return false
+	}
 	return !s.budgeted() || s.granted() || !s.reserving()
 }
 

@@ -192,6 +192,11 @@ func newHarness(t *testing.T) *harness {
 			h.group.charge(arg.(Charge))
 			return nil
 		})
+	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalSlot, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.group.slot(arg.(SlotRequest))
+			return nil
+		})
 	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalLearned, mock.Anything).Return(
 		func(_, _, _, _ string, arg interface{}) error {
 			h.mu.Lock()
@@ -214,6 +219,10 @@ type fakeGroup struct {
 	// staleAfterGrant makes every grant followed by an older board, as a
 	// push from another handler of the real group can be.
 	staleAfterGrant bool
+	// maxSlots is the group's maxConcurrentRotations; slotRequests what
+	// the session asked of the governor.
+	maxSlots     int
+	slotRequests []SlotRequest
 	// othersTakeFrom makes another session spend the last turn of the
 	// budget just before this session's reservation number othersTakeFrom
 	// (and later ones) arrives, which is then refused.
@@ -269,6 +278,22 @@ func (g *fakeGroup) reserve(r Reserve) {
 	if g.staleAfterGrant && before.Rev > 0 {
 		g.h.env.SignalWorkflow(SignalBoard, before)
 	}
+}
+
+// slot runs the real governor on the board for this session: the rest of
+// the group's slots are whatever the test put there.
+func (g *fakeGroup) slot(r SlotRequest) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.slotRequests = append(g.slotRequests, r)
+	if r.Want && !g.board.askSlot(r, g.maxSlots) {
+		return
+	}
+	if !r.Want {
+		g.board.releaseSlot(r.Session)
+		g.board.grantWaiting(g.maxSlots)
+	}
+	g.push()
 }
 
 // update changes the board from a test callback and pushes it.

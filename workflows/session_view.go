@@ -12,6 +12,7 @@ func (s *session) view() (SessionView, error) {
 		Group:          s.in.Group,
 		Name:           s.in.Name,
 		Agent:          s.in.Spec.Kind,
+		Spec:           s.in.Spec,
 		Status:         s.st.Status,
 		Conversation:   s.st.Conversation,
 		Context:        s.st.Context,

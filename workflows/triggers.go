@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 )
@@ -102,8 +104,14 @@ func when(due bool, mode string) string {
 
 // rotationDue is the rotation the session should run now, if any: none
 // while a turn or a rotation is running or once stopped, else the first
-// trigger due.
+// trigger due that the budget and the group's rotation slots allow.
 func (s *session) rotationDue() (RotateRequest, trigger, bool) {
+	return s.firstDue(true)
+}
+
+// firstDue is the first trigger due; governed says whether a rotation
+// waiting for its slot counts as not due yet.
+func (s *session) firstDue(governed bool) (RotateRequest, trigger, bool) {
 	switch s.st.Status {
 	case StatusWorking, StatusRateLimited, StatusRotating:
 		return RotateRequest{}, trigger{}, false
@@ -113,7 +121,7 @@ func (s *session) rotationDue() (RotateRequest, trigger, bool) {
 	}
 	for _, t := range s.triggers() {
 		if mode := t.due(s); mode != "" {
-			if !s.rotationAffordable(t.reason) {
+			if !s.rotationAffordable(t.reason) || (governed && s.waitingForSlot(t.reason)) {
 				break
 			}
 			return RotateRequest{Mode: mode, Reason: t.reason}, t, true
@@ -172,4 +180,74 @@ func (s *session) joinPendingRequest() {
 	if s.has(VersionOneRotateDecision) && s.st.PendingRotate != nil {
 		s.st.PendingRotate = nil
 	}
+}
+
+// The governor (VersionGovernor): a rotation the session starts by itself
+// needs one of the group's rotation slots, of which there are the policy's
+// maxConcurrentRotations; a manual one never waits.
+
+// governed says a rotation for reason needs a slot.
+func (s *session) governed(reason string) bool {
+	return s.has(VersionGovernor) && reason != ReasonManual && s.st.Board != nil && s.st.Policy.MaxConcurrentRotations > 0
+}
+
+// holdsSlot says the group granted the session's slot request.
+func (s *session) holdsSlot() bool {
+	return s.st.SlotAsked && s.st.Board != nil && s.st.Board.holds(SlotRequest{Session: s.in.Name, Seq: s.st.SlotSeq})
+}
+
+// needsSlot says a rotation for reason must first ask for a slot.
+func (s *session) needsSlot(reason string) bool {
+	return s.governed(reason) && !s.st.SlotAsked
+}
+
+// waitingForSlot says a rotation for reason waits for its slot.
+func (s *session) waitingForSlot(reason string) bool {
+	return s.governed(reason) && s.st.SlotAsked && !s.holdsSlot()
+}
+
+// slotNotWanted says the session holds, or waits for, a slot it no longer
+// needs: the rotation stopped being due (a manual one came first, the
+// policy changed).
+func (s *session) slotNotWanted() bool {
+	if !s.st.SlotAsked || s.st.Status == StatusRotating {
+		return false
+	}
+	req, _, due := s.firstDue(false)
+	return !due || !s.governed(req.Reason)
+}
+
+// askSlot asks the group for a rotation slot, fullest first.
+func (s *session) askSlot(ctx workflow.Context) {
+	s.st.SlotSeq++
+	s.st.SlotAsked = true
+	req := SlotRequest{Session: s.in.Name, Seq: s.st.SlotSeq, Want: true, Fullness: s.fullness()}
+	if err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalSlot, req).Get(ctx, nil); err != nil {
+		// No group to ask: nothing to wait for.
+		workflow.GetLogger(ctx).Warn("group did not take the slot request", "error", err)
+		s.st.SlotAsked = false
+	}
+}
+
+// giveSlotBack returns the session's slot, or its place in the queue.
+func (s *session) giveSlotBack(ctx workflow.Context) {
+	s.st.SlotAsked = false
+	if s.st.Status == StatusWaitingToRotate {
+		s.st.Status = StatusIdle
+	}
+	// Not awaited: the group may be gone.
+	workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalSlot, SlotRequest{Session: s.in.Name, Seq: s.st.SlotSeq})
+}
+
+// fullness orders the sessions waiting for a slot: the percent of the
+// window used, or of maxTurns when the window is unknown.
+func (s *session) fullness() float64 {
+	c := s.st.Context
+	if c.Percent != nil {
+		return *c.Percent
+	}
+	if m := s.st.Policy.MaxTurns; m > 0 {
+		return float64(c.Turns) * 100 / float64(m)
+	}
+	return 0
 }

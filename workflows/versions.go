@@ -95,8 +95,16 @@ const (
 	// testdata/v3-*.json.
 	VersionSettledContinueAsNew Version = 8
 
+	// VersionGovernor: at most the policy's maxConcurrentRotations
+	// sessions of a group rotate by themselves at once. A session due asks
+	// its group for a slot (SignalSlot) and waits, shown as
+	// waiting-to-rotate; the group grants the fullest first and takes the
+	// slot back when the rotation ends. A manual rotation never waits.
+	// Histories: testdata/v4-*.json.
+	VersionGovernor Version = 9
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionSettledContinueAsNew
+	versionLatest = VersionGovernor
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is
@@ -124,3 +132,9 @@ func versionOf(ctx workflow.Context) Version {
 // reserved when the turn starts rather than when it ends. Histories before
 // them carry no Rev, which is always taken, and the charge a session sends
 // differs only in its payload, which replay does not compare.
+//
+// Starting a stopped session (start_session on the group, the start signal
+// on the session) and the reason a stop carries (StopRequest.Why): both run
+// only on an update and a signal that no earlier history holds, and the
+// stop signal's payload of a history before them, {}, decodes as a
+// StopRequest without a reason.

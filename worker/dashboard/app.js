@@ -182,11 +182,28 @@ async function sessionPage(group, name) {
       answer.textContent = err.message;
     }
   };
+  // Stop and Start say in the same answer line what happened.
+  const act = (method, body, said) => async () => {
+    answer.className = "answer";
+    answer.textContent = "asking…";
+    try {
+      const a = await api(method, Object.assign({ session: ref }, body));
+      answer.dataset.when = "";
+      answer.textContent = said(a);
+    } catch (err) {
+      answer.className = "answer error";
+      answer.textContent = err.message;
+    }
+  };
+  const stop = act("session.stop", {}, (a) => "stopped " + ref + "; " +
+    (a.released.length ? "released " + a.released.join(", ") : "it held no tasks or locks"));
+  const start = act("session.start", {}, () => "started " + ref + "; it goes on in the same conversation");
   main.replaceChildren(
     el("h1", {}, "Session ", el("a", { href: "/groups/" + group }, group), "/" + name),
     el("p", {}, status, s.workflowURL ? el("span", {}, " · ", el("a", { href: s.workflowURL, target: "_blank", rel: "noopener" }, "workflow in Temporal Web UI")) : null),
     el("h2", {}, "Context"), meter, meterText,
-    el("div", { class: "actions" }, el("button", { id: "rotate", onclick: rotate }, "Rotate"), mode), answer,
+    el("div", { class: "actions" }, el("button", { id: "rotate", onclick: rotate }, "Rotate"), mode,
+      el("button", { id: "stop", onclick: stop }, "Stop"), el("button", { id: "start", onclick: start }, "Start")), answer,
     el("h2", {}, "Rotations"),
     el("table", {}, el("thead", {}, el("tr", {}, ["#", "time", "method", "reason", "before → after", "conversation", "summary"].map((h) => el("th", {}, h)))), history),
     el("div", { class: "grid" },

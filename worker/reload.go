@@ -1,0 +1,192 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/nidclient"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// nid.yaml is the truth for who is in a team: applying it to running groups
+// (nid up, a running nid on SIGHUP or nid reload) starts what is new,
+// changes what changed and stops the sessions that left it. PlanGroups says
+// what that changes without changing anything, so nid up --dry-run and nid
+// reload can print it; StartGroups and StopRemoved carry it out.
+
+// Change is one thing applying a configuration does to running groups.
+type Change struct {
+	Group   string `json:"group"`
+	Session string `json:"session,omitempty"`
+	Text    string `json:"text"`
+	// Stop says the change stops the session (it left the file).
+	Stop bool `json:"stop,omitempty"`
+}
+
+// Plan is what applying a configuration changes, in group and session
+// order.
+type Plan struct {
+	Changes []Change `json:"changes"`
+}
+
+// Lines are the plan's changes as sentences.
+func (p Plan) Lines() []string {
+	if len(p.Changes) == 0 {
+		return []string{"nothing to change: the running groups are as the file says"}
+	}
+	out := make([]string, len(p.Changes))
+	for i, c := range p.Changes {
+		out[i] = c.Text
+	}
+	return out
+}
+
+// leftTheFile is why nid stops a session that left nid.yaml.
+const leftTheFile = "it left nid.yaml"
+
+// PlanGroups compares cfg with the running groups and sessions and says
+// what applying it changes. prev is the configuration the worker runs now,
+// for the agent settings only it holds (nil: unknown). With keepRemoved a
+// session that left the file is left running, and the plan says so.
+func PlanGroups(ctx context.Context, c client.Client, cfg, prev *config.Config, keepRemoved bool) (Plan, error) {
+	var p Plan
+	add := func(group, session, format string, args ...any) {
+		p.Changes = append(p.Changes, Change{Group: group, Session: session, Text: fmt.Sprintf(format, args...)})
+	}
+	running, err := nidclient.ListGroups(ctx, c)
+	if err != nil {
+		return p, err
+	}
+	for _, name := range cfg.GroupNames() {
+		g := cfg.Groups[name]
+		if !slices.Contains(running, name) {
+			add(name, "", "start group %s with sessions %s", name, strings.Join(sessionNames(g), ", "))
+			continue
+		}
+		view, err := nidclient.GetGroup(ctx, c, name)
+		if err != nil {
+			return p, err
+		}
+		if view.Goal != g.Goal {
+			add(name, "", "%s: goal %q → %q", name, view.Goal, g.Goal)
+		}
+		if g.Rotate != view.FilePolicy {
+			add(name, "", "%s: rotate policy → %s", name, workflows.PolicyText(g.Rotate))
+		}
+		if g.Budget != view.FileBudget {
+			add(name, "", "%s: budget → %s", name, workflows.BudgetText(g.Budget, view.Board.Spent))
+		}
+		if g.Prompts.WithDefaults() != view.Board.Prompts {
+			add(name, "", "%s: prompts changed", name)
+		}
+		for _, t := range g.Tasks {
+			if !slices.ContainsFunc(view.Board.Tasks, func(have workflows.Task) bool { return have.Title == t.Title }) {
+				add(name, "", "%s: add task %q", name, t.Title)
+			}
+		}
+		for _, s := range g.Sessions {
+			ref := name + "/" + s.Name
+			if !slices.Contains(view.Sessions, s.Name) {
+				add(name, s.Name, "start session %s (%s)", ref, s.Agent)
+				continue
+			}
+			if slices.Contains(view.Stopped, s.Name) {
+				continue // stopped by hand: nid start brings it back
+			}
+			sv, err := nidclient.GetSession(ctx, c, name, s.Name)
+			if err != nil {
+				continue // not started yet: StartGroups starts it
+			}
+			if want := AgentSpec(cfg, name, s); want != sv.Spec {
+				add(name, s.Name, "%s: agent %s → %s", ref, specText(sv.Spec), specText(want))
+			} else if prev != nil && !sameAgent(prev, cfg, name, s.Name) {
+				add(name, s.Name, "%s: agent settings changed (command, arguments, environment, model or permissions): from its next turn", ref)
+			}
+		}
+		for _, s := range view.Sessions {
+			if _, ok := cfg.Session(name, s); !ok && !slices.Contains(view.Stopped, s) {
+				p.removed(name, s, keepRemoved)
+			}
+		}
+	}
+	for _, name := range running {
+		if _, ok := cfg.Groups[name]; ok {
+			continue
+		}
+		view, err := nidclient.GetGroup(ctx, c, name)
+		if err != nil {
+			continue // it ended meanwhile
+		}
+		for _, s := range view.Sessions {
+			if !slices.Contains(view.Stopped, s) {
+				p.removed(name, s, keepRemoved)
+			}
+		}
+	}
+	return p, nil
+}
+
+// removed plans what happens to a session that left the file.
+func (p *Plan) removed(group, session string, keep bool) {
+	ref := group + "/" + session
+	if keep {
+		p.Changes = append(p.Changes, Change{Group: group, Session: session,
+			Text: ref + " left nid.yaml and keeps running (--keep-removed); nid stop " + ref + " stops it"})
+		return
+	}
+	p.Changes = append(p.Changes, Change{Group: group, Session: session, Stop: true,
+		Text: "stop " + ref + ": " + leftTheFile + " (its claims and locks go back to the board)"})
+}
+
+// StopRemoved stops the sessions the plan stops, saying why in their feed
+// and the inbox.
+func StopRemoved(ctx context.Context, c client.Client, p Plan) error {
+	for _, ch := range p.Changes {
+		if !ch.Stop {
+			continue
+		}
+		_, err := nidclient.StopWhy(ctx, c, ch.Group, ch.Session, leftTheFile)
+		if err != nil && !nidclient.IsNotFound(err) {
+			return fmt.Errorf("stopping %s/%s: %w", ch.Group, ch.Session, err)
+		}
+	}
+	return nil
+}
+
+func sessionNames(g config.Group) []string {
+	names := make([]string, len(g.Sessions))
+	for i, s := range g.Sessions {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// specText says what a session's workflow carries of its agent.
+func specText(s activities.AgentSpec) string {
+	text := s.Kind
+	if s.Kind == activities.KindSim {
+		text += fmt.Sprintf(" (window %s, %s a turn, %s per turn)", workflows.TokensText(s.Sim.Window), workflows.TokensText(s.Sim.TokensPerTurn), s.Sim.TurnDelay.D())
+	}
+	if s.TurnTimeout > 0 {
+		text += fmt.Sprintf(" (turns time out after %s)", s.TurnTimeout.D())
+	}
+	return text
+}
+
+// sameAgent says a session's agent runs the same under both
+// configurations.
+func sameAgent(a, b *config.Config, group, session string) bool {
+	sa, oka := a.AgentFor(group, session)
+	sb, okb := b.AgentFor(group, session)
+	if oka != okb {
+		return false
+	}
+	return reflect.DeepEqual(sa, sb)
+}

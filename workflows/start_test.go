@@ -1,0 +1,69 @@
+package workflows
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+)
+
+// A stopped session started again goes on where it was: the same
+// conversation, or a fresh one by handoff when asked.
+func TestAStoppedSessionStartsAgain(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		h := newHarness(t)
+		h.send(time.Minute, 2)
+		h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalStop, StopRequest{}) })
+		var stopped SessionView
+		h.at(15*time.Minute, func() { stopped = h.view() })
+		h.at(20*time.Minute, func() { h.env.SignalWorkflow(SignalStart, SessionStart{Session: "lead", Fresh: fresh}) })
+		h.send(30*time.Minute, 1)
+		v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+		require.Equal(t, StatusStopped, stopped.Status)
+		require.Equal(t, StatusIdle, v.Status)
+		require.Equal(t, 3, v.Context.TotalTurns, "it takes turns again")
+		work := h.agent.turnsOfKind(activities.TurnWork)
+		if fresh {
+			rots := rotations(v)
+			require.Len(t, rots, 1)
+			require.Equal(t, config.ModeHandoff, rots[0].Method)
+			require.Equal(t, "conv-2", work[2].Conversation, "a fresh conversation")
+			require.Contains(t, eventTexts(v, EventResumed), "started again: it rotates by handoff into a fresh conversation first")
+		} else {
+			require.Empty(t, rotations(v))
+			require.Equal(t, "conv-1", work[2].Conversation, "the same conversation")
+			require.Contains(t, eventTexts(v, EventResumed), "started again: it goes on in the same conversation")
+		}
+	}
+}
+
+// The group starts only a stopped session, lets it claim again, pushes it
+// the board it missed; a stop nid makes by itself says why in the inbox.
+func TestGroupStartsAStoppedSession(t *testing.T) {
+	h := newGroupHarness(t)
+	var starts []SessionStart
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalStart, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			starts = append(starts, arg.(SessionStart))
+			return nil
+		})
+	notStopped := h.update(time.Minute, UpdateStartSession, SessionStart{Session: "lead"}, nil)
+	stop := h.update(2*time.Minute, UpdateStopSession, BoardRequest{Session: "lead", Why: "it left nid.yaml"}, nil)
+	start := h.update(3*time.Minute, UpdateStartSession, SessionStart{Session: "lead", Fresh: true}, nil)
+	claim := h.update(4*time.Minute, UpdateLockAcquire, BoardRequest{Session: "lead", Lock: "src/app.go"}, nil)
+	v := h.run(groupInput(), time.Hour)
+
+	require.EqualError(t, notStopped.rejected, "session web/lead is not stopped")
+	require.NoError(t, stop.err)
+	require.NoError(t, start.err)
+	require.NoError(t, claim.rejected, "a started session may lock again")
+	require.Empty(t, v.Stopped)
+	require.Equal(t, []SessionStart{{Session: "lead", Fresh: true}}, starts)
+	require.Len(t, v.Inbox, 1)
+	require.Equal(t, "web/lead stopped: it left nid.yaml", v.Inbox[0].Text)
+}

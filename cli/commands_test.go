@@ -392,20 +392,20 @@ func TestGroupSetRejects(t *testing.T) {
 func TestGroupShow(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, `  web:
-    goal: ship the site
     rotate: {mode: handoff, maxTurns: 40}
     budget: {turns: 1}
     sessions:
       - {agent: sim, name: lead, sim: {window: 200000, tokensPerTurn: 62000, turnDelay: 0s}}
-      - {agent: sim, name: worker, sim: {turnDelay: 1h}}
+      - {agent: sim, name: worker, sim: {turnDelay: 0s}}
   api:
     rotate: {mode: off}
     sessions:
       - {agent: sim, name: exec, sim: {turnDelay: 0s}}
 `)
-	// web/lead takes the one turn the budget allows and web/worker waits
-	// for another; then web/worker is stopped.
-	temporaltest.WaitSession(t, s.c, "web", "lead", "to take its turn and wait for another", func(v workflows.SessionView) bool {
+	// web/lead takes the one turn the budget allows; web/worker is stopped
+	// before it took any.
+	temporaltest.Signal(t, s.c, "web", "lead", workflows.SignalMessage, workflows.Message{Text: "l1"})
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to take its turn and pause", func(v workflows.SessionView) bool {
 		return v.Context.TotalTurns == 1 && v.Status == workflows.StatusPaused
 	})
 	s.mustNid("stop", "web/worker")
@@ -414,7 +414,7 @@ func TestGroupShow(t *testing.T) {
 	spent := regexp.MustCompile(`tokens \d+ spent`)
 	require.Equal(t, ""+
 		"group       web\n"+
-		"goal        ship the site\n"+
+		"goal        —\n"+
 		"rotate      mode=handoff contextPercent=85 maxTurns=40\n"+
 		"thresholds  lead 85% = 170k of 200k (contextPercent); worker unknown until it reports its window\n"+
 		"learned     claude/claude-sonnet-4-5 at 75% (set)\n"+

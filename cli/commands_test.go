@@ -837,6 +837,36 @@ func TestStopGroup(t *testing.T) {
 	require.EqualError(t, err, "every session of group web is already stopped")
 }
 
+// nid start brings a stopped session back, in its conversation or a fresh
+// one.
+func TestStart(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	stop := func() {
+		s.mustNid("stop", "web/lead")
+		temporaltest.WaitSession(t, s.c, "web", "lead", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	}
+	stop()
+	require.Equal(t, "started web/lead; it goes on in the same conversation\n", s.mustNid("start", "web/lead"))
+	v := temporaltest.TakeTurns(t, s.c, "web", "lead", "l2")
+	require.Equal(t, "sim-1", v.Conversation)
+	require.Empty(t, temporaltest.Group(t, s.c, "web").Stopped)
+	_, _, err := s.nid("start", "web/lead")
+	require.EqualError(t, err, "web/lead is not stopped (it is idle)")
+
+	stop()
+	require.Equal(t, "started web/lead; it goes on after a handoff into a fresh conversation\n", s.mustNid("start", "web/lead", "--fresh"))
+	v = temporaltest.WaitSession(t, s.c, "web", "lead", "to hand off", func(v workflows.SessionView) bool {
+		return v.Context.Rotations == 1 && v.Status == workflows.StatusIdle
+	})
+	require.Equal(t, config.ModeHandoff, v.Context.LastRotation.Method)
+	require.NotEqual(t, "sim-1", v.Conversation)
+
+	_, _, err = s.nid("start", "web/nobody")
+	require.EqualError(t, err, `no session "web/nobody"; sessions in web: lead, worker`)
+}
+
 func TestStopUnknown(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, teamGroups)

@@ -156,6 +156,28 @@ func TestAPISend(t *testing.T) {
 	require.Contains(t, v.LastOutput, `worked on "run the tests"`, "the message was the turn's prompt")
 }
 
+func TestAPIStopStart(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	require.Equal(t, map[string]any{"session": "web/lead", "released": []any{}, "was": "idle"}, s.ok(t, MethodSessionStop, `{"session": "web/lead"}`))
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	status, got := s.call(t, MethodSessionStop, `{"session": "web/lead"}`, testToken)
+	require.Equal(t, http.StatusConflict, status)
+	require.Equal(t, "web/lead is already stopped", got["message"])
+
+	require.Equal(t, map[string]any{"session": "web/lead", "fresh": true}, s.ok(t, MethodSessionStart, `{"session": "web/lead", "fresh": true}`))
+	v := temporaltest.WaitSession(t, s.c, "web", "lead", "to hand off", func(v workflows.SessionView) bool {
+		return v.Context.Rotations == 1 && v.Status == workflows.StatusIdle
+	})
+	require.Equal(t, config.ModeHandoff, v.Context.LastRotation.Method)
+	status, got = s.call(t, MethodSessionStart, `{"session": "web/lead"}`, testToken)
+	require.Equal(t, http.StatusConflict, status)
+	require.Equal(t, "web/lead is not stopped (it is idle)", got["message"])
+	status, _ = s.call(t, MethodSessionStart, `{"session": "web/nobody"}`, testToken)
+	require.Equal(t, http.StatusNotFound, status)
+}
+
 func TestAPIGroupSet(t *testing.T) {
 	t.Parallel()
 	s := newAPISite(t, webGroups)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
-	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -699,16 +698,13 @@ func TestUp(t *testing.T) {
 	// A query waits for web/lead to have recorded its start, so old/bot's
 	// comes after it.
 	temporaltest.Session(t, s.c, "web", "lead")
-	require.NoError(t, worker.StartGroups(context.Background(), s.c, s.Config(t, `  old:
+	old := s.Config(t, `  old:
     sessions:
       - {agent: sim, name: bot, sim: {turnDelay: 0s}}
-`), worker.HostQueue()))
+`)
+	require.NoError(t, worker.StartGroups(context.Background(), s.c, old, worker.HostQueue()))
 	temporaltest.Session(t, s.c, "old", "bot")
-	require.Eventually(t, func() bool {
-		groups, err := nidclient.ListGroups(context.Background(), s.c)
-		sessions, err2 := nidclient.ListSessions(context.Background(), s.c, "")
-		return err == nil && err2 == nil && len(groups) == 2 && len(sessions) == 2
-	}, time.Minute, 10*time.Millisecond, "visibility lists group old and old/bot")
+	temporaltest.Listed(t, s.c, old)
 	temporaltest.Settle(t, s.c)
 	s.down()
 

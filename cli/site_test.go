@@ -55,6 +55,7 @@ func (s *site) upConfig(cfg *config.Config) {
 	require.NoError(s.t, err)
 	s.node = n
 	s.t.Cleanup(s.down)
+	temporaltest.Listed(s.t, s.c, cfg)
 }
 
 // down stops the node: its sessions stay, with no worker to run them.

@@ -28,10 +28,13 @@ func start(t *testing.T, groups string) client.Client {
 func startIn(t *testing.T, groups string) (temporaltest.Env, client.Client) {
 	t.Helper()
 	env := temporaltest.New(t)
-	n, err := worker.Start(t.Context(), worker.Options{Config: env.Config(t, groups), StartGroups: true, Logger: temporaltest.Logger()})
+	cfg := env.Config(t, groups)
+	n, err := worker.Start(t.Context(), worker.Options{Config: cfg, StartGroups: true, Logger: temporaltest.Logger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, n.Stop()) })
-	return env, env.Client(t)
+	c := env.Client(t)
+	temporaltest.Listed(t, c, cfg)
+	return env, c
 }
 
 // requireError asserts err is of type E with message want, and returns it.

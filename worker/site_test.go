@@ -49,7 +49,9 @@ func newAPI(t testing.TB, groups string, opts APIOptions) *apiSite {
 	env := temporaltest.New(t)
 	s := &apiSite{Env: env, c: env.Client(t), logs: transcript.New(t.TempDir())}
 	if groups != "" {
-		startNode(t, env.Config(t, groups))
+		cfg := env.Config(t, groups)
+		startNode(t, cfg)
+		temporaltest.Listed(t, s.c, cfg)
 	}
 	s.calls = &temporaltest.Counter{Client: env.Client(t)}
 	opts.Token, opts.Transcripts, opts.WebUI, opts.Namespace = testToken, s.logs, "http://127.0.0.1:8233", env.Namespace

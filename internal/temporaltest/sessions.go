@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -120,6 +123,41 @@ func Settle(t testing.TB, c client.Client) {
 			v := Session(t, c, l.Group, l.Name)
 			if l.Status != v.Status || !reflect.DeepEqual(l.Context, v.Context) {
 				return fmt.Sprintf("%s listed %s %+v, is %s %+v", l.Ref(), l.Status, l.Context, v.Status, v.Context), false
+			}
+		}
+		return "", true
+	})
+}
+
+// Listed waits until visibility lists every group and session of cfg: a
+// node has started them when it returns, but visibility learns of them
+// after the fact, and an error naming the running groups or a group's
+// sessions reads them from there.
+func Listed(t testing.TB, c client.Client, cfg *config.Config) {
+	t.Helper()
+	var want []string
+	for _, g := range cfg.GroupNames() {
+		want = append(want, g)
+		for _, s := range cfg.Groups[g].Sessions {
+			want = append(want, g+"/"+s.Name)
+		}
+	}
+	wait(t, "visibility to list "+strings.Join(want, ", "), func() (string, bool) {
+		groups, err := nidclient.ListGroups(context.Background(), c)
+		if err != nil {
+			return err.Error(), false
+		}
+		sessions, err := nidclient.ListSessions(context.Background(), c, "")
+		if err != nil {
+			return err.Error(), false
+		}
+		listed := groups
+		for _, s := range sessions {
+			listed = append(listed, s.Ref())
+		}
+		for _, w := range want {
+			if !slices.Contains(listed, w) {
+				return "listed: " + strings.Join(listed, ", "), false
 			}
 		}
 		return "", true

@@ -5,7 +5,7 @@
 // shape: a constructor returning *cli.Command, an Action that only turns
 // flags and arguments into an options struct, and a run function that does
 // the work against a Temporal client and the writers it is given, so tests
-// drive run functions with a fake client and read what they printed.
+// drive run functions against a test server and read what they printed.
 //
 // Commands other than up and worker never need a worker: they list session
 // workflows through Temporal visibility, query them, and send them signals
@@ -42,8 +42,8 @@ type Deps struct {
 	// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY), NID_CONFIG and NO_COLOR are
 	// read from it.
 	Environ []string
-	// Dial connects to Temporal; nil means worker.Dial. Tests run whole
-	// commands against a fake client through it.
+	// Dial connects to Temporal; nil means worker.Dial. Tests see through
+	// it which configuration a command dials with.
 	Dial func(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error)
 	// IsTerminal reports whether w is a terminal, which decides colour; nil
 	// means asking the operating system about w's file descriptor.

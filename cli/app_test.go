@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -63,47 +65,63 @@ func TestArgumentErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// A nil client: none of these may reach Temporal.
-			_, _, err := runApp(t, nil, Deps{}, tt.args...)
+			_, _, err := runApp(t, Deps{}, tt.args...)
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
 }
 
 func TestFlagsAfterArguments(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, `  web:
+    sessions:
+      - {agent: sim, name: worker, sim: {turnDelay: 0s}}
+`)
+	temporaltest.TakeTurns(t, s.c, "web", "worker", "write the parser")
 	// The documented usage puts --mode after the session.
-	fake := &fakeClient{sessions: []workflows.SessionView{{Group: "web", Name: "worker", Status: workflows.StatusIdle, Conversation: "c1", Policy: config.DefaultRotate()}}}
-	out, _, err := runApp(t, fake, Deps{}, "rotate", "web/worker", "--mode", "handoff")
-	require.NoError(t, err)
-	require.Equal(t, "rotating web/worker now (handoff)\n", out)
-	require.Equal(t, []sentSignal{{
-		WorkflowID: "nid/web/worker", Name: workflows.SignalRotate,
-		Arg: workflows.RotateRequest{Mode: "handoff", Reason: workflows.ReasonManual},
-	}}, fake.signals)
+	require.Equal(t, "rotating web/worker now (handoff)\n", s.mustNid("rotate", "web/worker", "--mode", "handoff"))
+	v := temporaltest.WaitSession(t, s.c, "web", "worker", "to rotate", func(v workflows.SessionView) bool { return v.Context.Rotations == 1 })
+	require.Equal(t, &workflows.RotationMark{Method: config.ModeHandoff, Reason: workflows.ReasonManual, At: v.Context.LastRotation.At, OK: true}, v.Context.LastRotation)
 }
 
 func TestSendJoinsWordsAndTakesDashTextAfterDoubleDash(t *testing.T) {
-	fake := &fakeClient{sessions: []workflows.SessionView{{Group: "web", Name: "lead"}}}
-	_, _, err := runApp(t, fake, Deps{}, "send", "web/lead", "run", "the", "tests")
-	require.NoError(t, err)
-	_, _, err = runApp(t, fake, Deps{}, "send", "web/lead", "--", "-1 is", "wrong")
-	require.NoError(t, err)
-	require.Equal(t, []sentSignal{
-		{WorkflowID: "nid/web/lead", Name: workflows.SignalMessage, Arg: workflows.Message{Text: "run the tests"}},
-		{WorkflowID: "nid/web/lead", Name: workflows.SignalMessage, Arg: workflows.Message{Text: "-1 is wrong"}},
-	}, fake.signals)
+	t.Parallel()
+	s := newSite(t, `  web:
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+`)
+	require.Equal(t, "queued for web/lead\n", s.mustNid("send", "web/lead", "run", "the", "tests"))
+	require.Equal(t, "queued for web/lead\n", s.mustNid("send", "web/lead", "--", "-1 is", "wrong"))
+	v := temporaltest.WaitSession(t, s.c, "web", "lead", "to take both turns", func(v workflows.SessionView) bool { return v.Context.TotalTurns == 2 })
+	require.Equal(t, []string{"message queued: run the tests", "message queued: -1 is wrong"}, eventTexts(v, workflows.EventMessage))
+}
+
+// eventTexts are the texts of a session's events of one kind, oldest first.
+func eventTexts(v workflows.SessionView, kind string) []string {
+	var out []string
+	for _, e := range v.Events {
+		if e.Kind == kind {
+			out = append(out, e.Text)
+		}
+	}
+	return out
 }
 
 func TestHelpAfterArgumentsShowsHelp(t *testing.T) {
-	out, _, err := runApp(t, nil, Deps{}, "rotate", "web/lead", "--help")
+	out, _, err := runApp(t, Deps{}, "rotate", "web/lead", "--help")
 	require.NoError(t, err)
 	require.Contains(t, out, "--mode MODE")
 }
 
 func TestLsColour(t *testing.T) {
-	fake := &fakeClient{sessions: []workflows.SessionView{{
-		Group: "web", Name: "lead", Agent: "sim", Status: "idle",
-		Context: workflows.ContextRecord{Percent: pct(80), WindowTokens: 200_000},
-	}}}
+	t.Parallel()
+	s := newSite(t, `  web:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: lead, sim: {window: 200000, tokensPerTurn: 160000, turnDelay: 0s}}
+`)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "go")
+	temporaltest.Settle(t, s.c)
 	terminal := func(io.Writer) bool { return true }
 	tests := []struct {
 		name   string
@@ -117,7 +135,9 @@ func TestLsColour(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, _, err := runApp(t, fake, tt.deps, "ls")
+			tt.deps.Environ = append(tt.deps.Environ, s.Environ()...)
+			tt.deps.Dial = worker.Dial
+			out, _, err := runApp(t, tt.deps, "ls")
 			require.NoError(t, err)
 			require.Contains(t, out, "80% of 200k")
 			if tt.yellow {
@@ -130,21 +150,22 @@ func TestLsColour(t *testing.T) {
 }
 
 func TestGlobalFlagsReachTheConfig(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, "")
 	var got *config.Config
-	fake := &fakeClient{}
 	d := Deps{
 		Environ: []string{"TEMPORAL_NAMESPACE=from-env"},
-		Dial: func(_ context.Context, cfg *config.Config, _ *slog.Logger) (client.Client, error) {
+		Dial: func(ctx context.Context, cfg *config.Config, _ *slog.Logger) (client.Client, error) {
 			got = cfg
-			return fake, nil
+			return client.DialContext(ctx, client.Options{HostPort: s.Address, Namespace: s.Namespace})
 		},
 	}
-	_, _, err := runApp(t, fake, d, "--address", "10.0.0.5:7233", "ls")
+	_, _, err := runApp(t, d, "--address", "10.0.0.5:7233", "ls")
 	require.NoError(t, err)
 	require.Equal(t, "10.0.0.5:7233", got.Address())
 	require.Equal(t, "from-env", got.Temporal.Namespace)
 
-	_, _, err = runApp(t, fake, d, "ls", "--namespace", "nid-test")
+	_, _, err = runApp(t, d, "ls", "--namespace", "nid-test")
 	require.NoError(t, err)
 	require.Equal(t, "nid-test", got.Temporal.Namespace)
 	require.Equal(t, config.DefaultAddress, got.Address())

@@ -5,113 +5,109 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"path/filepath"
-	"strconv"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
 )
 
-func team() *fakeClient {
-	return &fakeClient{
-		sessions: []workflows.SessionView{
-			{Group: "web", Name: "worker", Agent: "codex", Status: workflows.StatusWorking, Policy: config.DefaultRotate(),
-				Context: workflows.ContextRecord{Percent: pct(80.4), UsedTokens: 160_800, WindowTokens: 200_000, TotalTurns: 31, Rotations: 2}},
-			{Group: "web", Name: "lead", Agent: "claude", Status: workflows.StatusIdle, Policy: config.Rotate{Mode: config.ModeHandoff, ContextPercent: 80},
-				Context: workflows.ContextRecord{Percent: pct(62), UsedTokens: 124_000, WindowTokens: 200_000, TotalTurns: 12}},
-			{Group: "api", Name: "exec", Agent: "exec", Status: workflows.StatusIdle, Policy: config.Rotate{Mode: config.ModeOff},
-				Context: workflows.ContextRecord{Source: "unknown", TotalTurns: 4, Rotations: 1}},
-		},
-		groups: []workflows.GroupView{
-			{Name: "web", Policy: config.DefaultRotate()},
-			{Name: "api", Policy: config.Rotate{Mode: config.ModeOff, ContextPercent: 85}},
-		},
+// teamGroups are two groups whose sessions take a turn only when sent a
+// message, so a test decides every turn: web/lead and web/worker report
+// their context, api/exec reports none.
+const teamGroups = `  web:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: lead, sim: {window: 200000, tokensPerTurn: 62000, turnDelay: 0s}}
+      - {agent: sim, name: worker, sim: {window: 200000, tokensPerTurn: 80000, turnDelay: 0s}}
+  api:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: exec, sim: {silent: true, turnDelay: 0s}}
+`
+
+// newTeam is teamGroups after some work: web/lead took two turns (62%),
+// web/worker three with two compactions between them (44%, ↻2), api/exec
+// one turn and one compaction (no percent, ↻1).
+func newTeam(t *testing.T) *site {
+	s := newSite(t, teamGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1", "l2")
+	for i := range 3 {
+		if i > 0 {
+			temporaltest.Rotate(t, s.c, "web", "worker", config.ModeCompact)
+		}
+		temporaltest.TakeTurns(t, s.c, "web", "worker", fmt.Sprintf("w%d", i+1))
 	}
+	temporaltest.TakeTurns(t, s.c, "api", "exec", "e1")
+	temporaltest.Rotate(t, s.c, "api", "exec", config.ModeCompact)
+	temporaltest.Settle(t, s.c)
+	return s
 }
 
 func TestLs(t *testing.T) {
+	t.Parallel()
+	s := newTeam(t)
 	tests := []struct {
-		name       string
-		group      string
-		pageSize   int
-		noMemo     []string
-		wantOut    string
-		wantStderr string
+		name     string
+		group    string
+		pageSize int32
+		wantOut  string
 	}{
 		{
 			name: "every session, sorted",
 			wantOut: "" +
-				"SESSION     AGENT   STATUS   TURNS  CONTEXT\n" +
-				"api/exec    exec    idle     4      — ↻1\n" +
-				"web/lead    claude  idle     12     62% of 200k\n" +
-				"web/worker  codex   working  31     80% of 200k ↻2\n",
+				"SESSION     AGENT  STATUS  TURNS  CONTEXT\n" +
+				"api/exec    sim    idle    1      — ↻1\n" +
+				"web/lead    sim    idle    2      62% of 200k\n" +
+				"web/worker  sim    idle    3      44% of 200k ↻2\n",
 		},
 		{
 			name:     "pages are followed",
 			pageSize: 1,
 			wantOut: "" +
-				"SESSION     AGENT   STATUS   TURNS  CONTEXT\n" +
-				"api/exec    exec    idle     4      — ↻1\n" +
-				"web/lead    claude  idle     12     62% of 200k\n" +
-				"web/worker  codex   working  31     80% of 200k ↻2\n",
+				"SESSION     AGENT  STATUS  TURNS  CONTEXT\n" +
+				"api/exec    sim    idle    1      — ↻1\n" +
+				"web/lead    sim    idle    2      62% of 200k\n" +
+				"web/worker  sim    idle    3      44% of 200k ↻2\n",
 		},
 		{
 			name:  "one group",
 			group: "web",
 			wantOut: "" +
-				"SESSION     AGENT   STATUS   TURNS  CONTEXT\n" +
-				"web/lead    claude  idle     12     62% of 200k\n" +
-				"web/worker  codex   working  31     80% of 200k ↻2\n",
-		},
-		{
-			// Until the memo is visible the search attributes still give
-			// the percent and the rotations, but no window or turns.
-			name:   "no memo yet",
-			group:  "web",
-			noMemo: []string{"nid/web/worker"},
-			wantOut: "" +
-				"SESSION     AGENT   STATUS   TURNS  CONTEXT\n" +
-				"web/lead    claude  idle     12     62% of 200k\n" +
-				"web/worker  codex   working  0      80% ↻2\n",
+				"SESSION     AGENT  STATUS  TURNS  CONTEXT\n" +
+				"web/lead    sim    idle    2      62% of 200k\n" +
+				"web/worker  sim    idle    3      44% of 200k ↻2\n",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := team()
-			fake.pageSize = tt.pageSize
-			fake.noMemo = map[string]bool{}
-			for _, id := range tt.noMemo {
-				fake.noMemo[id] = true
-			}
+			c := &temporaltest.Counter{Client: s.c, PageSize: tt.pageSize}
 			var out, errOut bytes.Buffer
-			err := runLs(context.Background(), fake, lsOptions{Group: tt.group}, &out, &errOut)
-			require.NoError(t, err)
+			require.NoError(t, runLs(context.Background(), c, lsOptions{Group: tt.group}, &out, &errOut))
 			require.Equal(t, tt.wantOut, out.String())
 			require.Empty(t, errOut.String())
+			require.Zero(t, c.Queries(), "nid ls asks no session")
 			if tt.pageSize == 0 {
-				require.Len(t, fake.lists, 1, "nid ls is one visibility query")
+				require.Equal(t, 1, c.Lists(), "nid ls is one visibility query")
+			} else {
+				require.Greater(t, c.Lists(), 3, "one page a session")
 			}
 		})
 	}
 }
 
-func TestLsGroupFilterQuery(t *testing.T) {
-	fake := team()
-	require.NoError(t, runLs(context.Background(), fake, lsOptions{Group: "web"}, &bytes.Buffer{}, &bytes.Buffer{}))
-	require.Equal(t, []string{"WorkflowType = 'nid.Session' AND ExecutionStatus = 'Running' AND NidGroup = 'web'"}, fake.lists)
-}
-
 func TestLsJSON(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, runLs(context.Background(), team(), lsOptions{Group: "web", JSON: true}, &out, &bytes.Buffer{}))
+	t.Parallel()
+	s := newTeam(t)
 	var items []struct {
 		Session string                  `json:"session"`
 		Group   string                  `json:"group"`
@@ -121,422 +117,644 @@ func TestLsJSON(t *testing.T) {
 		Turns   int                     `json:"turns"`
 		Context workflows.ContextRecord `json:"context"`
 	}
-	require.NoError(t, json.Unmarshal(out.Bytes(), &items))
+	require.NoError(t, json.Unmarshal([]byte(s.mustNid("ls", "web", "--json")), &items))
 	require.Len(t, items, 2)
+	lead := temporaltest.Session(t, s.c, "web", "lead")
 	require.Equal(t, "web/lead", items[0].Session)
 	require.Equal(t, "web", items[0].Group)
 	require.Equal(t, "lead", items[0].Name)
-	require.Equal(t, "claude", items[0].Agent)
-	require.Equal(t, 12, items[0].Turns)
-	require.Equal(t, int64(124_000), items[0].Context.UsedTokens)
+	require.Equal(t, "sim", items[0].Agent)
+	require.Equal(t, "idle", items[0].Status)
+	require.Equal(t, 2, items[0].Turns)
+	require.Equal(t, lead.Context, items[0].Context, "the whole context record, as the session keeps it")
+	require.Greater(t, items[0].Context.UsedTokens, int64(124_000))
 	require.Equal(t, 2, items[1].Context.Rotations)
 
-	out.Reset()
-	require.NoError(t, runLs(context.Background(), &fakeClient{}, lsOptions{JSON: true}, &out, &bytes.Buffer{}))
-	require.Equal(t, "[]\n", out.String(), "no sessions is an empty array, not null")
+	empty := newSite(t, "")
+	require.Equal(t, "[]\n", empty.mustNid("ls", "--json"), "no sessions is an empty array, not null")
 }
 
 func TestLsEmptyAndUnknown(t *testing.T) {
-	var out, errOut bytes.Buffer
-	require.NoError(t, runLs(context.Background(), &fakeClient{}, lsOptions{}, &out, &errOut))
-	require.Equal(t, "SESSION  AGENT  STATUS  TURNS  CONTEXT\n", out.String())
-	require.Equal(t, "no sessions (start some with nid up)\n", errOut.String())
-
-	fake := team()
-	fake.groups = append(fake.groups, workflows.GroupView{Name: "docs"})
-	out.Reset()
-	errOut.Reset()
-	require.NoError(t, runLs(context.Background(), fake, lsOptions{Group: "docs"}, &out, &errOut))
-	require.Equal(t, "no sessions running in docs\n", errOut.String())
-
-	err := runLs(context.Background(), team(), lsOptions{Group: "mobile"}, &out, &errOut)
-	require.EqualError(t, err, `no group "mobile"; running groups: api, web`)
-
-	err = runLs(context.Background(), &fakeClient{}, lsOptions{Group: "mobile"}, &out, &errOut)
+	t.Parallel()
+	empty := newSite(t, "")
+	out, errOut, err := empty.nid("ls")
+	require.NoError(t, err)
+	require.Equal(t, "SESSION  AGENT  STATUS  TURNS  CONTEXT\n", out)
+	require.Equal(t, "no sessions (start some with nid up)\n", errOut)
+	_, _, err = empty.nid("ls", "mobile")
 	require.EqualError(t, err, `no group "mobile": no group is running (start them with nid up)`)
+
+	s := newSite(t, teamGroups+`  docs:
+    sessions:
+      - {agent: sim, name: writer, sim: {turnDelay: 0s}}
+`)
+	// A session ended outside nid (terminated in the Web UI) leaves its
+	// group running with none.
+	require.NoError(t, s.c.TerminateWorkflow(context.Background(), workflows.SessionID("docs", "writer"), "", "test"))
+	temporaltest.Settle(t, s.c)
+	_, errOut, err = s.nid("ls", "docs")
+	require.NoError(t, err)
+	require.Equal(t, "no sessions running in docs\n", errOut)
+
+	_, _, err = s.nid("ls", "mobile")
+	require.EqualError(t, err, `no group "mobile"; running groups: api, docs, web`)
+}
+
+// nextDecision waits for the rotate decision a session records after the
+// n it had, and returns it.
+func nextDecision(t *testing.T, s *site, group, name string, n int) string {
+	t.Helper()
+	v := temporaltest.WaitSession(t, s.c, group, name, "to take the request", func(v workflows.SessionView) bool {
+		return len(eventTexts(v, workflows.EventRotateQueued)) > n
+	})
+	return eventTexts(v, workflows.EventRotateQueued)[n]
+}
+
+// rotateGroups: web rotates by handoff, api says off, ops rotates by
+// handoff after every turn. Each session of web is one case of TestRotate;
+// the slow ones' turns last until the test ends, and web/stuck and ops/bot
+// write no handoff when asked, so their handoffs wait.
+const rotateGroups = `  web:
+    rotate: {mode: handoff}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+      - {agent: sim, name: stuck, sim: {turnDelay: 0s, noHandoff: true}}
+      - {agent: sim, name: worker, sim: {turnDelay: 1h}}
+      - {agent: sim, name: compactor, sim: {turnDelay: 1h}}
+      - {agent: sim, name: limited, sim: {turnDelay: 1h}}
+      - {agent: sim, name: pending, sim: {turnDelay: 1h}}
+      - {agent: sim, name: writer, sim: {turnDelay: 1h}}
+  api:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: exec, sim: {turnDelay: 0s}}
+  ops:
+    rotate: {mode: handoff, maxTurns: 1}
+    sessions:
+      - {agent: sim, name: bot, sim: {turnDelay: 0s, noHandoff: true}}
+`
+
+func working(t *testing.T, s *site, group, name string) {
+	t.Helper()
+	temporaltest.Signal(t, s.c, group, name, workflows.SignalMessage, workflows.Message{Text: "work"})
+	temporaltest.WaitSession(t, s.c, group, name, "to work", func(v workflows.SessionView) bool { return v.Status == workflows.StatusWorking })
 }
 
 func TestRotate(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, rotateGroups)
 	tests := []struct {
 		name    string
-		opts    rotateOptions
-		prepare func(*fakeClient)
+		session string
+		mode    string
+		prepare func(*testing.T, string, string)
 		want    string
 	}{
 		{
-			name: "idle session rotates now with the group's mode",
-			opts: rotateOptions{Group: "web", Name: "lead"},
-			want: "rotating web/lead now (handoff)\n",
+			name:    "idle session rotates now with the group's mode",
+			session: "web/lead",
+			prepare: func(t *testing.T, group, name string) { temporaltest.TakeTurns(t, s.c, group, name, "l1") },
+			want:    "rotating web/lead now (handoff)",
 		},
 		{
-			name: "working session rotates when its turn ends",
-			opts: rotateOptions{Group: "web", Name: "worker"},
-			want: "web/worker is working: it rotates (auto) when the current turn ends\n",
+			name:    "working session rotates when its turn ends",
+			session: "web/worker",
+			prepare: func(t *testing.T, group, name string) { working(t, s, group, name) },
+			want:    "web/worker is working: it rotates (handoff) when the current turn ends",
 		},
 		{
-			name: "group says off: auto",
-			opts: rotateOptions{Group: "api", Name: "exec"},
-			want: "rotating api/exec now (auto)\n",
+			name:    "group says off: auto",
+			session: "api/exec",
+			prepare: func(t *testing.T, group, name string) { temporaltest.TakeTurns(t, s.c, group, name, "e1") },
+			want:    "rotating api/exec now (auto)",
 		},
 		{
-			name: "mode overrides the group's",
-			opts: rotateOptions{Group: "web", Name: "worker", Mode: "compact"},
-			want: "web/worker is working: it rotates (compact) when the current turn ends\n",
+			name:    "mode overrides the group's",
+			session: "web/compactor",
+			mode:    "compact",
+			prepare: func(t *testing.T, group, name string) { working(t, s, group, name) },
+			want:    "web/compactor is working: it rotates (compact) when the current turn ends",
 		},
 		{
-			name: "rate-limited waits too",
-			opts: rotateOptions{Group: "web", Name: "lead"},
-			prepare: func(f *fakeClient) {
-				f.sessions[1].Status = workflows.StatusRateLimited
+			name:    "rate-limited waits too",
+			session: "web/limited",
+			prepare: func(t *testing.T, group, name string) {
+				working(t, s, group, name)
+				// What the agent's adapter signals when the vendor limits it.
+				temporaltest.Signal(t, s.c, group, name, workflows.SignalRateLimit, workflows.RateLimit{Limited: true})
+				temporaltest.WaitSession(t, s.c, group, name, "to be rate-limited", func(v workflows.SessionView) bool { return v.Status == workflows.StatusRateLimited })
 			},
-			want: "web/lead is rate-limited: it rotates (handoff) when the current turn ends\n",
+			want: "web/limited is rate-limited: it rotates (handoff) when the current turn ends",
 		},
 		{
-			name: "joins a pending request",
-			opts: rotateOptions{Group: "web", Name: "worker"},
-			prepare: func(f *fakeClient) {
-				f.sessions[0].PendingRotate = &workflows.RotateRequest{Mode: "handoff", Reason: workflows.ReasonManual}
+			name:    "joins a pending request",
+			session: "web/pending",
+			prepare: func(t *testing.T, group, name string) {
+				working(t, s, group, name)
+				s.mustNid("rotate", "web/pending")
+				temporaltest.WaitSession(t, s.c, group, name, "to hold the request", func(v workflows.SessionView) bool { return v.PendingRotate != nil })
 			},
-			want: "a rotation is already pending for web/worker: this request joins it (handoff); it runs when the current turn ends\n",
+			want: "a rotation is already pending for web/pending: this request joins it (handoff); it runs when the current turn ends",
 		},
 		{
-			name: "joins the agent's own handoff",
-			opts: rotateOptions{Group: "web", Name: "worker", Mode: "compact"},
-			prepare: func(f *fakeClient) {
-				f.sessions[0].HandoffPending = true
+			name:    "joins the agent's own handoff",
+			session: "web/writer",
+			mode:    "compact",
+			prepare: func(t *testing.T, group, name string) {
+				working(t, s, group, name)
+				// What nid's MCP endpoint signals when the agent calls
+				// handoff_write.
+				temporaltest.Signal(t, s.c, group, name, workflows.SignalHandoffWrite, workflows.HandoffWrite{Summary: "parser done"})
+				temporaltest.WaitSession(t, s.c, group, name, "to hold the handoff", func(v workflows.SessionView) bool { return v.HandoffPending })
 			},
-			want: "web/worker wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it\n",
+			want: "web/writer wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it",
 		},
 		{
-			name: "joins a running manual rotation",
-			opts: rotateOptions{Group: "web", Name: "lead"},
-			prepare: func(f *fakeClient) {
-				f.sessions[1].Status = workflows.StatusRotating
-				f.sessions[1].Rotating = &workflows.RotateRequest{Mode: "handoff", Reason: workflows.ReasonManual}
+			name:    "joins a running manual rotation",
+			session: "web/stuck",
+			prepare: func(t *testing.T, group, name string) {
+				temporaltest.TakeTurns(t, s.c, group, name, "s1")
+				s.mustNid("rotate", "web/stuck", "--mode", "handoff")
+				temporaltest.WaitSession(t, s.c, group, name, "to rotate", func(v workflows.SessionView) bool { return v.Status == workflows.StatusRotating })
 			},
-			want: "web/lead is rotating now (handoff): this request joins that rotation\n",
+			want: "web/stuck is rotating now (handoff): this request joins that rotation",
 		},
 		{
-			name: "waits for a running policy rotation",
-			opts: rotateOptions{Group: "web", Name: "lead", Mode: "handoff"},
-			prepare: func(f *fakeClient) {
-				f.sessions[1].Status = workflows.StatusRotating
-				f.sessions[1].Rotating = &workflows.RotateRequest{Mode: "compact", Reason: workflows.ReasonContext}
+			name:    "waits for a running policy rotation",
+			session: "ops/bot",
+			mode:    "compact",
+			prepare: func(t *testing.T, group, name string) {
+				temporaltest.Signal(t, s.c, group, name, workflows.SignalMessage, workflows.Message{Text: "o1"})
+				temporaltest.WaitSession(t, s.c, group, name, "to rotate by maxTurns", func(v workflows.SessionView) bool {
+					return v.Rotating != nil && v.Rotating.Reason == workflows.ReasonMaxTurns
+				})
 			},
-			want: "web/lead is in another rotation now: it rotates (handoff) when that one ends\n",
+			want: "ops/bot is in another rotation now: it rotates (compact) when that one ends",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := team()
-			if tt.prepare != nil {
-				tt.prepare(fake)
+			group, name, _ := strings.Cut(tt.session, "/")
+			tt.prepare(t, group, name)
+			n := len(eventTexts(temporaltest.Session(t, s.c, group, name), workflows.EventRotateQueued))
+			args := []string{"rotate", tt.session}
+			if tt.mode != "" {
+				args = append(args, "--mode", tt.mode)
 			}
-			var out bytes.Buffer
-			require.NoError(t, runRotate(context.Background(), fake, tt.opts, &out))
-			require.Equal(t, tt.want, out.String())
-			require.Equal(t, []sentSignal{{
-				WorkflowID: workflows.SessionID(tt.opts.Group, tt.opts.Name),
-				Name:       workflows.SignalRotate,
-				Arg:        workflows.RotateRequest{Mode: tt.opts.Mode, Reason: workflows.ReasonManual},
-			}}, fake.signals)
+			require.Equal(t, tt.want+"\n", s.mustNid(args...))
+			require.Equal(t, tt.want, nextDecision(t, s, group, name, n), "the session does what nid rotate said")
 		})
 	}
+	v := temporaltest.WaitSession(t, s.c, "web", "lead", "to rotate", func(v workflows.SessionView) bool { return v.Context.Rotations == 1 })
+	require.Equal(t, &workflows.RotationMark{Method: config.ModeHandoff, Reason: workflows.ReasonManual, At: v.Context.LastRotation.At, OK: true}, v.Context.LastRotation,
+		"web/lead rotated as nid rotate said")
 }
 
 func TestRotateRefusesAStoppedSession(t *testing.T) {
-	fake := team()
-	fake.sessions[1].Status = workflows.StatusStopped
-	var out bytes.Buffer
-	err := runRotate(context.Background(), fake, rotateOptions{Group: "web", Name: "lead"}, &out)
+	t.Parallel()
+	s := newSite(t, rotateGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	s.mustNid("stop", "web/lead")
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	_, _, err := s.nid("rotate", "web/lead")
 	require.EqualError(t, err, "web/lead is stopped (nid stop): it takes no more turns, messages or rotations")
-	require.Empty(t, fake.signals, "nothing is signalled")
+	require.Empty(t, eventTexts(temporaltest.Session(t, s.c, "web", "lead"), workflows.EventRotateQueued), "nothing was signalled")
 }
 
 func TestRotateUnknown(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
 	tests := []struct {
-		name string
-		opts rotateOptions
-		want string
+		name    string
+		session string
+		want    string
 	}{
-		{"unknown session lists the group's", rotateOptions{Group: "web", Name: "tester"}, `no session "web/tester"; sessions in web: lead, worker`},
-		{"unknown group lists the groups", rotateOptions{Group: "mobile", Name: "lead"}, `no group "mobile"; running groups: api, web`},
+		{"unknown session lists the group's", "web/tester", `no session "web/tester"; sessions in web: lead, worker`},
+		{"unknown group lists the groups", "mobile/lead", `no group "mobile"; running groups: api, web`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := team()
-			err := runRotate(context.Background(), fake, tt.opts, &bytes.Buffer{})
+			_, _, err := s.nid("rotate", tt.session)
 			require.EqualError(t, err, tt.want)
-			require.Empty(t, fake.signals)
 		})
 	}
 }
 
 func TestRotateWithoutWorker(t *testing.T) {
-	fake := team()
-	fake.queryErr = map[string]error{"nid/web/lead": serviceerror.NewFailedPrecondition("no poller seen for task queue recently, worker may be down")}
-	err := runRotate(context.Background(), fake, rotateOptions{Group: "web", Name: "lead"}, &bytes.Buffer{})
-	require.ErrorContains(t, err, "web/lead did not answer (is nid up or nid worker running?): no poller seen")
-	require.Empty(t, fake.signals)
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	s.down()
+	_, _, err := s.nid("rotate", "web/lead")
+	require.ErrorContains(t, err, "web/lead did not answer (is nid up or nid worker running?): ")
+	s.up(teamGroups)
+	require.Empty(t, eventTexts(temporaltest.Session(t, s.c, "web", "lead"), workflows.EventRotateQueued), "nothing was signalled")
 }
 
 func TestGroupSet(t *testing.T) {
-	fake := team()
-	fake.updateResult = config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85, MaxTurns: 40}
-	var out bytes.Buffer
-	js := `{"mode":"handoff","maxTurns":40}`
-	require.NoError(t, runGroupSet(context.Background(), fake, groupSetOptions{Group: "web", RotateJSON: js}, &out))
-	require.Equal(t, "web rotate: mode=handoff contextPercent=85 maxTurns=40 maxConcurrentRotations=unlimited\n", out.String())
-	require.Len(t, fake.updates, 1)
-	u := fake.updates[0]
-	require.Equal(t, "nid/web", u.WorkflowID)
-	require.Equal(t, workflows.UpdateSetPolicy, u.UpdateName)
-	require.Equal(t, []any{workflows.SetPolicy{RotateJSON: js}}, u.Args)
-	require.Equal(t, client.WorkflowUpdateStageCompleted, u.WaitForStage)
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	require.Equal(t, "web rotate: mode=handoff contextPercent=85 maxTurns=40 maxConcurrentRotations=unlimited\n",
+		s.mustNid("group", "set", "web", `rotate={"mode":"handoff","maxTurns":40,"maxConcurrentRotations":0}`))
+	want := config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85, MaxTurns: 40}
+	require.Equal(t, want, temporaltest.Group(t, s.c, "web").Policy)
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to get the policy", func(v workflows.SessionView) bool { return v.Policy == want })
 
-	fake.updateResult = config.Rotate{Mode: config.ModeAuto, ContextPercent: 70}
-	out.Reset()
-	require.NoError(t, runGroupSet(context.Background(), fake, groupSetOptions{Group: "web", RotateJSON: `{"maxTurns":0,"contextPercent":70}`}, &out))
-	require.Equal(t, "web rotate: mode=auto contextPercent=70 maxTurns=never maxConcurrentRotations=unlimited\n", out.String())
+	require.Equal(t, "web rotate: mode=handoff contextPercent=70 maxTurns=never maxConcurrentRotations=unlimited\n",
+		s.mustNid("group", "set", "web", `rotate={"maxTurns":0,"contextPercent":70}`))
+	require.Equal(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 85, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations},
+		temporaltest.Group(t, s.c, "api").Policy, "another group is left alone")
 }
 
 func TestGroupSetRejects(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
 	tests := []struct {
-		name string
-		opts groupSetOptions
-		want string
+		name    string
+		group   string
+		setting string
+		want    string
 	}{
-		{"invalid policy is refused before it is sent", groupSetOptions{Group: "web", RotateJSON: `{"mode":"sometimes"}`}, "sometimes"},
-		{"not JSON", groupSetOptions{Group: "web", RotateJSON: `mode=handoff`}, "is not JSON"},
-		{"unknown group", groupSetOptions{Group: "mobile", RotateJSON: `{"mode":"handoff"}`}, `no group "mobile"; running groups: api, web`},
+		{"invalid policy is refused before it is sent", "web", `rotate={"mode":"sometimes"}`, "sometimes"},
+		{"not JSON", "web", `rotate=mode=handoff`, "is not JSON"},
+		{"unknown group", "mobile", `rotate={"mode":"handoff"}`, `no group "mobile"; running groups: api, web`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := team()
-			err := runGroupSet(context.Background(), fake, tt.opts, &bytes.Buffer{})
+			_, _, err := s.nid("group", "set", tt.group, tt.setting)
 			require.ErrorContains(t, err, tt.want)
-			require.Empty(t, fake.updates)
+			require.Equal(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 85, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations}, temporaltest.Group(t, s.c, "web").Policy, "the policy is unchanged")
 		})
 	}
 }
 
-func TestSend(t *testing.T) {
-	fake := team()
-	var out bytes.Buffer
-	require.NoError(t, runSend(context.Background(), fake, sendOptions{Group: "web", Name: "lead", Text: "run the tests"}, &out))
-	require.Equal(t, "queued for web/lead\n", out.String())
-	require.Equal(t, []sentSignal{{WorkflowID: "nid/web/lead", Name: workflows.SignalMessage, Arg: workflows.Message{Text: "run the tests"}}}, fake.signals)
+func TestGroupShow(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, `  web:
+    rotate: {mode: handoff, maxTurns: 40}
+    budget: {turns: 1}
+    sessions:
+      - {agent: sim, name: lead, sim: {window: 200000, tokensPerTurn: 62000, turnDelay: 0s}}
+      - {agent: sim, name: worker, sim: {turnDelay: 0s}}
+  api:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: exec, sim: {turnDelay: 0s}}
+`)
+	// web/lead takes the one turn the budget allows; web/worker is stopped
+	// before it took any.
+	temporaltest.Signal(t, s.c, "web", "lead", workflows.SignalMessage, workflows.Message{Text: "l1"})
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to take its turn and pause", func(v workflows.SessionView) bool {
+		return v.Context.TotalTurns == 1 && v.Status == workflows.StatusPaused
+	})
+	s.mustNid("stop", "web/worker")
+	s.mustNid("group", "set", "web", `learned={"claude/claude-sonnet-4-5": 75}`)
+	// The sim's prompt is part of what a turn spends.
+	spent := regexp.MustCompile(`tokens \d+ spent`)
+	require.Equal(t, ""+
+		"group       web\n"+
+		"goal        —\n"+
+		"rotate      mode=handoff contextPercent=85 maxTurns=40\n"+
+		"thresholds  lead 85% = 170k of 200k (contextPercent); worker unknown until it reports its window\n"+
+		"learned     claude/claude-sonnet-4-5 at 75% (set)\n"+
+		"budget      turns 1 of 1 spent (0 left), tokens N spent (no limit), usd 0.00 spent (no limit) — exhausted (turns): sessions paused\n"+
+		"            a manual nid rotate runs even when the budget is spent and costs one turn; a tokens or usd limit is passed by the turns already running when it is reached\n"+
+		"sessions    lead, worker (stopped)\n"+
+		"tasks       0 todo, 0 claimed, 0 done\n"+
+		"inbox       1 item\n",
+		spent.ReplaceAllString(s.mustNid("group", "show", "web"), "tokens N spent"))
 
-	err := runSend(context.Background(), fake, sendOptions{Group: "api", Name: "lead", Text: "hi"}, &out)
+	out := s.mustNid("group", "show", "api")
+	require.Contains(t, out, "budget      turns 0 spent (no limit), tokens 0 spent (no limit), usd 0.00 spent (no limit)\n"+
+		"            no limits: sessions run until stopped\n")
+	require.Contains(t, out, "learned     none\n")
+	require.Contains(t, out, "inbox       0 items\n")
+
+	var view workflows.GroupView
+	require.NoError(t, json.Unmarshal([]byte(s.mustNid("group", "show", "web", "--json")), &view))
+	require.Equal(t, temporaltest.Group(t, s.c, "web"), view, "the group as its workflow answers")
+
+	_, _, err := s.nid("group", "show", "mobile")
+	require.EqualError(t, err, `no group "mobile"; running groups: api, web`)
+}
+
+func TestSend(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	require.Equal(t, "queued for web/lead\n", s.mustNid("send", "web/lead", "run the tests"))
+	v := temporaltest.WaitSession(t, s.c, "web", "lead", "to take the turn", func(v workflows.SessionView) bool { return v.Context.TotalTurns == 1 })
+	require.Equal(t, []string{"message queued: run the tests"}, eventTexts(v, workflows.EventMessage))
+	require.Contains(t, v.LastOutput, `worked on "run the tests"`, "the message was the turn's prompt")
+
+	_, _, err := s.nid("send", "api/lead", "hi")
 	require.EqualError(t, err, `no session "api/lead"; sessions in api: exec`)
 }
 
 func TestInbox(t *testing.T) {
-	now := time.Date(2025, 6, 2, 18, 0, 0, 0, time.UTC)
-	fake := team()
-	fake.groups[0].Inbox = []workflows.InboxItem{
-		{Seq: 2, At: time.Date(2025, 6, 2, 15, 4, 5, 0, time.UTC), Group: "web", Session: "lead", Kind: workflows.EventRotationFailed, Text: "compact rotation (manual) failed: vendor refused"},
-	}
-	fake.groups[1].Inbox = []workflows.InboxItem{
-		{Seq: 1, At: time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC), Group: "api", Session: "exec", Kind: workflows.EventTurnFailed, Text: "3 turns failed in a row"},
-		{Seq: 2, At: time.Date(2025, 6, 2, 16, 0, 0, 0, time.UTC), Group: "api", Kind: "budget", Text: "budget exhausted"},
-	}
+	t.Parallel()
+	s := newSite(t, `  web:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s, failCompact: true}}
+  api:
+    rotate: {mode: off}
+    budget: {turns: 4}
+    sessions:
+      - {agent: exec, name: exec, command: "false", permissions: full}
+`)
+	empty := newSite(t, teamGroups)
+	require.Equal(t, "inbox empty\n", empty.mustNid("inbox"))
 
-	var out bytes.Buffer
-	require.NoError(t, runInbox(context.Background(), fake, inboxOptions{Now: now}, &out))
-	require.Equal(t, ""+
-		"2025-06-01 09:00:00  api/exec  turn-failed      3 turns failed in a row\n"+
-		"15:04:05             web/lead  rotation-failed  compact rotation (manual) failed: vendor refused\n"+
-		"16:00:00             api       budget           budget exhausted\n",
-		out.String())
+	// Oldest first, whichever group: api/exec's command fails three
+	// times, then web/lead's compaction fails twice, then api's budget is
+	// spent by a fourth turn.
+	for i := range 3 {
+		// A new message ends the wait before a failed turn is retried; the
+		// first goes first again.
+		temporaltest.Signal(t, s.c, "api", "exec", workflows.SignalMessage, workflows.Message{Text: fmt.Sprint("e", i)})
+		temporaltest.WaitSession(t, s.c, "api", "exec", "to fail", func(v workflows.SessionView) bool {
+			return len(eventTexts(v, workflows.EventTurnFailed)) == i+1
+		})
+	}
+	temporaltest.WaitGroup(t, s.c, "api", "to hear of the failures", func(g workflows.GroupView) bool { return len(g.Inbox) == 1 })
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	for i := range 2 {
+		temporaltest.Signal(t, s.c, "web", "lead", workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
+		temporaltest.WaitGroup(t, s.c, "web", "to hear of the failure", func(g workflows.GroupView) bool {
+			return len(g.Inbox) == 1 && max(g.Inbox[0].Count, 1) == i+1
+		})
+	}
+	temporaltest.Signal(t, s.c, "api", "exec", workflows.SignalMessage, workflows.Message{Text: "e4"})
+	temporaltest.WaitGroup(t, s.c, "api", "to spend its budget", func(g workflows.GroupView) bool { return len(g.Inbox) == 2 })
 
-	out.Reset()
-	require.NoError(t, runInbox(context.Background(), fake, inboxOptions{Group: "web", JSON: true, Now: now}, &out))
+	out := s.mustNid("inbox")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, 3, out)
+	require.Regexp(t, `^\d\d:\d\d:\d\d  api/exec  turn-failed       3 turns failed in a row; last: exec exited with status 1; your message was not run: e0$`, lines[0])
+	require.Regexp(t, `^\d\d:\d\d:\d\d  web/lead  rotation-failed   ×2 compact rotation \(manual\) failed: the agent did not compact: sim: compaction refused \(failCompact\)$`, lines[1])
+	require.Regexp(t, `^\d\d:\d\d:\d\d  api       budget-exhausted  budget exhausted \(turns\): `, lines[2])
+
+	// An item from another day carries its date.
+	var dated bytes.Buffer
+	require.NoError(t, runInbox(context.Background(), s.c, inboxOptions{Group: "web", Now: time.Now().Add(48 * time.Hour)}, &dated))
+	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  web/lead  rotation-failed  `, dated.String())
+
 	var items []workflows.InboxItem
-	require.NoError(t, json.Unmarshal(out.Bytes(), &items))
+	require.NoError(t, json.Unmarshal([]byte(s.mustNid("inbox", "web", "--json")), &items))
 	require.Len(t, items, 1)
 	require.Equal(t, "lead", items[0].Session)
+	require.Equal(t, workflows.EventRotationFailed, items[0].Kind)
+	require.Equal(t, 2, items[0].Count)
 
-	out.Reset()
-	require.NoError(t, runInbox(context.Background(), team(), inboxOptions{Now: now}, &out))
-	require.Equal(t, "inbox empty\n", out.String())
-
-	err := runInbox(context.Background(), fake, inboxOptions{Group: "mobile", Now: now}, &out)
+	_, _, err := s.nid("inbox", "mobile")
 	require.EqualError(t, err, `no group "mobile"; running groups: api, web`)
 }
 
-// feedEvents numbers n turn events of a session from seq 1, a second apart.
-func feedEvents(group, name string, n int, start time.Time) []workflows.Event {
-	var evs []workflows.Event
-	for i := 1; i <= n; i++ {
-		evs = append(evs, workflows.Event{
-			Seq: int64(i), At: start.Add(time.Duration(i) * time.Second), Group: group, Session: name,
-			Kind: workflows.EventTurn, Text: "turn " + strconv.Itoa(i),
-		})
+// nid inbox clear removes what nid inbox showed, of one group or all.
+func TestInboxClear(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, `  web:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s, failCompact: true}}
+      - {agent: sim, name: worker, sim: {turnDelay: 0s, failCompact: true}}
+  api:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: exec, sim: {turnDelay: 0s, failCompact: true}}
+`)
+	failCompact := func(group, name string) {
+		temporaltest.TakeTurns(t, s.c, group, name, "work")
+		n := len(temporaltest.Group(t, s.c, group).Inbox)
+		temporaltest.Signal(t, s.c, group, name, workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
+		temporaltest.WaitGroup(t, s.c, group, "to hear of the failure", func(g workflows.GroupView) bool { return len(g.Inbox) == n+1 })
 	}
-	return evs
+	failCompact("web", "lead")
+	failCompact("web", "worker")
+	failCompact("api", "exec")
+
+	require.Equal(t, "cleared 2 inbox items\n", s.mustNid("inbox", "clear", "web"))
+	require.Empty(t, temporaltest.Group(t, s.c, "web").Inbox)
+	require.Len(t, temporaltest.Group(t, s.c, "api").Inbox, 1, "another group's items stay")
+
+	// A later failure is news again.
+	failCompact("web", "lead")
+	require.Equal(t, "cleared 2 inbox items\n", s.mustNid("inbox", "clear"))
+	require.Equal(t, "inbox empty\n", s.mustNid("inbox"))
+	require.Equal(t, "cleared 0 inbox items\n", s.mustNid("inbox", "clear"))
+
+	_, _, err := s.nid("inbox", "clear", "mobile")
+	require.EqualError(t, err, `no group "mobile"; running groups: api, web`)
+}
+
+// timeRE is the time of day a feed line starts with.
+var timeRE = regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d `)
+
+// untimed is feed output without its times of day, which are the real
+// clock's.
+func untimed(out string) string { return timeRE.ReplaceAllString(out, "") }
+
+// watch runs runWatch in the background until the test stops it.
+type watch struct {
+	out, errOut temporaltest.SyncBuffer
+	cancel      func()
+	done        chan error
+}
+
+func startWatch(t *testing.T, s *site, opts watchOptions) *watch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watch{cancel: cancel, done: make(chan error, 1)}
+	opts.Interval = 20 * time.Millisecond
+	go func() { w.done <- runWatch(ctx, s.c, opts, &w.out, &w.errOut) }()
+	t.Cleanup(w.stop)
+	return w
+}
+
+// waitFor waits until the output holds n lines.
+func (w *watch) waitFor(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Count(w.out.String(), "\n") >= n }, time.Minute, 10*time.Millisecond,
+		"%d lines, got:\n%s%s", n, w.out.String(), w.errOut.String())
+}
+
+// stop ends the watch the way Ctrl-C does, which is a clean end.
+func (w *watch) stop() {
+	if w.cancel != nil {
+		w.cancel()
+		w.cancel = nil
+		if err := <-w.done; err != nil {
+			panic(fmt.Sprintf("nid watch ended with %v", err))
+		}
+	}
 }
 
 func TestWatchShowsRecentEventsThenFollows(t *testing.T) {
-	start := time.Date(2025, 6, 1, 15, 0, 0, 0, time.Local)
-	fake := team()
-	fake.sessions = fake.sessions[:2] // web/worker and web/lead
-	fake.events = map[string][]workflows.Event{
-		"nid/web/worker": feedEvents("web", "worker", 12, start),
-		"nid/web/lead":   feedEvents("web", "lead", 2, start.Add(500*time.Millisecond)),
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	for i := range 6 {
+		temporaltest.TakeTurns(t, s.c, "web", "worker", fmt.Sprint("w", i+1))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fake.onList = func(n int) {
-		switch n {
-		case 2:
-			fake.mu.Lock()
-			fake.events["nid/web/lead"] = append(fake.events["nid/web/lead"], workflows.Event{
-				Seq: 3, At: start.Add(time.Minute), Group: "web", Session: "lead", Kind: workflows.EventRotation,
-				Rotation: &workflows.RotationEvent{Method: "compact", Reason: "manual", OK: true, BeforeTokens: 150_000, AfterTokens: 15_000},
-			})
-			fake.mu.Unlock()
-		case 3:
-			cancel()
-		}
-	}
-	var out, errOut bytes.Buffer
-	err := runWatch(ctx, fake, watchOptions{Backlog: 10, Interval: time.Millisecond}, &out, &errOut)
-	require.NoError(t, err, "Ctrl-C is a clean end")
+	temporaltest.Settle(t, s.c)
+	w := startWatch(t, s, watchOptions{Group: "web", Backlog: 4})
+	w.waitFor(t, 8) // the backlog, then the live marker
+	temporaltest.Rotate(t, s.c, "web", "lead", config.ModeCompact)
+	w.waitFor(t, 10)
+	w.stop()
 	require.Equal(t, ""+
-		"15:00:01 web/lead    turn 1\n"+
-		"15:00:02 web/lead    turn 2\n"+
-		"15:00:03 web/worker  turn 3\n"+
-		"15:00:04 web/worker  turn 4\n"+
-		"15:00:05 web/worker  turn 5\n"+
-		"15:00:06 web/worker  turn 6\n"+
-		"15:00:07 web/worker  turn 7\n"+
-		"15:00:08 web/worker  turn 8\n"+
-		"15:00:09 web/worker  turn 9\n"+
-		"15:00:10 web/worker  turn 10\n"+
-		"15:00:11 web/worker  turn 11\n"+
-		"15:00:12 web/worker  turn 12\n"+
+		// web/lead's whole past is within the backlog.
+		"web/lead    session started (sim)\n"+
+		"web/lead    message queued: l1\n"+
+		"web/lead    turn 1  31% of 200k\n"+
+		// web/worker's last 4 of 13.
+		"web/worker  message queued: w5\n"+
+		"web/worker  turn 5  100% of 200k\n"+
+		"web/worker  message queued: w6\n"+
+		"web/worker  turn 6  100% of 200k\n"+
+		// Then what happens next.
 		"── live ──\n"+
-		"15:01:00 web/lead    ↻ compact (manual) 150k → 15k\n",
-		out.String())
-	require.Empty(t, errOut.String())
+		"web/lead    rotating web/lead now (compact)\n"+
+		"web/lead    ↻ compact (manual) 62k → 6.2k\n",
+		untimed(w.out.String()))
+	require.Empty(t, w.errOut.String())
 }
 
 func TestWatchJSON(t *testing.T) {
-	start := time.Date(2025, 6, 1, 15, 0, 0, 0, time.UTC)
-	fake := team()
-	fake.events = map[string][]workflows.Event{"nid/web/lead": feedEvents("web", "lead", 3, start)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fake.onEvents = func(n int) {
-		if n == 2 {
-			cancel()
-		}
-	}
-	var out bytes.Buffer
-	require.NoError(t, runWatch(ctx, fake, watchOptions{Group: "web", Name: "lead", JSON: true, Backlog: 10, Interval: time.Millisecond}, &out, &bytes.Buffer{}))
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	w := startWatch(t, s, watchOptions{Group: "web", Name: "lead", JSON: true, Backlog: 10})
+	w.waitFor(t, 3)
+	w.stop()
+	lines := strings.Split(strings.TrimSpace(w.out.String()), "\n")
 	require.Len(t, lines, 3)
 	var ev workflows.Event
 	require.NoError(t, json.Unmarshal([]byte(lines[2]), &ev))
 	require.Equal(t, int64(3), ev.Seq)
-	require.Equal(t, "turn 3", ev.Text)
-	require.True(t, ev.At.Equal(start.Add(3*time.Second)))
+	require.Equal(t, workflows.EventTurn, ev.Kind)
+	require.Equal(t, "turn 1", ev.Text)
+	require.Equal(t, temporaltest.Session(t, s.c, "web", "lead").Events[2], ev, "the event as the session recorded it")
 }
 
 func TestWatchUnknown(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
 	tests := []struct {
 		name string
-		opts watchOptions
+		args []string
 		want string
 	}{
-		{"session", watchOptions{Group: "web", Name: "tester"}, `no session "web/tester"; sessions in web: lead, worker`},
-		{"group", watchOptions{Group: "mobile"}, `no group "mobile"; running groups: api, web`},
+		{"session", []string{"watch", "web/tester"}, `no session "web/tester"; sessions in web: lead, worker`},
+		{"group", []string{"watch", "mobile"}, `no group "mobile"; running groups: api, web`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.opts.Interval = time.Millisecond
-			err := runWatch(context.Background(), team(), tt.opts, &bytes.Buffer{}, &bytes.Buffer{})
+			_, _, err := s.nid(tt.args...)
 			require.EqualError(t, err, tt.want)
 		})
 	}
 }
 
 func TestWatchKeepsGoingThroughErrors(t *testing.T) {
+	t.Parallel()
+	const groups = `  web:
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+`
 	for _, persist := range []bool{false, true} {
-		fake := team()
-		fake.sessions = fake.sessions[1:2] // web/lead
-		start := time.Date(2025, 6, 1, 15, 0, 0, 0, time.Local)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		// No worker answers at first: the feed waits for one rather than ending.
-		fake.queryErr = map[string]error{"nid/web/lead": serviceerror.NewFailedPrecondition("no poller seen for task queue recently, worker may be down")}
-		fake.onList = func(n int) {
-			fake.mu.Lock()
-			defer fake.mu.Unlock()
-			switch n {
-			case 3:
-				fake.queryErr = nil
-				fake.events = map[string][]workflows.Event{"nid/web/lead": feedEvents("web", "lead", 1, start)}
-			case 4:
-				cancel()
+		t.Run(fmt.Sprint("persist=", persist), func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, groups)
+			temporaltest.Settle(t, s.c)
+			// No worker answers at first: the feed waits for one rather
+			// than ending.
+			s.down()
+			w := startWatch(t, s, watchOptions{Backlog: 10, Persist: persist})
+			require.Eventually(t, func() bool { return w.errOut.String() != "" }, time.Minute, 10*time.Millisecond)
+			s.up(groups)
+			w.waitFor(t, 1)
+			w.stop()
+			require.Equal(t, "web/lead  session started (sim)\n", untimed(w.out.String()))
+			want := `^nid: web/lead did not answer \(is nid up or nid worker running\?\): [^\n]+ \(retrying\)\n$`
+			if persist {
+				// nid up's own feed does not ask whether nid up is running.
+				want = `^nid: web/lead has not answered yet \(retrying\)\n$`
 			}
-		}
-		var out, errOut bytes.Buffer
-		require.NoError(t, runWatch(ctx, fake, watchOptions{Backlog: 10, Interval: time.Millisecond, Persist: persist}, &out, &errOut))
-		require.Equal(t, "15:00:01 web/lead  turn 1\n", out.String())
-		want := "nid: web/lead did not answer (is nid up or nid worker running?): no poller seen for task queue recently, worker may be down (retrying)\n"
-		if persist {
-			// nid up's own feed does not ask whether nid up is running.
-			want = "nid: web/lead has not answered yet (retrying)\n"
-		}
-		require.Equal(t, want, errOut.String(), "a lasting failure is reported once")
+			require.Regexp(t, want, w.errOut.String(), "a lasting failure is reported once")
+		})
 	}
 }
 
 func TestUp(t *testing.T) {
-	fake := team()
-	fake.sessions = fake.sessions[1:2]
-	fake.events = map[string][]workflows.Event{"nid/web/lead": feedEvents("web", "lead", 1, time.Date(2025, 6, 1, 15, 0, 0, 0, time.Local))}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fake.onList = func(n int) {
-		if n == 2 {
-			cancel()
-		}
-	}
+	t.Parallel()
+	// nid up after an earlier one: web/lead has run before, and so has
+	// group old, which has left nid.yaml since.
+	const web = `  web:
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+`
+	s := newSite(t, web)
+	// A query waits for web/lead to have recorded its start, so old/bot's
+	// comes after it.
+	temporaltest.Session(t, s.c, "web", "lead")
+	old := s.Config(t, `  old:
+    sessions:
+      - {agent: sim, name: bot, sim: {turnDelay: 0s}}
+`)
+	require.NoError(t, worker.StartGroups(context.Background(), s.c, old, worker.HostQueue()))
+	temporaltest.Session(t, s.c, "old", "bot")
+	temporaltest.Listed(t, s.c, old)
+	temporaltest.Settle(t, s.c)
+	s.down()
+
+	cfg := s.Config(t, web)
+	cfg.HTTP.Token = ""                           // nid makes one in the state directory
+	cfg.Temporal.UI.URL = "http://127.0.0.1:8233" // nid server's, say
 	embed := func(context.Context, worker.EmbeddedOptions) (worker.EmbeddedServer, error) {
 		return nil, errors.New("not in this test")
 	}
-	cfg := config.Default()
-	cfg.State = t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var got worker.Options
-	stopped := 0
-	start := func(_ context.Context, opts worker.Options) (node, error) {
+	var started node
+	start := func(ctx context.Context, opts worker.Options) (node, error) {
 		got = opts
-		return node{client: fake, frontend: "127.0.0.1:7233", ui: "http://127.0.0.1:8233", http: "http://127.0.0.1:7777",
-			tokenFile: ".nid/http-token", login: "http://127.0.0.1:7777/login/MFRGGZDFMZTWQ2LKNNWG23TPOA", stop: func() error { stopped++; return nil },
-			applied: worker.Plan{Changes: []worker.Change{{Group: "old", Session: "lead", Stop: true, Text: "stop old/lead: it left nid.yaml (its claims and locks go back to the board)"}}}}, nil
+		n, err := startWorkerNode(ctx, opts)
+		started = n
+		return n, err
 	}
-	var out, errOut bytes.Buffer
-	opts := newUpOptions(cfg, nil, embed, true, "Ctrl-C stops nid.")
-	opts.Feed.Interval = time.Millisecond
-	require.NoError(t, runUp(ctx, opts, start, &out, &errOut))
-	require.Equal(t, ""+
-		"Temporal frontend  127.0.0.1:7233\n"+
-		"Temporal Web UI    http://127.0.0.1:8233\n"+
-		"nid HTTP server    http://127.0.0.1:7777\n"+
-		"Dashboard          http://127.0.0.1:7777/login/MFRGGZDFMZTWQ2LKNNWG23TPOA (a one-time login link for 10 minutes; then log in with the API token)\n"+
-		"API token          in .nid/http-token (nid made it on its first start; set http.token to choose one)\n"+
-		"15:00:01 web/lead  turn 1\n"+
-		"── live ──\n",
-		out.String())
-	require.Equal(t, 1, stopped, "Ctrl-C stops the node")
+	var out, errOut temporaltest.SyncBuffer
+	opts := newUpOptions(cfg, temporaltest.Logger(), embed, true, "Ctrl-C stops nid.")
+	opts.Feed.Interval = 20 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- runUp(ctx, opts, start, &out, &errOut) }()
+	require.Eventually(t, func() bool {
+		return strings.Contains(out.String(), liveMarker) && strings.Contains(out.String(), "left nid.yaml")
+	}, time.Minute, 10*time.Millisecond, "%s", errOut.String())
+	cancel()
+	require.NoError(t, <-done)
+	require.Regexp(t, `^http://127\.0\.0\.1:\d+/login/[A-Z2-7]{26}$`, started.login)
+	head := "" +
+		"Temporal frontend  " + s.Address + "\n" +
+		"Temporal Web UI    http://127.0.0.1:8233\n" +
+		"nid HTTP server    " + started.http + "\n" +
+		"Dashboard          " + started.login + " (a one-time login link for 10 minutes; then log in with the API token)\n" +
+		"API token          in " + filepath.Join(cfg.State, worker.TokenFile) + " (nid made it on its first start; set http.token to choose one)\n" +
+		"web/lead  session started (sim)\n" +
+		"old/bot   session started (sim)\n"
+	// nid up stops old/bot as it starts; the feed's first poll may come
+	// before or after old/bot records it.
+	stop := "old/bot   stopped (it left nid.yaml): its claims and locks are released\n"
+	require.Contains(t, []string{head + stop + liveMarker + "\n", head + liveMarker + "\n" + stop}, untimed(out.String()))
+	require.Equal(t, "nid: stop old/bot: it left nid.yaml (its claims and locks go back to the board)\n"+
+		"Ctrl-C stops nid.\n", errOut.String())
 	require.NoFileExists(t, filepath.Join(cfg.State, runningFile), "the record of the running nid goes with it")
-	require.Contains(t, errOut.String(), "nid: stop old/lead: it left nid.yaml (its claims and locks go back to the board)\n")
 	require.True(t, got.StartGroups)
 	require.NotNil(t, got.StartEmbedded)
 	require.Same(t, cfg, got.Config)
+	_, err := http.Get(started.http)
+	require.ErrorContains(t, err, "connection refused", "Ctrl-C stopped the node")
 }
 
 func TestUpStartFailure(t *testing.T) {
@@ -548,47 +766,107 @@ func TestUpStartFailure(t *testing.T) {
 }
 
 func TestStop(t *testing.T) {
-	tests := []struct {
-		name     string
-		session  string
-		released []string
-		want     string
-	}{
-		{"idle, holding a task and a lock", "lead", []string{"task t1", "lock src/app.go"},
-			"stopped web/lead; released task t1, lock src/app.go\n"},
-		{"mid-turn, holding nothing", "worker", nil,
-			"stopped web/worker; it held no tasks or locks\nweb/worker is working: its agent stops when the current step ends\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fake := team()
-			fake.updateResult = workflows.BoardResult{Released: tt.released}
-			var out bytes.Buffer
-			require.NoError(t, runStop(context.Background(), fake, stopOptions{Group: "web", Name: tt.session}, &out))
-			require.Equal(t, tt.want, out.String())
-			require.Len(t, fake.updates, 1)
-			require.Equal(t, workflows.UpdateStopSession, fake.updates[0].UpdateName)
-			require.Equal(t, []any{workflows.BoardRequest{Session: tt.session}}, fake.updates[0].Args)
-		})
-	}
+	t.Parallel()
+	s := newSite(t, `  web:
+    tasks:
+      - {title: write the parser}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 1h}}
+  api:
+    sessions:
+      - {agent: sim, name: exec, sim: {turnDelay: 0s}}
+`)
+	// web/lead claims the task and works on it; it takes a lock as its
+	// lock_acquire tool would.
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to work on its task", func(v workflows.SessionView) bool {
+		return v.Status == workflows.StatusWorking && v.Task != nil
+	})
+	_, err := worker.UpdateBoard(context.Background(), s.c, "web", workflows.UpdateLockAcquire, workflows.BoardRequest{Session: "lead", Lock: "src/app.go"})
+	require.NoError(t, err)
+
+	require.Equal(t, "stopped web/lead; released task t1, lock src/app.go\nweb/lead is working: its agent stops when the current step ends\n",
+		s.mustNid("stop", "web/lead"))
+	g := temporaltest.Group(t, s.c, "web")
+	require.Equal(t, []string{"lead"}, g.Stopped)
+	require.Empty(t, g.Board.Locks)
+	require.Equal(t, workflows.TaskTodo, g.Board.Tasks[0].Status, "the task is free for another session")
+
+	require.Equal(t, "stopped api/exec; it held no tasks or locks\n", s.mustNid("stop", "api/exec"))
+	temporaltest.WaitSession(t, s.c, "api", "exec", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
 }
 
 // nid stop GROUP stops each session of the group that is not stopped yet.
 func TestStopGroup(t *testing.T) {
-	fake := team()
-	fake.groups[0].Sessions = []string{"lead", "old", "worker"}
-	fake.groups[0].Stopped = []string{"old"}
-	fake.updateResult = workflows.BoardResult{Released: []string{"task t1"}}
+	t.Parallel()
+	s := newSite(t, `  web:
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 1h}}
+      - {agent: sim, name: old, sim: {turnDelay: 0s}}
+      - {agent: sim, name: worker, sim: {turnDelay: 0s}}
+  api:
+    sessions:
+      - {agent: sim, name: exec, sim: {turnDelay: 0s}}
+`)
+	// web/lead is mid-turn and holds a lock, web/old was stopped before,
+	// web/worker is idle with nothing.
+	working(t, s, "web", "lead")
+	_, err := worker.UpdateBoard(context.Background(), s.c, "web", workflows.UpdateLockAcquire, workflows.BoardRequest{Session: "lead", Lock: "src/app.go"})
+	require.NoError(t, err)
+	s.mustNid("stop", "web/old")
+
+	c := &temporaltest.Counter{Client: s.c}
 	var out bytes.Buffer
-	require.NoError(t, runStopGroup(context.Background(), fake, "web", &out))
-	require.Equal(t, "stopped web/lead; released task t1\n"+
-		"stopped web/worker; released task t1\nweb/worker is working: its agent stops when the current step ends\n", out.String())
-	require.Len(t, fake.updates, 2, "the stopped one is left alone")
+	require.NoError(t, runStopGroup(context.Background(), c, "web", &out))
+	require.Equal(t, "stopped web/lead; released lock src/app.go\n"+
+		"web/lead is working: its agent stops when the current step ends\n"+
+		"stopped web/worker; it held no tasks or locks\n", out.String())
+	require.Equal(t, 2, c.Sent(), "the stopped one is left alone")
+	g := temporaltest.Group(t, s.c, "web")
+	require.ElementsMatch(t, []string{"lead", "old", "worker"}, g.Stopped)
+	require.Empty(t, g.Board.Locks)
+	for _, name := range []string{"lead", "worker"} {
+		temporaltest.WaitSession(t, s.c, "web", name, "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	}
+	require.Empty(t, temporaltest.Group(t, s.c, "api").Stopped, "another group is left alone")
+
+	_, _, err = s.nid("stop", "web")
+	require.EqualError(t, err, "every session of group web is already stopped")
+}
+
+// nid start brings a stopped session back, in its conversation or a fresh
+// one.
+func TestStart(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	stop := func() {
+		s.mustNid("stop", "web/lead")
+		temporaltest.WaitSession(t, s.c, "web", "lead", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	}
+	stop()
+	require.Equal(t, "started web/lead; it goes on in the same conversation\n", s.mustNid("start", "web/lead"))
+	v := temporaltest.TakeTurns(t, s.c, "web", "lead", "l2")
+	require.Equal(t, "sim-1", v.Conversation)
+	require.Empty(t, temporaltest.Group(t, s.c, "web").Stopped)
+	_, _, err := s.nid("start", "web/lead")
+	require.EqualError(t, err, "web/lead is not stopped (it is idle)")
+
+	stop()
+	require.Equal(t, "started web/lead; it goes on after a handoff into a fresh conversation\n", s.mustNid("start", "web/lead", "--fresh"))
+	v = temporaltest.WaitSession(t, s.c, "web", "lead", "to hand off", func(v workflows.SessionView) bool {
+		return v.Context.Rotations == 1 && v.Status == workflows.StatusIdle
+	})
+	require.Equal(t, config.ModeHandoff, v.Context.LastRotation.Method)
+	require.NotEqual(t, "sim-1", v.Conversation)
+
+	_, _, err = s.nid("start", "web/nobody")
+	require.EqualError(t, err, `no session "web/nobody"; sessions in web: lead, worker`)
 }
 
 func TestStopUnknown(t *testing.T) {
-	fake := team()
-	err := runStop(context.Background(), fake, stopOptions{Group: "web", Name: "nobody"}, &bytes.Buffer{})
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	_, _, err := s.nid("stop", "web/nobody")
 	require.ErrorContains(t, err, `no session "web/nobody"`)
-	require.Empty(t, fake.updates, "nothing is stopped")
+	require.Empty(t, temporaltest.Group(t, s.c, "web").Stopped, "nothing is stopped")
 }

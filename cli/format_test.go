@@ -50,6 +50,7 @@ func TestContextText(t *testing.T) {
 		{"percent rounds down", pct(62.9), 200_000, 0, true, "62% of 200k"},
 		{"rotations follow", pct(62), 200_000, 2, false, "62% of 200k ↻2"},
 		{"large window", pct(10), 1_000_000, 0, false, "10% of 1M"},
+		{"percent without its window, as visibility lists a session before its memo", pct(80.4), 0, 2, false, "80% ↻2"},
 		{"unknown", nil, 0, 0, true, "—"},
 		{"unknown still counts rotations", nil, 0, 3, true, "— ↻3"},
 		{"yellow at 75 exactly", pct(75), 200_000, 0, true, yellow("75% of 200k")},
@@ -185,6 +186,8 @@ func TestClipCountsCharactersNotBytes(t *testing.T) {
 	require.Equal(t, strings.Repeat("é", 60)+"…", clip(s, 60))
 	require.Equal(t, "short", clip("short", 60))
 }
+
+func pct(p float64) *float64 { return &p }
 
 func TestPrintable(t *testing.T) {
 	tests := []struct {

@@ -3,16 +3,21 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/transcript"
+	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -34,65 +39,108 @@ func requireInert(t *testing.T, what, out string) {
 	require.Contains(t, out, "done␛[2J␛[H␛]52;c;cm0gLXJmIH4K␇", "%s shows what the agent wrote", what)
 }
 
-func hostileTeam() *fakeClient {
-	at := time.Date(2026, 1, 2, 15, 0, 0, 0, time.Local)
-	return &fakeClient{
-		sessions: []workflows.SessionView{{Group: "web", Name: "lead", Agent: "claude" + hostile, Status: workflows.StatusWorking, Policy: config.DefaultRotate()}},
-		groups: []workflows.GroupView{{Name: "web", Goal: hostile, Policy: config.DefaultRotate(), Sessions: []string{"lead"},
-			Board: workflows.BoardView{Group: "web", Goal: hostile,
-				Tasks: []workflows.Task{{ID: "t1", Title: hostile, Status: workflows.TaskClaimed, Holder: "lead"}},
-				Locks: []workflows.Lock{{Name: hostile, Holder: "lead"}}},
-			Inbox: []workflows.InboxItem{{Seq: 1, At: at, Group: "web", Session: "lead", Kind: workflows.EventTurnFailed, Text: hostile}}}},
-		events: map[string][]workflows.Event{"nid/web/lead": {
-			{Seq: 1, At: at, Group: "web", Session: "lead", Kind: workflows.EventTurn, Text: hostile},
-			{Seq: 2, At: at, Group: "web", Session: "lead", Kind: workflows.EventRotation,
-				Rotation: &workflows.RotationEvent{Method: "handoff", Reason: "manual", OldConversation: hostile, NewConversation: "c2", Summary: hostile}},
-			{Seq: 3, At: at, Group: "web", Session: "lead", Kind: workflows.EventRotationFailed,
-				Rotation: &workflows.RotationEvent{Method: "compact", Reason: "context", Error: hostile}},
-		}},
-		updateResult: workflows.BoardResult{Task: &workflows.Task{ID: "t2", Title: hostile}, Released: []string{"lock " + hostile}},
-	}
-}
-
-// runHostile runs a command against hostileTeam and returns its output; a
-// command that follows (watch) stops after its first poll.
-func runHostile(t *testing.T, deps Deps, args ...string) string {
+// hostileSite is a team whose every text nid shows is hostile: web's goal
+// (nid.yaml's), and everything web/lead's agent writes: its output, its
+// handoff (taken from its last output), its error when it fails, the task
+// it adds and the lock it takes through its board tools. A session that
+// another client of the namespace started is listed with a hostile name and
+// agent. It returns the site and the state directory of its transcripts.
+func hostileSite(t *testing.T) (*site, string) {
 	t.Helper()
-	fake := hostileTeam()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fake.onEvents = func(n int) {
-		if n > 1 {
-			cancel()
-		}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "hostile"), []byte(hostile), 0o600))
+	s := newSite(t, "")
+	// The agent prints the hostile text as its output, or once told to
+	// fail, as its error. A budget of one turn stops it after its first.
+	cfg := s.Config(t, `  web:
+    rotate: {mode: off}
+    budget: {turns: 1}
+    sessions:
+      - agent: exec
+        name: lead
+        permissions: full
+        command: sh
+        args: ["-c", 'if [ -e "$D/fail" ]; then cat "$D/hostile" >&2; exit 1; fi; cat "$D/hostile"']
+        env: {D: `+dir+`}
+`)
+	web := cfg.Groups["web"]
+	web.Goal = hostile
+	cfg.Groups["web"] = web
+	s.upConfig(cfg)
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to spend the budget", func(v workflows.SessionView) bool { return v.Status == workflows.StatusPaused })
+
+	// A manual rotation runs even so.
+	temporaltest.Signal(t, s.c, "web", "lead", workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeHandoff, Reason: workflows.ReasonManual})
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to hand off", func(v workflows.SessionView) bool {
+		return v.Context.Rotations == 1 && v.Status == workflows.StatusPaused
+	})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fail"), nil, 0o600))
+	temporaltest.Signal(t, s.c, "web", "lead", workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeHandoff, Reason: workflows.ReasonManual})
+	temporaltest.WaitGroup(t, s.c, "web", "to hear of the failed rotation", func(g workflows.GroupView) bool {
+		return slices.ContainsFunc(g.Inbox, func(it workflows.InboxItem) bool { return it.Kind == workflows.EventRotationFailed })
+	})
+	for _, u := range []struct {
+		name string
+		req  workflows.BoardRequest
+	}{
+		{workflows.UpdateTaskAdd, workflows.BoardRequest{Session: "lead", Title: hostile}},
+		{workflows.UpdateLockAcquire, workflows.BoardRequest{Session: "lead", Lock: hostile}},
+	} {
+		_, err := worker.UpdateBoard(context.Background(), s.c, "web", u.name, u.req)
+		require.NoError(t, err)
 	}
-	out, errOut, err := runAppContext(t, ctx, fake, deps, args...)
-	require.NoError(t, err, errOut)
-	return out
+	temporaltest.Settle(t, s.c)
+
+	// What nid lists comes from Temporal's visibility, where any client
+	// of the namespace can start a workflow and say who it is; no worker
+	// runs this one.
+	_, err := s.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: workflows.SessionID("ext", "bot"), TaskQueue: "elsewhere",
+		TypedSearchAttributes: workflows.SessionSearchAttributes("ext", hostile, "claude"+hostile),
+	}, workflows.SessionWorkflowName, workflows.SessionInput{Group: "ext", Name: "bot"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		listed, err := nidclient.ListSessions(context.Background(), s.c, "ext")
+		return err == nil && len(listed) == 1
+	}, time.Minute, 10*time.Millisecond, "visibility lists the session")
+	return s, cfg.State
 }
 
 // Text from agents and workflows reaches the terminal inert through every
 // command that prints it, and whole through --json.
 func TestCommandsPrintAgentTextInert(t *testing.T) {
-	state := t.TempDir()
+	t.Parallel()
+	s, state := hostileSite(t)
+	// A conversation id is the vendor's, and a rotation's text the agent's.
 	require.NoError(t, transcript.New(state).Append("web", "lead",
 		transcript.Entry{Kind: transcript.KindOutput, Conversation: hostile, Text: hostile + "\r\nsecond line"},
 		transcript.Entry{Kind: transcript.KindRotation, Method: "handoff", Text: hostile}))
-	deps := Deps{Environ: []string{"NID_STATE=" + state}}
+	environ := []string{"NID_STATE=" + state}
+	nid := func(t *testing.T, args ...string) string {
+		t.Helper()
+		if args[0] == "watch" {
+			// nid watch follows: stop it once it has shown the backlog.
+			n := min(watchBacklog, len(temporaltest.Session(t, s.c, "web", "lead").Events))
+			return s.follow(environ, func(out string) bool { return strings.Count(out, "\n") >= n }, args...)
+		}
+		out, errOut, err := runApp(t, Deps{Environ: append(s.Environ(), environ...), Dial: worker.Dial}, args...)
+		require.NoError(t, err, errOut)
+		return out
+	}
 
 	for _, args := range [][]string{
 		{"ls"}, {"inbox"}, {"board"}, {"group", "show", "web"}, {"stop", "web/lead"},
-		{"board", "add", "web", "a task"}, {"transcript", "web/lead"}, {"watch", "web/lead"},
+		{"board", "add", "web", hostile}, {"transcript", "web/lead"}, {"watch", "web/lead"},
 	} {
-		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			out := runHostile(t, deps, args...)
+		t.Run(strings.ReplaceAll(strings.Join(args, " "), hostile, "TITLE"), func(t *testing.T) {
+			out := nid(t, args...)
 			requireInert(t, "nid "+strings.Join(args, " "), out)
 		})
 	}
 
 	for _, args := range [][]string{{"ls", "--json"}, {"inbox", "--json"}, {"board", "--json"}, {"transcript", "web/lead", "--json"}, {"watch", "web/lead", "--json"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			out := runHostile(t, deps, args...)
+			out := nid(t, args...)
 			for i, r := range out {
 				if r != '\n' && actsOnTerminal(r) {
 					t.Fatalf("%U at byte %d:\n%q", r, i, out)
@@ -111,9 +159,7 @@ func TestCommandsPrintAgentTextInert(t *testing.T) {
 	}
 
 	t.Run("an error quoting a workflow", func(t *testing.T) {
-		fake := hostileTeam()
-		fake.queryErr = map[string]error{"nid/web/lead": errors.New(hostile)}
-		_, _, err := runApp(t, fake, Deps{}, "rotate", "web/lead")
+		_, _, err := runApp(t, Deps{Environ: s.Environ(), Dial: worker.Dial}, "rotate", "ext/nobody")
 		require.Error(t, err)
 		requireInert(t, "the error", err.Error())
 	})

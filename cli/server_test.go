@@ -41,7 +41,7 @@ func TestServerRefusesWhatItCannotServe(t *testing.T) {
 				t.Fatal("the server started")
 				return nil, nil
 			}
-			_, _, err := runApp(t, nil, Deps{StartEmbedded: start, Environ: tt.environ}, tt.args...)
+			_, _, err := runApp(t, Deps{StartEmbedded: start, Environ: tt.environ}, tt.args...)
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
@@ -84,17 +84,17 @@ func TestServerStartFailure(t *testing.T) {
 	start := func(context.Context, worker.EmbeddedOptions) (worker.EmbeddedServer, error) {
 		return nil, errors.New("temporal.port 7233 is in use")
 	}
-	_, _, err := runApp(t, nil, Deps{StartEmbedded: start, Environ: []string{"NID_STATE=" + t.TempDir()}}, "server")
+	_, _, err := runApp(t, Deps{StartEmbedded: start, Environ: []string{"NID_STATE=" + t.TempDir()}}, "server")
 	require.EqualError(t, err, "embedded Temporal server: temporal.port 7233 is in use")
 }
 
 func TestServerHelp(t *testing.T) {
-	out, _, err := runApp(t, nil, Deps{}, "server", "--help")
+	out, _, err := runApp(t, Deps{}, "server", "--help")
 	require.NoError(t, err)
 	require.Contains(t, out, "Run the embedded Temporal server alone")
 	require.Contains(t, out, "temporal.address")
 
-	out, _, err = runApp(t, nil, Deps{}, "--help")
+	out, _, err = runApp(t, Deps{}, "--help")
 	require.NoError(t, err)
 	require.Regexp(t, `server\s+Run the embedded Temporal server alone`, out, "nid --help lists it")
 }

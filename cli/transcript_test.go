@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/transcript"
 )
 
@@ -52,29 +52,12 @@ func TestTranscriptAcrossConversations(t *testing.T) {
 	require.ErrorContains(t, err, `; transcripts on this host: web/lead`, "it names the sessions it has")
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestTranscriptFollow(t *testing.T) {
 	logs := transcript.New(t.TempDir())
 	writeHandoffTranscript(t, logs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out lockedBuffer
+	var out temporaltest.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runTranscript(ctx, logs, transcriptOptions{Group: "web", Name: "lead", Lines: 2, Follow: true, Interval: time.Millisecond}, &out)
@@ -100,7 +83,7 @@ func TestTranscriptFlagAliasesAfterTheSession(t *testing.T) {
 	dir := t.TempDir()
 	logs := transcript.New(dir)
 	writeHandoffTranscript(t, logs)
-	out, _, err := runApp(t, nil, Deps{Environ: []string{"NID_STATE=" + dir}}, "transcript", "web/lead", "-n", "1")
+	out, _, err := runApp(t, Deps{Environ: []string{"NID_STATE=" + dir}}, "transcript", "web/lead", "-n", "1")
 	require.NoError(t, err)
 	require.Equal(t, "15:00:00 ↻ compact: 30000 → 3000 tokens\n", out)
 }

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -183,7 +184,7 @@ func TestWatchPrintsRotations(t *testing.T) {
 	s.up()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nidBin, "watch", "web/lead", "--json")
+	cmd := exec.CommandContext(ctx, temporaltest.Binary(t), "watch", "web/lead", "--json")
 	cmd.Dir = s.dir
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)

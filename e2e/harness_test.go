@@ -8,13 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,74 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/workflows"
 )
 
-// nidBin is the binary built once for every test.
-var nidBin string
-
-func TestMain(m *testing.M) {
-	os.Exit(buildAndRun(m))
-}
-
-func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nid-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	// go test caches this package's result by the files the test itself
-	// reads; reading every source the binary is built from keeps a cached
-	// pass from hiding a change to them.
-	if err := readSources(".."); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	nidBin = filepath.Join(dir, "nid")
-	build := exec.Command("go", "build", "-o", nidBin, "./cmd/nid")
-	build.Dir = ".."
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building nid:", err)
-		return 1
-	}
-	return m.Run()
-}
-
-func readSources(root string) error {
-	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == ".nid") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !(strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum") {
-			return nil
-		}
-		_, err = os.ReadFile(path)
-		return err
-	})
-}
-
-// syncBuffer collects a process's output while tests read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// The tests run the nid binary temporaltest builds once for them.
+func TestMain(m *testing.M) { temporaltest.Main(m) }
 
 // site is one nid installation: a directory with nid.yaml and its state.
 type site struct {
@@ -104,14 +39,6 @@ type site struct {
 	cluster string
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // newSite writes nid.yaml with the given groups section (YAML, indented as
 // under "groups:").
 func newSite(t testing.TB, groups string) *site {
@@ -122,7 +49,7 @@ func newSite(t testing.TB, groups string) *site {
 
 // newPorts picks free ports and writes nid.yaml with them.
 func (s *site) newPorts() {
-	s.frontend, s.ui, s.http = freePort(s.t), freePort(s.t), freePort(s.t)
+	s.frontend, s.ui, s.http = temporaltest.FreePort(), temporaltest.FreePort(), temporaltest.FreePort()
 	s.writeConfig()
 }
 
@@ -146,7 +73,7 @@ func (s *site) address() string {
 // upProcess is a running nid up.
 type upProcess struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *temporaltest.SyncBuffer
 	done chan error
 }
 
@@ -174,8 +101,8 @@ func (s *site) up() *upProcess {
 // exits first it returns its output.
 func (s *site) start() (*upProcess, string, bool) {
 	s.t.Helper()
-	p := &upProcess{out: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(nidBin, "up")
+	p := &upProcess{out: &temporaltest.SyncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(temporaltest.Binary(s.t), "up")
 	p.cmd.Dir = s.dir
 	p.cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -225,7 +152,7 @@ func (p *upProcess) signal(t testing.TB, sig os.Signal) error {
 // exit code.
 func (s *site) nid(args ...string) (string, string, int) {
 	s.t.Helper()
-	cmd := exec.Command(nidBin, args...)
+	cmd := exec.Command(temporaltest.Binary(s.t), args...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	var stdout, stderr bytes.Buffer

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -86,8 +87,8 @@ func TestSplitProcessesWorkerKilledMidTurn(t *testing.T) {
 // prints the Temporal address it serves or uses.
 func (s *site) serveNid(args ...string) *upProcess {
 	s.t.Helper()
-	p := &upProcess{out: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(nidBin, args...)
+	p := &upProcess{out: &temporaltest.SyncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(temporaltest.Binary(s.t), args...)
 	p.cmd.Dir = s.dir
 	p.cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -17,52 +17,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/workflows"
 )
 
-const testToken = "test-token-0123456789"
-
-func pct(p float64) *float64 { return &p }
-
-var testBoard = workflows.BoardView{Group: "web", Goal: "ship the site", Tasks: []workflows.Task{{ID: "t1", Title: "write the parser", Status: workflows.TaskTodo}}}
-
-type apiSite struct {
-	fake *fakeTemporal
-	srv  *httptest.Server
-	logs *transcript.Log
-}
-
-func newAPISite(t *testing.T) *apiSite {
-	t.Helper()
-	fake, api, logs := newFakeAPI(t.TempDir())
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return &apiSite{fake: fake, srv: srv, logs: logs}
-}
-
-// newFakeAPI is the API over a fake Temporal holding web/lead (idle) and
-// web/worker (working), with transcripts under dir.
-func newFakeAPI(dir string) (*fakeTemporal, *API, *transcript.Log) {
-	policy := config.Rotate{Mode: config.ModeAuto, ContextPercent: 85}
-	fake := &fakeTemporal{
-		sessions: []workflows.SessionView{
-			{Group: "web", Name: "lead", Agent: "sim", Status: workflows.StatusIdle, Policy: policy,
-				Context: workflows.ContextRecord{UsedTokens: 124_000, WindowTokens: 200_000, Percent: pct(62), Source: activities.SourceReported, TotalTurns: 7, Rotations: 1}},
-			{Group: "web", Name: "worker", Agent: "sim", Status: workflows.StatusWorking, Policy: policy,
-				Context: workflows.ContextRecord{UsedTokens: 160_000, WindowTokens: 200_000, Percent: pct(80), Source: activities.SourceReported, TotalTurns: 9}},
-		},
-		groups: []workflows.GroupView{{Name: "web", Goal: "ship the site", Policy: policy, Sessions: []string{"lead", "worker"}, Board: testBoard,
-			Inbox: []workflows.InboxItem{{Seq: 1, At: time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC), Group: "web", Session: "worker", Kind: workflows.EventRotationFailed, Text: "compact rotation (context) failed"}}}},
-		policy: config.Rotate{Mode: config.ModeHandoff, ContextPercent: 80},
-	}
-	fake.addEvent("web", "lead", workflows.Event{Kind: workflows.EventStarted, Text: "session started (sim)"})
-	logs := transcript.New(dir)
-	api := NewAPI(fake, APIOptions{Token: testToken, Transcripts: logs, WebUI: "http://127.0.0.1:8233", Namespace: "default"})
-	return fake, api, logs
-}
+// webGroups is one group whose sessions take a turn only when sent a
+// message: web/lead fills 31% of its window a turn, web/worker 40%.
+const webGroups = `  web:
+    sessions:
+      - {agent: sim, name: lead, sim: {window: 200000, tokensPerTurn: 62000, turnDelay: 0s}}
+      - {agent: sim, name: worker, sim: {window: 200000, tokensPerTurn: 80000, turnDelay: 0s, failCompact: true}}
+`
 
 // call posts body to /api/method with the token and returns the status and
 // the decoded answer.
@@ -81,98 +48,202 @@ func (s *apiSite) call(t *testing.T, method, body, token string) (int, map[strin
 	return resp.StatusCode, out
 }
 
-func TestAPIMethods(t *testing.T) {
-	tests := []struct {
-		method, body string
-		// want are fields of the answer, as JSON.
-		want string
-	}{
-		{MethodSessionList, `{}`, `{"sessions": [
-			{"group":"web","name":"lead","agent":"sim","status":"idle","context":{"usedTokens":124000,"windowTokens":200000,"percent":62,"source":"reported","turns":0,"totalTurns":7,"rotations":1}},
-			{"group":"web","name":"worker","agent":"sim","status":"working","context":{"usedTokens":160000,"windowTokens":200000,"percent":80,"source":"reported","turns":0,"totalTurns":9,"rotations":0}}]}`},
-		{MethodGroupList, ``, `{"groups": ["web"]}`},
-		{MethodInboxList, `{}`, `{"items": [{"seq":1,"at":"2026-01-02T15:00:00Z","group":"web","session":"worker","kind":"rotation-failed","text":"compact rotation (context) failed"}]}`},
-		{MethodSessionRotate, `{"session": "web/lead"}`, `{"session":"web/lead","when":"now","mode":"auto","message":"rotating web/lead now (auto)"}`},
-		{MethodSessionRotate, `{"session": "web/worker", "mode": "handoff"}`, `{"session":"web/worker","when":"after-turn","mode":"handoff","message":"web/worker is working: it rotates (handoff) when the current turn ends"}`},
-		{MethodSessionSend, `{"session": "web/lead", "text": "run the tests"}`, `{"session":"web/lead","queued":true}`},
-		{MethodGroupSet, `{"group": "web", "rotate": {"mode": "handoff", "contextPercent": 80}}`, `{"group":"web","rotate":{"mode":"handoff","contextPercent":80,"maxTurns":0,"maxConcurrentRotations":0},"budget":{},"learned":[]}`},
-		{MethodGroupSet, `{"group": "web", "budget": {"turns": 500, "usd": 20}}`, `{"group":"web","rotate":{"mode":"auto","contextPercent":85,"maxTurns":0,"maxConcurrentRotations":0},"budget":{"turns":500,"usd":20},"learned":[]}`},
+// ok calls a method that must succeed and returns its answer.
+func (s *apiSite) ok(t *testing.T, method, body string) map[string]any {
+	t.Helper()
+	status, got := s.call(t, method, body, testToken)
+	require.Equal(t, http.StatusOK, status, "%v", got)
+	return got
+}
+
+// asJSON is v as the API's JSON decodes into a map.
+func asJSON(t *testing.T, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	var out any
+	require.NoError(t, json.Unmarshal(b, &out))
+	return out
+}
+
+// decided is the last rotate decision a session recorded in its feed.
+func decided(v workflows.SessionView) string {
+	last := ""
+	for _, e := range v.Events {
+		if e.Kind == workflows.EventRotateQueued {
+			last = e.Text
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.method+" "+tt.body, func(t *testing.T) {
-			s := newAPISite(t)
-			status, got := s.call(t, tt.method, tt.body, testToken)
-			require.Equal(t, http.StatusOK, status, "%v", got)
-			var want map[string]any
-			require.NoError(t, json.Unmarshal([]byte(tt.want), &want))
-			require.Equal(t, want, got)
+	return last
+}
+
+func TestAPIReads(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1", "l2")
+	temporaltest.TakeTurns(t, s.c, "web", "worker", "w1")
+	var g workflows.GroupView
+	for n := range 2 {
+		temporaltest.Signal(t, s.c, "web", "worker", workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
+		g = temporaltest.WaitGroup(t, s.c, "web", "to hear of the failed rotation", func(g workflows.GroupView) bool {
+			return len(g.Inbox) == 1 && max(g.Inbox[0].Count, 1) == n+1
 		})
 	}
+	temporaltest.Settle(t, s.c)
+	lead, worker := temporaltest.Session(t, s.c, "web", "lead"), temporaltest.Session(t, s.c, "web", "worker")
+
+	got := s.ok(t, MethodSessionList, `{}`)
+	require.Equal(t, map[string]any{"sessions": []any{
+		map[string]any{"group": "web", "name": "lead", "agent": "sim", "status": "idle", "context": asJSON(t, lead.Context)},
+		map[string]any{"group": "web", "name": "worker", "agent": "sim", "status": "idle", "context": asJSON(t, worker.Context)},
+	}}, got, "each session with its context record as the session keeps it")
+	ctx := got["sessions"].([]any)[0].(map[string]any)["context"].(map[string]any)
+	require.Equal(t, "reported", ctx["source"])
+	require.Equal(t, 2.0, ctx["totalTurns"])
+	require.InDelta(t, 62.0, ctx["percent"], 0.01)
+
+	require.Equal(t, map[string]any{"groups": []any{"web"}}, s.ok(t, MethodGroupList, ``))
+
+	got = s.ok(t, MethodInboxList, `{}`)
+	require.Equal(t, map[string]any{"items": asJSON(t, g.Inbox)}, got)
+	item := got["items"].([]any)[0].(map[string]any)
+	require.Equal(t, "worker", item["session"])
+	require.Equal(t, workflows.EventRotationFailed, item["kind"])
+	require.Equal(t, "compact rotation (manual) failed: the agent did not compact: sim: compaction refused (failCompact)", item["text"])
+	require.Equal(t, 2.0, item["count"], "a failure that repeats is one item")
+
+	require.Equal(t, map[string]any{"cleared": 1.0}, s.ok(t, MethodInboxClear, `{"group": "web"}`))
+	require.Empty(t, temporaltest.Group(t, s.c, "web").Inbox)
+	require.Equal(t, map[string]any{"items": []any{}}, s.ok(t, MethodInboxList, `{}`))
+	require.Equal(t, map[string]any{"cleared": 0.0}, s.ok(t, MethodInboxClear, `{}`))
 }
 
-func jsonEscape(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b[1 : len(b)-1])
+func TestAPIRotate(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, `  web:
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+      - {agent: sim, name: worker, sim: {turnDelay: 1h}}
+`)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	temporaltest.Signal(t, s.c, "web", "worker", workflows.SignalMessage, workflows.Message{Text: "w1"})
+	temporaltest.WaitSession(t, s.c, "web", "worker", "to work", func(v workflows.SessionView) bool { return v.Status == workflows.StatusWorking })
+
+	tests := []struct {
+		body, session string
+		want          map[string]any
+	}{
+		{`{"session": "web/lead"}`, "lead",
+			map[string]any{"session": "web/lead", "when": "now", "mode": "auto", "message": "rotating web/lead now (auto)"}},
+		{`{"session": "web/worker", "mode": "handoff"}`, "worker",
+			map[string]any{"session": "web/worker", "when": "after-turn", "mode": "handoff", "message": "web/worker is working: it rotates (handoff) when the current turn ends"}},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, s.ok(t, MethodSessionRotate, tt.body))
+		v := temporaltest.WaitSession(t, s.c, "web", tt.session, "to take the request", func(v workflows.SessionView) bool { return decided(v) != "" })
+		require.Equal(t, tt.want["message"], decided(v), "the session does what the API answered")
+	}
+	v := temporaltest.WaitSession(t, s.c, "web", "lead", "to rotate", func(v workflows.SessionView) bool { return v.Context.Rotations == 1 })
+	require.Equal(t, workflows.ReasonManual, v.Context.LastRotation.Reason)
 }
 
-func TestAPISignalsWhatItAnswers(t *testing.T) {
-	s := newAPISite(t)
-	status, _ := s.call(t, MethodSessionRotate, `{"session": "web/worker", "mode": "compact"}`, testToken)
-	require.Equal(t, http.StatusOK, status)
-	status, _ = s.call(t, MethodSessionSend, `{"session": "web/lead", "text": "run the tests"}`, testToken)
-	require.Equal(t, http.StatusOK, status)
-	require.Equal(t, []sentSignal{
-		{workflows.SessionID("web", "worker"), workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual}},
-		{workflows.SessionID("web", "lead"), workflows.SignalMessage, workflows.Message{Text: "run the tests"}},
-	}, s.fake.sent())
+func TestAPISend(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	require.Equal(t, map[string]any{"session": "web/lead", "queued": true},
+		s.ok(t, MethodSessionSend, `{"session": "web/lead", "text": "run the tests"}`))
+	v := temporaltest.WaitSession(t, s.c, "web", "lead", "to take the turn", func(v workflows.SessionView) bool { return v.Context.TotalTurns == 1 })
+	require.Contains(t, v.LastOutput, `worked on "run the tests"`, "the message was the turn's prompt")
+}
 
-	status, _ = s.call(t, MethodGroupSet, `{"group": "web", "rotate": {"maxTurns": 30}}`, testToken)
-	require.Equal(t, http.StatusOK, status)
-	require.Equal(t, []workflows.SetPolicy{{RotateJSON: `{"maxTurns": 30}`}}, s.fake.updates)
+func TestAPIStopStart(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	require.Equal(t, map[string]any{"session": "web/lead", "released": []any{}, "was": "idle"}, s.ok(t, MethodSessionStop, `{"session": "web/lead"}`))
+	temporaltest.WaitSession(t, s.c, "web", "lead", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	status, got := s.call(t, MethodSessionStop, `{"session": "web/lead"}`, testToken)
+	require.Equal(t, http.StatusConflict, status)
+	require.Equal(t, "web/lead is already stopped", got["message"])
+
+	require.Equal(t, map[string]any{"session": "web/lead", "fresh": true}, s.ok(t, MethodSessionStart, `{"session": "web/lead", "fresh": true}`))
+	v := temporaltest.WaitSession(t, s.c, "web", "lead", "to hand off", func(v workflows.SessionView) bool {
+		return v.Context.Rotations == 1 && v.Status == workflows.StatusIdle
+	})
+	require.Equal(t, config.ModeHandoff, v.Context.LastRotation.Method)
+	status, got = s.call(t, MethodSessionStart, `{"session": "web/lead"}`, testToken)
+	require.Equal(t, http.StatusConflict, status)
+	require.Equal(t, "web/lead is not stopped (it is idle)", got["message"])
+	status, _ = s.call(t, MethodSessionStart, `{"session": "web/nobody"}`, testToken)
+	require.Equal(t, http.StatusNotFound, status)
+}
+
+func TestAPIGroupSet(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	require.Equal(t, map[string]any{"group": "web", "rotate": map[string]any{"mode": "handoff", "contextPercent": 80.0, "maxTurns": 0.0, "maxConcurrentRotations": 2.0}, "budget": map[string]any{}, "learned": []any{}},
+		s.ok(t, MethodGroupSet, `{"group": "web", "rotate": {"mode": "handoff", "contextPercent": 80}}`))
+	require.Equal(t, map[string]any{"group": "web", "rotate": map[string]any{"mode": "handoff", "contextPercent": 80.0, "maxTurns": 0.0, "maxConcurrentRotations": 2.0}, "budget": map[string]any{"turns": 500.0, "usd": 20.0}, "learned": []any{}},
+		s.ok(t, MethodGroupSet, `{"group": "web", "budget": {"turns": 500, "usd": 20}}`))
+	s.ok(t, MethodGroupSet, `{"group": "web", "rotate": {"maxTurns": 30}}`)
+	g := temporaltest.Group(t, s.c, "web")
+	require.Equal(t, config.Rotate{Mode: config.ModeHandoff, ContextPercent: 80, MaxTurns: 30, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations}, g.Policy)
+	require.Equal(t, config.Budget{Turns: 500, USD: 20}, g.Board.Budget)
 }
 
 func TestAPIBoardRead(t *testing.T) {
-	s := newAPISite(t)
-	status, got := s.call(t, MethodBoardRead, `{"group": "web"}`, testToken)
-	require.Equal(t, http.StatusOK, status, "%v", got)
-	require.Equal(t, workflows.BoardText(testBoard, ""), got["text"], "the text agents' board_read shows")
-	require.Contains(t, got["text"], "t1 [todo] write the parser")
+	t.Parallel()
+	s := newAPISite(t, `  web:
+    goal: ship the site
+    tasks:
+      - {title: write the parser}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 1h}}
+`)
+	g := temporaltest.WaitGroup(t, s.c, "web", "to give out its task", func(g workflows.GroupView) bool { return g.Board.Tasks[0].Status == workflows.TaskClaimed })
+	got := s.ok(t, MethodBoardRead, `{"group": "web"}`)
+	require.Equal(t, workflows.BoardText(g.Board, ""), got["text"], "the text agents' board_read shows")
+	require.Contains(t, got["text"], "Goal: ship the site")
+	require.Contains(t, got["text"], "t1 [claimed] write the parser (claimed by lead)")
 	board := got["board"].(map[string]any)
 	require.Equal(t, "web", board["group"])
-	require.Equal(t, []any{map[string]any{"id": "t1", "title": "write the parser", "status": "todo"}}, board["tasks"])
+	require.Equal(t, asJSON(t, g.Board.Tasks), board["tasks"])
 }
 
 func TestAPISessionGet(t *testing.T) {
-	s := newAPISite(t)
-	status, got := s.call(t, MethodSessionGet, `{"session": "web/lead"}`, testToken)
-	require.Equal(t, http.StatusOK, status, "%v", got)
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	v := temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	got := s.ok(t, MethodSessionGet, `{"session": "web/lead"}`)
 	require.Equal(t, "idle", got["status"])
-	require.Equal(t, map[string]any{"usedTokens": 124000.0, "windowTokens": 200000.0, "percent": 62.0, "source": "reported", "turns": 0.0, "totalTurns": 7.0, "rotations": 1.0}, got["context"])
+	require.Equal(t, asJSON(t, v.Context), got["context"])
+	require.Equal(t, 1.0, got["context"].(map[string]any)["totalTurns"])
 	require.Equal(t, "nid/web/lead", got["workflowID"])
-	require.Equal(t, "http://127.0.0.1:8233/namespaces/default/workflows/nid%2Fweb%2Flead", got["workflowURL"])
-	require.Len(t, got["events"], 1)
+	require.Equal(t, "http://127.0.0.1:8233/namespaces/"+s.Namespace+"/workflows/nid%2Fweb%2Flead", got["workflowURL"])
+	require.Equal(t, asJSON(t, v.Events), got["events"])
 }
 
 func TestAPITranscript(t *testing.T) {
-	s := newAPISite(t)
+	t.Parallel()
+	s := newAPISite(t, webGroups)
 	require.NoError(t, s.logs.Append("web", "lead",
 		transcript.Entry{Kind: transcript.KindPrompt, Text: "Goal: ship"},
 		transcript.Entry{Kind: transcript.KindOutput, Conversation: "sim-1", Text: "did it"},
 		transcript.Entry{Kind: transcript.KindRotation, Method: "handoff", Text: "Handoff from your previous conversation: shipped"}))
 
-	status, got := s.call(t, MethodSessionTranscript, `{"session": "web/lead", "after": 1}`, testToken)
-	require.Equal(t, http.StatusOK, status, "%v", got)
+	got := s.ok(t, MethodSessionTranscript, `{"session": "web/lead", "after": 1}`)
 	entries := got["entries"].([]any)
 	require.Len(t, entries, 2)
 	require.Equal(t, "did it", entries[0].(map[string]any)["text"])
 	require.Equal(t, "handoff", entries[1].(map[string]any)["method"])
 
-	status, got = s.call(t, MethodSessionTranscript, `{"session": "web/worker"}`, testToken)
-	require.Equal(t, http.StatusOK, status, "a running session without a transcript yet has none")
-	require.Equal(t, []any{}, got["entries"])
+	got = s.ok(t, MethodSessionTranscript, `{"session": "web/worker"}`)
+	require.Equal(t, []any{}, got["entries"], "a running session without a transcript yet has none")
 }
 
 func TestAPIErrors(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, webGroups)
 	tests := []struct {
 		name, method, body string
 		status             int
@@ -192,6 +263,7 @@ func TestAPIErrors(t *testing.T) {
 		{"unknown session transcript", MethodSessionTranscript, `{"session": "web/nobody"}`, http.StatusNotFound, CodeNotFound, "session", `no session "web/nobody"; sessions in web: lead, worker`},
 		{"bad mode", MethodSessionRotate, `{"session": "web/lead", "mode": "fast"}`, http.StatusBadRequest, CodeInvalid, "mode", `mode: "fast" is not a rotation mode: use auto, compact or handoff, or leave it out for the group's`},
 		{"mode off", MethodSessionRotate, `{"session": "web/lead", "mode": "off"}`, http.StatusBadRequest, CodeInvalid, "mode", `mode: "off" is not a rotation mode: use auto, compact or handoff, or leave it out for the group's`},
+		{"never took a turn", MethodSessionRotate, `{"session": "web/lead"}`, http.StatusConflict, CodeConflict, "", "web/lead has taken no turn yet: there is no conversation to rotate"},
 		{"empty text", MethodSessionSend, `{"session": "web/lead", "text": "  "}`, http.StatusBadRequest, CodeInvalid, "text", "text: missing: the prompt for web/lead's next turn"},
 		{"negative limit", MethodSessionTranscript, `{"session": "web/lead", "limit": -1}`, http.StatusBadRequest, CodeInvalid, "limit", "limit: must not be negative"},
 		{"bad group name", MethodGroupGet, `{"group": "Web!"}`, http.StatusBadRequest, CodeInvalid, "group", `group: "Web!" is not a group name: use lower-case letters, digits, - and _`},
@@ -199,6 +271,8 @@ func TestAPIErrors(t *testing.T) {
 		{"unknown group list", MethodSessionList, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
 		{"unknown group", MethodGroupGet, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
 		{"unknown group inbox", MethodInboxList, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
+		{"unknown group inbox clear", MethodInboxClear, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
+		{"bad group inbox clear", MethodInboxClear, `{"group": "Web"}`, http.StatusBadRequest, CodeInvalid, "group", `group: "Web" is not a group name: use lower-case letters, digits, - and _`},
 		{"bad rotate", MethodGroupSet, `{"group": "web", "rotate": {"contextPercent": 150}}`, http.StatusBadRequest, CodeInvalid, "rotate", ""},
 		{"rotate not an object", MethodGroupSet, `{"group": "web", "rotate": "handoff"}`, http.StatusBadRequest, CodeInvalid, "rotate", ""},
 		{"a list for a body", MethodSessionList, `[1]`, http.StatusBadRequest, CodeBadJSON, "", "the body must be one JSON object, not a list"},
@@ -210,7 +284,6 @@ func TestAPIErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newAPISite(t)
 			status, got := s.call(t, tt.method, tt.body, testToken)
 			require.Equal(t, tt.status, status, "%v", got)
 			require.Equal(t, tt.code, got["code"])
@@ -222,19 +295,20 @@ func TestAPIErrors(t *testing.T) {
 			if tt.message != "" {
 				require.Equal(t, tt.message, got["message"])
 			}
-			require.Empty(t, s.fake.sent(), "a bad request signals nothing")
-			require.Empty(t, s.fake.updates, "a bad request updates nothing")
+			require.Zero(t, s.calls.Sent(), "a bad request signals and updates nothing")
 		})
 	}
+	require.Equal(t, config.DefaultRotate(), temporaltest.Group(t, s.c, "web").Policy)
 }
 
 func TestAPIRequestLimits(t *testing.T) {
-	s := newAPISite(t)
+	t.Parallel()
+	s := newAPISite(t, webGroups)
 	big := `{"session": "web/lead", "text": "` + strings.Repeat("x", MaxRequestBytes) + `"}`
 	status, got := s.call(t, MethodSessionSend, big, testToken)
 	require.Equal(t, http.StatusRequestEntityTooLarge, status)
 	require.Equal(t, CodeTooLarge, got["code"])
-	require.Empty(t, s.fake.sent())
+	require.Zero(t, s.calls.Sent())
 
 	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/api/"+MethodSessionList, nil)
 	req.Header.Set("Authorization", "Bearer "+testToken)
@@ -245,6 +319,7 @@ func TestAPIRequestLimits(t *testing.T) {
 }
 
 func TestAPIToken(t *testing.T) {
+	t.Parallel()
 	mcpToken := NewMCPEndpoint([]byte("k"), nil, "http://x").token("web", "lead", 0)
 	tests := []struct {
 		name   string
@@ -255,9 +330,9 @@ func TestAPIToken(t *testing.T) {
 		{"no bearer scheme", testToken},
 		{"an MCP session token", "Bearer " + mcpToken},
 	}
+	s := newAPISite(t, webGroups)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newAPISite(t)
 			for _, path := range []string{"/api/" + MethodSessionList, "/api/" + MethodSessionRotate} {
 				req, _ := http.NewRequest(http.MethodPost, s.srv.URL+path, strings.NewReader(`{"session": "web/lead"}`))
 				if tt.header != "" {
@@ -281,7 +356,7 @@ func TestAPIToken(t *testing.T) {
 				resp.Body.Close()
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, path)
 			}
-			require.Empty(t, s.fake.sent())
+			require.Zero(t, s.calls.Sent())
 		})
 	}
 }
@@ -320,7 +395,9 @@ func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
 // The dashboard asks for the token in a form (POST, never in the
 // address) and goes on to the page it was asked for.
 func TestDashboardLoginForm(t *testing.T) {
-	s := newAPISite(t)
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
 	browser := browserClient(t)
 
 	resp, page := get(t, browser, s.srv.URL+"/groups/web")
@@ -373,7 +450,7 @@ func TestDashboardLoginForm(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, tt.status, resp.StatusCode)
 	}
-	require.Len(t, s.fake.sent(), 1)
+	require.Equal(t, 1, s.calls.Sent(), "one rotate request reached web/lead")
 
 	resp, _ = get(t, browser, s.srv.URL+"/nothing/here")
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
@@ -381,9 +458,9 @@ func TestDashboardLoginForm(t *testing.T) {
 
 // A login link works once, within LoginLinkTTL.
 func TestDashboardLoginLink(t *testing.T) {
-	fake, _, logs := newFakeAPI(t.TempDir())
+	t.Parallel()
 	now := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
-	api := NewAPI(fake, APIOptions{Token: testToken, Transcripts: logs, Now: func() time.Time { return now }})
+	api := newAPI(t, "", APIOptions{Now: func() time.Time { return now }}).api
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
 
@@ -415,7 +492,9 @@ func TestDashboardLoginLink(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the token is no link")
 }
 
-// sse reads server-sent events from /api/events?query until n arrived.
+// sse reads server-sent events from /api/events?query until n of them were
+// events (not session lists), and returns all it read; during runs after
+// the first.
 func sse(t *testing.T, s *apiSite, query string, n int, during func()) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -430,13 +509,16 @@ func sse(t *testing.T, s *apiSite, query string, n int, during func()) []string 
 	var got []string
 	sc := bufio.NewScanner(resp.Body)
 	name := ""
-	for len(got) < n && sc.Scan() {
+	for events := 0; events < n && sc.Scan(); {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "event: "):
 			name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
 			got = append(got, name+" "+strings.TrimPrefix(line, "data: "))
+			if name == SSEEvent {
+				events++
+			}
 			if len(got) == 1 && during != nil {
 				during()
 			}
@@ -445,23 +527,38 @@ func sse(t *testing.T, s *apiSite, query string, n int, during func()) []string 
 	return got
 }
 
+// only keeps the server-sent events named name.
+func only(got []string, name string) []string {
+	var out []string
+	for _, g := range got {
+		if strings.HasPrefix(g, name+" ") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 func TestAPIEvents(t *testing.T) {
-	s := newAPISite(t)
-	got := sse(t, s, "?session=web/lead&backlog=5", 3, func() {
-		s.fake.addEvent("web", "lead", workflows.Event{Kind: workflows.EventTurn, Text: "turn 8"})
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	temporaltest.Settle(t, s.c)
+	got := sse(t, s, "?session=web/lead&backlog=5", 2, func() {
+		temporaltest.Signal(t, s.c, "web", "lead", workflows.SignalMessage, workflows.Message{Text: "go on"})
 	})
-	require.Len(t, got, 3)
 	require.True(t, strings.HasPrefix(got[0], SSESessions+` {"sessions":[{"group":"web","name":"lead"`), got[0])
 	require.NotContains(t, got[0], `"worker"`, "the stream is filtered to the session")
-	require.Contains(t, got[1], `"text":"session started (sim)"`, "the backlog comes first")
-	require.Contains(t, got[2], `"text":"turn 8"`, "a new event follows live")
+	events := only(got, SSEEvent)
+	require.Contains(t, events[0], `"text":"session started (sim)"`, "the backlog comes first")
+	require.Contains(t, events[1], `"text":"message queued: go on"`, "a new event follows live")
 
-	got = sse(t, s, "?group=web", 1, nil)
+	got = sse(t, s, "?group=web&backlog=1", 2, nil)
 	require.Contains(t, got[0], `"name":"worker"`)
+	require.Len(t, only(got, SSEEvent), 2, "the last event of each session")
 }
 
 func TestAPIEventsBadFilter(t *testing.T) {
-	s := newAPISite(t)
+	t.Parallel()
+	s := newAPISite(t, webGroups)
 	for _, q := range []string{"?session=lead", "?group=Web", "?backlog=many", "?group=api&session=web/lead"} {
 		req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/api/events"+q, nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)

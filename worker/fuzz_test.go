@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/nid-dev/nid/internal/temporaltest"
 )
 
 var fuzzMethods = []string{
@@ -27,10 +29,12 @@ func FuzzAPIRequest(f *testing.F) {
 	} {
 		f.Add(byte(i), []byte(body))
 	}
-	dir := f.TempDir()
+	s := newAPISite(f, webGroups)
+	temporaltest.TakeTurns(f, s.c, "web", "lead", "l1")
 	f.Fuzz(func(t *testing.T, which byte, body []byte) {
 		method := fuzzMethods[int(which)%len(fuzzMethods)]
-		fake, api, _ := newFakeAPI(dir)
+		c := &temporaltest.Counter{Client: s.c}
+		api := NewAPI(c, APIOptions{Token: testToken, Transcripts: s.logs})
 		req := httptest.NewRequest(http.MethodPost, "/api/"+method, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		rec := httptest.NewRecorder()
@@ -51,8 +55,8 @@ func FuzzAPIRequest(f *testing.F) {
 		if code == "" || message == "" {
 			t.Fatalf("%s %q: refused without a code and a message: %v", method, body, answer)
 		}
-		if len(fake.sent()) > 0 || len(fake.updates) > 0 {
-			t.Fatalf("%s %q: refused (%v) but signalled %v, updated %v", method, body, answer, fake.sent(), fake.updates)
+		if c.Sent() > 0 {
+			t.Fatalf("%s %q: refused (%v) but sent %d signals and updates", method, body, answer, c.Sent())
 		}
 	})
 }

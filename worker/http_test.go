@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -30,31 +31,30 @@ func (s slowBoard) Board(ctx context.Context, group, session string) (string, er
 }
 
 type httpSite struct {
-	fake *fakeTemporal
-	mcp  *MCPEndpoint
-	url  string
+	*apiSite
+	mcp *MCPEndpoint
+	url string
 }
 
-// startHTTP serves the API over the fake Temporal and an MCP endpoint
-// whose board_read takes boardDelay, as the worker serves them.
-func startHTTP(t *testing.T, lim HTTPLimits, opts APIOptions, boardDelay time.Duration) *httpSite {
+// startHTTP serves the API over groups (none when empty) and an MCP
+// endpoint whose board_read takes boardDelay, as the worker serves them.
+func startHTTP(t *testing.T, groups string, lim HTTPLimits, opts APIOptions, boardDelay time.Duration) *httpSite {
 	t.Helper()
-	fake, _, logs := newFakeAPI(t.TempDir())
-	opts.Token, opts.Transcripts = testToken, logs
+	s := newAPI(t, groups, opts)
 	ts := httptest.NewUnstartedServer(nil)
 	url := "http://" + ts.Listener.Addr().String()
 	mcp := NewMCPEndpoint([]byte("0123456789abcdef0123456789abcdef"), slowBoard{&recordingSignaler{board: "the board"}, boardDelay}, url)
-	ts.Config = NewHTTPServer(mcp.Handler(), NewAPI(fake, opts).Handler(), lim)
+	ts.Config = NewHTTPServer(mcp.Handler(), s.api.Handler(), lim)
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return &httpSite{fake: fake, mcp: mcp, url: ts.URL}
+	return &httpSite{apiSite: s, mcp: mcp, url: ts.URL}
 }
 
 // long is a limit no test reaches.
 const long = time.Hour
 
 func TestSecurityHeadersOnEveryResponse(t *testing.T) {
-	s := startHTTP(t, DefaultHTTPLimits(), APIOptions{}, 0)
+	s := startHTTP(t, webGroups, DefaultHTTPLimits(), APIOptions{}, 0)
 	requests := []struct {
 		method, path, token string
 		status              int
@@ -109,17 +109,17 @@ func openStream(t *testing.T, ctx context.Context, url string) (*http.Response, 
 // ordinary response.
 func TestLongResponsesOutliveTheWriteTimeout(t *testing.T) {
 	lim := HTTPLimits{ReadHeader: long, Read: 200 * time.Millisecond, Write: 200 * time.Millisecond, Idle: long, StreamWrite: long}
-	s := startHTTP(t, lim, APIOptions{}, time.Second)
+	s := startHTTP(t, webGroups, lim, APIOptions{}, time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	resp, sc := openStream(t, ctx, s.url)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	time.Sleep(time.Second)
-	s.fake.addEvent("web", "lead", workflows.Event{Kind: workflows.EventTurn, Text: "turn 9, a second later"})
+	temporaltest.Signal(t, s.c, "web", "lead", workflows.SignalMessage, workflows.Message{Text: "a second later"})
 	found := false
 	for !found && sc.Scan() {
-		found = strings.Contains(sc.Text(), "turn 9, a second later")
+		found = strings.Contains(sc.Text(), "message queued: a second later")
 	}
 	require.True(t, found, "the stream still delivers: %v", sc.Err())
 
@@ -129,7 +129,7 @@ func TestLongResponsesOutliveTheWriteTimeout(t *testing.T) {
 }
 
 func TestEventStreamsAreCapped(t *testing.T) {
-	s := startHTTP(t, DefaultHTTPLimits(), APIOptions{MaxEventStreams: 2}, 0)
+	s := startHTTP(t, webGroups, DefaultHTTPLimits(), APIOptions{MaxEventStreams: 2}, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, firstCancel := context.WithCancel(ctx)
@@ -186,7 +186,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := startHTTP(t, tt.lim, APIOptions{}, 0)
+			s := startHTTP(t, "", tt.lim, APIOptions{}, 0)
 			c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
 			require.NoError(t, err)
 			defer c.Close()

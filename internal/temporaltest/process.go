@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nid-dev/nid/internal/freeport"
 )
 
 // Main runs the package's tests and stops the shared server if a test
@@ -232,12 +234,11 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 
 // FreePort is a loopback TCP port that was free a moment ago.
 func FreePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Find()
 	if err != nil {
-		panic(fmt.Sprintf("temporaltest: no free port: %v", err))
+		panic(fmt.Sprintf("temporaltest: %v", err))
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // SyncBuffer collects a process's or a command's output while a test reads

@@ -45,6 +45,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	nidconfig "github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/freeport"
 	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/worker"
 )
@@ -274,7 +275,7 @@ func serverConfig(port int, sqlConf *config.SQL) (*config.Config, error) {
 	for _, name := range temporal.DefaultServices {
 		svcPort := port
 		if name != string(primitives.FrontendService) {
-			p, err := freePort()
+			p, err := freeport.Find()
 			if err != nil {
 				return nil, err
 			}
@@ -400,15 +401,6 @@ func checkPortFree(port int, key string) error {
 	return l.Close()
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // errorLogger passes the server's errors to slog and drops the rest: the
 // server logs several lines a second at info level even when idle.
 type errorLogger struct{ log *slog.Logger }
@@ -419,7 +411,7 @@ func (l errorLogger) Warn(string, ...tag.Tag)            {}
 func (l errorLogger) Error(msg string, tags ...tag.Tag)  { l.emit(msg, tags) }
 func (l errorLogger) DPanic(msg string, tags ...tag.Tag) { l.emit(msg, tags) }
 func (l errorLogger) Panic(msg string, tags ...tag.Tag)  { l.emit(msg, tags) }
-func (l errorLogger) Fatal(msg string, tags ...tag.Tag)  { l.emit(msg, tags) }
+func (l errorLogger) Fatal(msg string, tags ...tag.Tag)  { l.fatal(msg, tags) }
 func (l errorLogger) With(tags ...tag.Tag) log.Logger    { return errorLogger{l.log.With(attrs(tags)...)} }
 
 func (l errorLogger) emit(msg string, tags []tag.Tag) {
@@ -432,6 +424,15 @@ func (l errorLogger) emit(msg string, tags []tag.Tag) {
 		}
 	}
 	l.log.Error(msg, attrs(tags)...)
+}
+
+// fatal stops the process as the server expects of its logger: it goes on
+// after a fatal error, and crashes on what it could not set up (a port it
+// could not bind gives a nil listener) with a message that hides the cause.
+func (l errorLogger) fatal(msg string, tags []tag.Tag) {
+	l.log.Error(msg, attrs(tags)...)
+	fmt.Fprintf(os.Stderr, "temporal server: %s %v\n", msg, attrs(tags))
+	os.Exit(1)
 }
 
 func attrs(tags []tag.Tag) []any {

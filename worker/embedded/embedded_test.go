@@ -18,6 +18,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/cli"
+	"github.com/nid-dev/nid/internal/freeport"
 	"github.com/nid-dev/nid/internal/testtls"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
@@ -26,7 +27,7 @@ import (
 // startTest starts an embedded server on free ports, stopped when t ends.
 func startTest(t *testing.T, uiPort int, writeActions bool, ftls *frontendTLS) *Server {
 	t.Helper()
-	port, err := freePort()
+	port, err := freeport.Find()
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -89,7 +90,7 @@ func TestWebUIIsReadOnlyByDefaultAndAnswersOnlyLoopback(t *testing.T) {
 		{"temporal.ui.writeActions", true, http.StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			uiPort, err := freePort()
+			uiPort, err := freeport.Find()
 			require.NoError(t, err)
 			srv := startTest(t, uiPort, tt.writeActions, nil)
 			c, err := sdkclient.Dial(sdkclient.Options{HostPort: srv.FrontendAddress()})

@@ -214,6 +214,9 @@ const (
 	// ToolContextStatus shows the agent how full its own context is and
 	// where nid rotates it.
 	ToolContextStatus = "context_status"
+	// ToolHandoffAck is how a fresh conversation says which tasks it
+	// resumes, which nid checks against the board.
+	ToolHandoffAck = "handoff_ack"
 )
 
 // Agent is what every vendor adapter implements. Implementations must be

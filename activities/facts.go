@@ -244,13 +244,15 @@ func boundDiffstat(lines []string) string {
 // Text is the facts as a fresh conversation's first message shows them: a
 // short block of lines under the headings Branch, Commits since it left
 // <base>, Uncommitted changes and Diffstat, saying plainly when there is no
-// repository or nothing uncommitted, at most MaxFactsTextBytes.
+// repository or nothing uncommitted, at most MaxFactsTextBytes. Workflows
+// render it, so it formats with Sprintf: the workflow checker takes any
+// Fprintf for I/O.
 func (f Facts) Text() string {
 	if !f.Repo {
 		return "Git: the session's directory is not a git work tree, so nid has no branch, commits or changes to show.\n"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Branch: %s, at %s\n", f.Branch, cmp.Or(f.Head, "no commit yet"))
+	b.WriteString(fmt.Sprintf("Branch: %s, at %s\n", f.Branch, cmp.Or(f.Head, "no commit yet")))
 	if f.Base != "" {
 		writeList(&b, "Commits since it left "+f.Base, f.Commits, f.CommitsMore, "none", 2<<10)
 	}
@@ -268,10 +270,10 @@ func (f Facts) Text() string {
 // fit budget bytes, then how many more there were; empty says none.
 func writeList(b *strings.Builder, heading string, lines []string, more int, empty string, budget int) {
 	if len(lines) == 0 && more == 0 {
-		fmt.Fprintf(b, "%s: %s\n", heading, empty)
+		b.WriteString(fmt.Sprintf("%s: %s\n", heading, empty))
 		return
 	}
-	fmt.Fprintf(b, "%s (%d):\n", heading, len(lines)+more)
+	b.WriteString(fmt.Sprintf("%s (%d):\n", heading, len(lines)+more))
 	used := 0
 	for i, l := range lines {
 		if used+len(l)+3 > budget {
@@ -282,7 +284,7 @@ func writeList(b *strings.Builder, heading string, lines []string, more int, emp
 		b.WriteString("  " + l + "\n")
 	}
 	if more > 0 {
-		fmt.Fprintf(b, "  … and %d more\n", more)
+		b.WriteString(fmt.Sprintf("  … and %d more\n", more))
 	}
 }
 

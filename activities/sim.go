@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -136,6 +138,13 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 		req.toolCalled(ToolHandoffWrite + "(" + clip(summary, 60) + ")")
 		out += "; my context is cluttered, so I wrote a handoff with handoff_write"
 	}
+	if req.Kind == TurnFresh {
+		acked, err := s.acknowledge(ctx, req, cfg)
+		if err != nil {
+			return TurnReport{}, err
+		}
+		out += acked
+	}
 	if req.Kind == TurnWork {
 		done, err := s.workOnTask(ctx, req, cfg, &st)
 		if err != nil {
@@ -173,6 +182,35 @@ func (s *Sim) workOnTask(ctx context.Context, req TurnRequest, cfg config.Sim, s
 	done := fmt.Sprintf("; task %s is done (task_done)", st.TaskID)
 	st.TaskID, st.TaskTurns = "", 0
 	return done, nil
+}
+
+// acknowledge answers a fresh conversation's request to call handoff_ack as
+// the session's sim.ack says: with the tasks the request names, with a
+// task it does not hold, or not at all.
+func (s *Sim) acknowledge(ctx context.Context, req TurnRequest, cfg config.Sim) (string, error) {
+	tasks, asked := AckRequested(req.Prompt)
+	if !asked || cfg.Ack == config.SimAckNone {
+		return "", nil
+	}
+	if cfg.Ack == config.SimAckWrong {
+		tasks = []string{wrongTask(tasks)}
+	}
+	if err := s.callTool(ctx, req.MCP.TokenURL(), ToolHandoffAck, map[string]any{"tasks": tasks}); err != nil {
+		return "", err
+	}
+	named := strings.Join(tasks, ", ")
+	req.toolCalled(ToolHandoffAck + "(" + named + ")")
+	return fmt.Sprintf("; acknowledged the handoff (handoff_ack: %s)", cmp.Or(named, "no task")), nil
+}
+
+// wrongTask is a task id that is not among held.
+func wrongTask(held []string) string {
+	for n := 999; ; n++ {
+		id := "t" + strconv.Itoa(n)
+		if !slices.Contains(held, id) {
+			return id
+		}
+	}
 }
 
 // Compact shrinks the conversation's context to a tenth, unless the session

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ type handoffRecorder struct {
 	mu        sync.Mutex
 	summaries []string
 	done      []string
+	acks      [][]string
 }
 
 func startHandoffRecorder(t *testing.T, refuse string) *handoffRecorder {
@@ -52,6 +54,15 @@ func startHandoffRecorder(t *testing.T, refuse string) *handoffRecorder {
 		defer r.mu.Unlock()
 		r.done = append(r.done, in.TaskID)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+	})
+	type ackArgs struct {
+		Tasks []string `json:"tasks"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "handoff_ack"}, func(_ context.Context, _ *mcp.CallToolRequest, in ackArgs) (*mcp.CallToolResult, any, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.acks = append(r.acks, in.Tasks)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "acknowledged"}}}, nil, nil
 	})
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
@@ -285,6 +296,38 @@ func TestSimHandoffRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A fresh conversation's sim answers nid's handoff_ack request as its ack
+// switch says; a first message without the request gets no call.
+func TestSimHandoffAck(t *testing.T) {
+	held := "Handoff: ...\n" + AckRequest([]string{"t3", "t5"})
+	for _, tc := range []struct {
+		name   string
+		ack    string
+		prompt string
+		acks   [][]string
+		output string
+	}{
+		{"correct by default", "", held, [][]string{{"t3", "t5"}}, "; acknowledged the handoff (handoff_ack: t3, t5)"},
+		{"correct", config.SimAckCorrect, held, [][]string{{"t3", "t5"}}, "; acknowledged the handoff (handoff_ack: t3, t5)"},
+		{"nothing held", "", AckRequest(nil), [][]string{{}}, "; acknowledged the handoff (handoff_ack: no task)"},
+		{"wrong", config.SimAckWrong, held, [][]string{{"t999"}}, "; acknowledged the handoff (handoff_ack: t999)"},
+		{"none", config.SimAckNone, held, nil, ""},
+		{"not asked", "", "Handoff: ... (an older nid asks nothing)", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := startHandoffRecorder(t, "")
+			s := newSimSession(t, config.Sim{Ack: tc.ack})
+			s.mcpURL = rec.URL
+			rep := s.mustTurn(TurnFresh, tc.prompt)
+			require.Equal(t, `sim turn 1 of conversation sim-1: worked on `+strconv.Quote(clip(tc.prompt, 60))+tc.output, rep.Output)
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			require.Equal(t, tc.acks, rec.acks)
+		})
+	}
+	require.Equal(t, "t1000", wrongTask([]string{"t999"}))
 }
 
 func TestSimHandoffRefusedIsAnAgentFailure(t *testing.T) {

@@ -436,7 +436,18 @@ type Sim struct {
 	// TaskTurns is how many turns the sim spends on a task before it calls
 	// task_done.
 	TaskTurns int `koanf:"taskTurns" json:"taskTurns,omitempty"`
+	// Ack is how a fresh conversation answers nid's request to call
+	// handoff_ack: SimAckCorrect (the default) names the tasks it holds,
+	// SimAckWrong others, SimAckNone does not call it.
+	Ack string `koanf:"ack" json:"ack,omitempty"`
 }
+
+// How the sim acknowledges a handoff (Sim.Ack).
+const (
+	SimAckCorrect = "correct"
+	SimAckWrong   = "wrong"
+	SimAckNone    = "none"
+)
 
 // Sim defaults.
 const (

@@ -86,6 +86,11 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`groups.web.workdir: not allowed with repo`},
 		},
 		{
+			name: "unknown sim ack",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {ack: maybe}\n"),
+			want: []string{`groups.web.sessions[0].sim.ack: "maybe" is not one of correct, wrong, none`},
+		},
+		{
 			name: "negative taskTurns",
 			yaml: group("    sessions:\n      - agent: sim\n        sim: {taskTurns: -1}\n"),
 			want: []string{`groups.web.sessions[0].sim.taskTurns: -1 must be 1 or more (0: the default, 5)`},
@@ -185,7 +190,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in sim",
 			yaml: group("    sessions:\n      - agent: sim\n        sim: {speed: 2}\n"),
-			want: []string{`groups.web.sessions[0].sim.speed: unknown key (allowed: window, tokensPerTurn, turnDelay, failCompact, noHandoff, handoffAfterTurns, silent, taskTurns)`},
+			want: []string{`groups.web.sessions[0].sim.speed: unknown key (allowed: window, tokensPerTurn, turnDelay, failCompact, noHandoff, handoffAfterTurns, silent, taskTurns, ack)`},
 		},
 		{
 			name: "port not a number",

@@ -303,6 +303,11 @@ func (s Sim) problems(path string) []problem {
 	if s.TaskTurns < 0 {
 		ps = append(ps, problem{path + ".taskTurns", fmt.Sprintf("%d must be 1 or more (0: the default, %d)", s.TaskTurns, DefaultSimTaskTurns)})
 	}
+	switch s.Ack {
+	case "", SimAckCorrect, SimAckWrong, SimAckNone:
+	default:
+		ps = append(ps, problem{path + ".ack", fmt.Sprintf("%q is not one of %s, %s, %s", s.Ack, SimAckCorrect, SimAckWrong, SimAckNone)})
+	}
 	return ps
 }
 

@@ -94,6 +94,10 @@ func (t temporalSessions) HandoffWrite(ctx context.Context, sessionWorkflowID, s
 	return t.c.SignalWorkflow(ctx, sessionWorkflowID, "", workflows.SignalHandoffWrite, workflows.HandoffWrite{Summary: summary})
 }
 
+func (t temporalSessions) HandoffAck(ctx context.Context, sessionWorkflowID string, ack workflows.HandoffAck) error {
+	return t.c.SignalWorkflow(ctx, sessionWorkflowID, "", workflows.SignalHandoffAck, ack)
+}
+
 func (t temporalSessions) Board(ctx context.Context, group, session string) (string, error) {
 	v, err := t.c.QueryWorkflow(ctx, workflows.GroupID(group), "", workflows.QueryGroup)
 	if err != nil {

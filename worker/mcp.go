@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,9 @@ type SessionSignaler interface {
 	// HandoffWrite signals workflows.SignalHandoffWrite to the session
 	// workflow sessionWorkflowID.
 	HandoffWrite(ctx context.Context, sessionWorkflowID string, summary string) error
+	// HandoffAck signals workflows.SignalHandoffAck to the session
+	// workflow sessionWorkflowID.
+	HandoffAck(ctx context.Context, sessionWorkflowID string, ack workflows.HandoffAck) error
 	// Board returns what board_read shows the session group/session.
 	Board(ctx context.Context, group, session string) (string, error)
 	// BoardUpdate runs a board update (workflows.UpdateTaskClaim, ...) on
@@ -198,6 +202,11 @@ func (e *MCPEndpoint) newServer(c caller) *mcp.Server {
 			"\"my context is cluttered\": nid starts this session fresh from the summary when the current turn ends.",
 	}, e.handoffWrite(c, id))
 	mcp.AddTool(s, &mcp.Tool{
+		Name: activities.ToolHandoffAck,
+		Description: "After a handoff, say which tasks you resume: the ids of the tasks you hold (an empty list when " +
+			"you hold none). nid checks them against the board and records whether you picked up where you left off.",
+	}, e.handoffAck(c, id))
+	mcp.AddTool(s, &mcp.Tool{
 		Name:        activities.ToolBoardRead,
 		Description: "Read the group's board: its goal, its tasks, who claimed each, and the locks sessions hold.",
 	}, e.boardRead(c))
@@ -329,6 +338,60 @@ func (e *MCPEndpoint) handoffWrite(c caller, sessionID string) mcp.ToolHandlerFo
 		}
 		return textResult("handoff recorded: nid rotates this session when the current turn ends"), nil, nil
 	}
+}
+
+type ackArgs struct {
+	Tasks []string `json:"tasks" jsonschema:"the ids of the tasks you resume, as the board shows them (e.g. t3); an empty list when you hold none"`
+}
+
+// maxTaskIDBytes bounds one task id in an acknowledgement: the board's ids
+// are short (t1, t2, ...), and the ids travel in workflow history.
+const maxTaskIDBytes = 64
+
+// handoffAck hands a fresh conversation's acknowledgement to the rotation
+// that started it. Only that conversation, while its rotation runs, has
+// anything to acknowledge; any other call is answered and changes nothing.
+func (e *MCPEndpoint) handoffAck(c caller, sessionID string) mcp.ToolHandlerFor[ackArgs, any] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in ackArgs) (*mcp.CallToolResult, any, error) {
+		tasks, err := ackTasks(in.Tasks)
+		if err != nil {
+			return nil, nil, err
+		}
+		v, _ := ctx.Value(viewKey{}).(workflows.SessionView)
+		if v.Rotating == nil || c.generation != v.Generation+1 {
+			return textResult("nothing to acknowledge: no handoff into this conversation is waiting for its " +
+				activities.ToolHandoffAck + "; carry on"), nil, nil
+		}
+		if err := e.sessions.HandoffAck(ctx, sessionID, workflows.HandoffAck{Tasks: tasks, Generation: c.generation}); err != nil {
+			return nil, nil, fmt.Errorf("acknowledgement not recorded for %s/%s: %v", c.group, c.name, err)
+		}
+		said := "no task"
+		if len(tasks) > 0 {
+			said = strings.Join(tasks, ", ")
+		}
+		return textResult("acknowledged: you resume " + said + "; nid checks this against the board and records it on the rotation's receipt"), nil, nil
+	}
+}
+
+// ackTasks is the acknowledgement's task ids, trimmed and each once; an
+// empty id, an overlong one or more than a board holds is refused.
+func ackTasks(in []string) ([]string, error) {
+	if len(in) > workflows.MaxTasks {
+		return nil, fmt.Errorf("tasks names %d ids; a board holds at most %d tasks", len(in), workflows.MaxTasks)
+	}
+	tasks := []string{}
+	for _, id := range in {
+		id = strings.TrimSpace(id)
+		switch {
+		case id == "":
+			return nil, errors.New("tasks has an empty id: give each task's id as the board shows it, e.g. t3, or an empty list when you hold none")
+		case len(id) > maxTaskIDBytes:
+			return nil, fmt.Errorf("task id %q is longer than %d bytes: give each task's id as the board shows it, e.g. t3", id[:maxTaskIDBytes]+"…", maxTaskIDBytes)
+		case !slices.Contains(tasks, id):
+			tasks = append(tasks, id)
+		}
+	}
+	return tasks, nil
 }
 
 func (e *MCPEndpoint) boardRead(c caller) mcp.ToolHandlerFor[any, any] {

@@ -27,6 +27,7 @@ type recordingSignaler struct {
 
 	mu       sync.Mutex
 	handoffs []handoffCall
+	acks     []ackCall
 	boards   []string
 	updates  []boardCall
 	// refuse, when set, is the refusal every board update gets.
@@ -51,6 +52,21 @@ func (s *recordingSignaler) HandoffWrite(_ context.Context, sessionID, summary s
 		return s.signalErr
 	}
 	s.handoffs = append(s.handoffs, handoffCall{sessionID, summary})
+	return nil
+}
+
+type ackCall struct {
+	sessionID string
+	ack       workflows.HandoffAck
+}
+
+func (s *recordingSignaler) HandoffAck(_ context.Context, sessionID string, ack workflows.HandoffAck) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.signalErr != nil {
+		return s.signalErr
+	}
+	s.acks = append(s.acks, ackCall{sessionID, ack})
 	return nil
 }
 
@@ -192,6 +208,66 @@ func TestMCPHandoffWrite(t *testing.T) {
 			require.Equal(t, tc.isError, res.IsError)
 			require.Equal(t, tc.text, resultText(res))
 			require.Equal(t, tc.recorded, sig.Handoffs())
+		})
+	}
+}
+
+// Only the conversation a running rotation started has anything to
+// acknowledge; its acknowledgement reaches the session tagged with its
+// generation, and bad ids are refused with what is allowed.
+func TestMCPHandoffAck(t *testing.T) {
+	rotating := workflows.SessionView{Generation: 2, Rotating: &workflows.RotateRequest{Reason: workflows.ReasonManual}}
+	nothing := "nothing to acknowledge: no handoff into this conversation is waiting for its handoff_ack; carry on"
+	for _, tc := range []struct {
+		name       string
+		view       workflows.SessionView
+		generation int
+		tasks      any
+		signalErr  error
+		isError    bool
+		text       string
+		recorded   []ackCall
+	}{
+		{
+			name: "the fresh conversation", view: rotating, generation: 3, tasks: []string{" t3", "t5", "t3"},
+			text:     "acknowledged: you resume t3, t5; nid checks this against the board and records it on the rotation's receipt",
+			recorded: []ackCall{{"nid/web/lead", workflows.HandoffAck{Tasks: []string{"t3", "t5"}, Generation: 3}}},
+		},
+		{
+			name: "holding nothing", view: rotating, generation: 3, tasks: []string{},
+			text:     "acknowledged: you resume no task; nid checks this against the board and records it on the rotation's receipt",
+			recorded: []ackCall{{"nid/web/lead", workflows.HandoffAck{Tasks: []string{}, Generation: 3}}},
+		},
+		{name: "the conversation being rotated away", view: rotating, generation: 2, tasks: []string{"t3"}, text: nothing},
+		{name: "no rotation running", view: workflows.SessionView{Generation: 3}, generation: 3, tasks: []string{"t3"}, text: nothing},
+		{
+			name: "an empty id", view: rotating, generation: 3, tasks: []string{"t3", " "}, isError: true,
+			text: "tasks has an empty id: give each task's id as the board shows it, e.g. t3, or an empty list when you hold none",
+		},
+		{
+			name: "an overlong id", view: rotating, generation: 3, tasks: []string{strings.Repeat("t", 65)}, isError: true,
+			text: `task id "` + strings.Repeat("t", 64) + `…" is longer than 64 bytes: give each task's id as the board shows it, e.g. t3`,
+		},
+		{
+			name: "more ids than a board holds", view: rotating, generation: 3, tasks: make([]string, workflows.MaxTasks+1), isError: true,
+			text: "tasks names 301 ids; a board holds at most 300 tasks",
+		},
+		{
+			name: "signal failure", view: rotating, generation: 3, tasks: []string{"t3"}, isError: true,
+			signalErr: errors.New("workflow execution already completed"),
+			text:      "acknowledgement not recorded for web/lead: workflow execution already completed",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := &recordingSignaler{signalErr: tc.signalErr, view: tc.view}
+			e := startMCP(t, sig)
+			res, err := callTool(t, e.URL(webLead, tc.generation), activities.ToolHandoffAck, map[string]any{"tasks": tc.tasks})
+			require.NoError(t, err)
+			require.Equal(t, tc.isError, res.IsError, resultText(res))
+			require.Equal(t, tc.text, resultText(res))
+			sig.mu.Lock()
+			defer sig.mu.Unlock()
+			require.Equal(t, tc.recorded, sig.acks)
 		})
 	}
 }

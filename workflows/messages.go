@@ -65,6 +65,9 @@ const (
 	// handoff_write tool. A session hands it to its running rotation, if
 	// any.
 	SignalHandoffWrite = "handoff_write"
+	// SignalHandoffAck carries a HandoffAck: a fresh conversation said
+	// which tasks it resumes. A session hands it to its running rotation.
+	SignalHandoffAck = "handoff_ack"
 	// SignalMessage carries a Message from the human: the session's next prompt.
 	SignalMessage = "message"
 	// SignalPolicy carries a PolicyChange from the group to its sessions.
@@ -104,6 +107,15 @@ type RotateRequest struct {
 // HandoffWrite is the agent's handoff_write(summary) call.
 type HandoffWrite struct {
 	Summary string `json:"summary"`
+}
+
+// HandoffAck is the agent's handoff_ack(tasks) call: the ids of the tasks a
+// fresh conversation says it resumes.
+type HandoffAck struct {
+	Tasks []string `json:"tasks"`
+	// Generation is the conversation that called it, as its MCP token
+	// says: only the fresh conversation's acknowledgement counts.
+	Generation int `json:"generation"`
 }
 
 // MaxSummaryBytes bounds a handoff summary: it travels in workflow history and
@@ -187,6 +199,10 @@ type SessionView struct {
 	// handoff); while a rotation runs, the fresh conversation's is one
 	// more than this.
 	Generation int `json:"generation"`
+	// Receipts are its recent rotations, oldest first; Points its context
+	// after each recent turn and rotation.
+	Receipts []RotationEvent `json:"receipts"`
+	Points   []ContextPoint  `json:"points"`
 	// Worktree and Branch are the session's own (empty without a repo);
 	// WorkDir is where its agent runs.
 	Worktree string `json:"worktree,omitempty"`
@@ -275,6 +291,7 @@ const (
 	EventRotationFailed = "rotation-failed"
 	EventRotateQueued   = "rotate-queued"
 	EventHandoffWritten = "handoff-written"
+	EventHandoffAck     = "handoff-ack"
 	EventMessage        = "message"
 	EventPolicy         = "policy"
 	EventTurnFailed     = "turn-failed"
@@ -300,6 +317,41 @@ type RotationEvent struct {
 	BeforeTokens    int64  `json:"beforeTokens"`
 	AfterTokens     int64  `json:"afterTokens"`
 	Error           string `json:"error,omitempty"`
+
+	// The receipt (VersionVouchedHandoff): what the rotation itself cost,
+	// how big its summary was, the facts nid read, and whether the fresh
+	// conversation acknowledged what it resumes.
+	CostTokens   int64        `json:"costTokens,omitempty"`
+	CostUSD      float64      `json:"costUSD,omitempty"`
+	SummaryBytes int          `json:"summaryBytes,omitempty"`
+	Facts        *FactsDigest `json:"facts,omitempty"`
+	Verified     string       `json:"verified,omitempty"`
+	VerifyNote   string       `json:"verifyNote,omitempty"`
+}
+
+// ContextPoint is the session's context after one turn or rotation, for
+// the chart of its context over time.
+type ContextPoint struct {
+	Turn   int   `json:"turn"`
+	Used   int64 `json:"used"`
+	Window int64 `json:"window,omitempty"`
+	// Threshold is where the policy rotated it then, in tokens (0:
+	// unknown).
+	Threshold int64 `json:"threshold,omitempty"`
+	// Rotation is the method when the point is a rotation's (compact,
+	// handoff), with its Reason (vendor for the CLI's own compaction).
+	Rotation string `json:"rotation,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// FactsDigest is what a rotation's receipt keeps of the facts nid read: not
+// the diff, only where the work stood.
+type FactsDigest struct {
+	Repo    bool   `json:"repo"`
+	Branch  string `json:"branch,omitempty"`
+	Head    string `json:"head,omitempty"`
+	Commits int    `json:"commits"`
+	Changed int    `json:"changed"`
 }
 
 // ======== Rotation: nid/<group>/<session>/rotation-<n> ========
@@ -322,6 +374,11 @@ type RotationInput struct {
 	BeforeTokens int64  `json:"beforeTokens"`
 	// WorkDir is where the agent runs.
 	WorkDir string `json:"workdir,omitempty"`
+	// Held are the ids of the tasks and the names of the locks the session
+	// holds, which the fresh conversation's acknowledgement is checked
+	// against (VersionVouchedHandoff).
+	HeldTasks []string `json:"heldTasks,omitempty"`
+	HeldLocks []string `json:"heldLocks,omitempty"`
 	// Generation is the session's conversation generation: the old
 	// conversation's turns run with it, the fresh one's with one more.
 	Generation int `json:"generation,omitempty"`
@@ -345,7 +402,16 @@ type RotationResult struct {
 // Where a handoff summary came from.
 const (
 	SummaryFromAgent      = "agent"       // handoff_write
-	SummaryFromLastOutput = "last-output" // the agent never wrote one
+	SummaryFromNid        = "nid"         // nid built it from the transcript: the agent gave none
+	SummaryFromLastOutput = "last-output" // the agent never wrote one, and the transcript had nothing
+)
+
+// Whether a fresh conversation acknowledged what it resumes (handoff_ack)
+// as the board says.
+const (
+	VerifiedTrue  = "true"  // it named the tasks it holds
+	VerifiedFalse = "false" // it named others
+	VerifiedNone  = "none"  // it did not say
 )
 
 // ======== Group: nid/<group> ========

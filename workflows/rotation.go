@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -19,6 +21,7 @@ type rotation struct {
 	in      RotationInput
 	res     RotationResult
 	handoff workflow.ReceiveChannel
+	ack     workflow.ReceiveChannel
 	// kind is what the session's agent kind can do; version the rung this
 	// run follows.
 	kind    activities.Kind
@@ -30,7 +33,7 @@ type rotation struct {
 // a handoff. Each step is an activity, so a crash resumes at the step it
 // reached and the rotation happens exactly once.
 func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, error) {
-	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite),
+	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite), ack: workflow.GetSignalChannel(ctx, SignalHandoffAck),
 		kind: activities.KindOf(in.Spec.Kind), version: versionOf(ctx)}
 	r.res.RotationEvent = RotationEvent{
 		Number:          in.Number,
@@ -99,6 +102,7 @@ func (r *rotation) compact(ctx workflow.Context) bool {
 	var rep activities.CompactReport
 	err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.CompactName, activities.CompactInput{
 		Session: r.in.Session, Spec: r.in.Spec, Conversation: r.in.Conversation, WorkDir: r.in.WorkDir,
+		Generation: r.in.Generation,
 	}).Get(ctx, &rep)
 	if err == nil {
 		// Compaction is a model call over the whole context: it costs a turn.
@@ -125,14 +129,29 @@ func (r *rotation) compact(ctx workflow.Context) bool {
 	return true
 }
 
-// handoffInto gets a handoff (the agent's own, or its last output), stops the
-// agent and starts a fresh conversation on the same session whose first
-// message is the handoff plus the board.
+// handoffInto gets a handoff (the agent's own; else, since
+// VersionVouchedHandoff, one nid builds from the transcript; the last output
+// as a last resort), reads the facts of the session's work, stops the agent
+// and starts a fresh conversation on the same session whose first message is
+// the handoff, the facts, the board and what the session holds, and checks
+// the fresh conversation's acknowledgement against the board.
 func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 	r.res.Method = config.ModeHandoff
+	vouched := r.version >= VersionVouchedHandoff
 	summary, source := r.in.Summary, SummaryFromAgent
 	if summary == "" {
 		summary, source = r.requestHandoff(ctx)
+	}
+	var facts *activities.Facts
+	if vouched && !r.cancelled(ctx) {
+		if source != SummaryFromAgent {
+			if rescued := r.rescue(ctx); rescued != "" {
+				summary, source = rescued, SummaryFromNid
+			}
+		}
+		facts = r.gatherFacts(ctx)
+		r.res.SummaryBytes = len(summary)
+		r.res.Facts = digestFacts(facts)
 	}
 	r.res.Summary, r.res.SummarySource = summary, source
 	if r.cancelled(ctx) {
@@ -153,11 +172,15 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 	if r.cancelled(ctx) {
 		return r.res, nil
 	}
+	message := Fresh{Ref: r.in.Session, Reason: r.in.Reason, Summary: summary, Source: source, Board: r.in.Board}
+	if vouched {
+		message.Facts, message.Tasks, message.Locks, message.Ack = facts, r.in.HeldTasks, r.in.HeldLocks, r.kind.Tools
+	}
 	var fresh activities.TurnResult
 	err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.RunTurnName, activities.TurnInput{
 		Session:    r.in.Session,
 		Spec:       r.in.Spec,
-		Prompt:     FreshMessage(r.in.Session, r.in.Reason, summary, source, r.in.Board),
+		Prompt:     message.Text(),
 		Kind:       activities.TurnFresh,
 		WorkDir:    r.in.WorkDir,
 		Generation: r.in.Generation + 1,
@@ -176,12 +199,130 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 	r.res.AfterTokens = fresh.Usage.UsedTokens
 	r.res.Usage = fresh.Usage
 	r.res.Output = fresh.Output
+	if vouched {
+		r.verify(ctx)
+	}
 	return r.res, nil
 }
 
+// ackWait is how long a rotation waits, after the fresh conversation's
+// first turn, for its handoff_ack: the call happens during the turn, so it
+// is normally there already.
+const ackWait = 10 * time.Second
+
+// verify compares what the fresh conversation says it resumes with what the
+// session holds. A kind that calls no tools cannot say: none, and no more.
+func (r *rotation) verify(ctx workflow.Context) {
+	ack, got := r.freshAck(ctx)
+	held := slices.Sorted(slices.Values(r.in.HeldTasks))
+	said := slices.Sorted(slices.Values(ack.Tasks))
+	ref := r.in.Session.Group + "/" + r.in.Session.Name
+	switch {
+	case !got:
+		r.res.Verified = VerifiedNone
+		if r.kind.Tools {
+			r.res.VerifyNote = fmt.Sprintf("%s's fresh conversation did not acknowledge what it resumes (handoff_ack) in its first turn; it holds %s", ref, heldText(held))
+		}
+	case slices.Equal(held, said):
+		r.res.Verified = VerifiedTrue
+	default:
+		r.res.Verified = VerifiedFalse
+		r.res.VerifyNote = fmt.Sprintf("%s's fresh conversation says it resumes %s, but it holds %s", ref, heldText(said), heldText(held))
+	}
+}
+
+// freshAck is the fresh conversation's acknowledgement, if it gave one: an
+// ack from any other conversation (the one rotated away, still running its
+// last tool calls) says nothing about what the fresh one resumes.
+func (r *rotation) freshAck(ctx workflow.Context) (HandoffAck, bool) {
+	fresh := r.in.Generation + 1
+	var ack HandoffAck
+	for r.ack.ReceiveAsync(&ack) {
+		if ack.Generation == fresh {
+			return ack, true
+		}
+	}
+	if !r.kind.Tools {
+		return HandoffAck{}, false
+	}
+	deadline := workflow.Now(ctx).Add(ackWait)
+	for {
+		wait := deadline.Sub(workflow.Now(ctx))
+		if wait <= 0 {
+			return HandoffAck{}, false
+		}
+		ok, _ := r.ack.ReceiveWithTimeout(ctx, wait, &ack)
+		if !ok {
+			return HandoffAck{}, false
+		}
+		if ack.Generation == fresh {
+			return ack, true
+		}
+	}
+}
+
+func heldText(tasks []string) string {
+	if len(tasks) == 0 {
+		return "no task"
+	}
+	if len(tasks) == 1 {
+		return "task " + tasks[0]
+	}
+	return "tasks " + strings.Join(tasks, ", ")
+}
+
+// readOptions run an activity that only reads (the facts, the transcript):
+// bounded by its own timeout, without heartbeats, and tried again only
+// when its worker went away, since a second attempt would read the same.
+func readOptions(queue string) workflow.ActivityOptions {
+	o := activityOptions(queue, time.Minute)
+	o.HeartbeatTimeout = 0
+	o.RetryPolicy.MaximumAttempts = 2
+	return o
+}
+
+// rescue builds a handoff from the transcript of the conversation rotated
+// away, when the agent gave none; "" when there is nothing to build from.
+func (r *rotation) rescue(ctx workflow.Context) string {
+	actx := workflow.WithActivityOptions(ctx, readOptions(r.in.ActivityQueue))
+	var res activities.RescueResult
+	err := workflow.ExecuteActivity(actx, activities.RescueName, activities.RescueInput{
+		Session: r.in.Session, Conversation: r.in.Conversation,
+	}).Get(ctx, &res)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("no handoff from the transcript", "error", err)
+		return ""
+	}
+	return res.Summary
+}
+
+// gatherFacts reads where the session's work stands; nil when it cannot.
+func (r *rotation) gatherFacts(ctx workflow.Context) *activities.Facts {
+	actx := workflow.WithActivityOptions(ctx, readOptions(r.in.ActivityQueue))
+	var f activities.Facts
+	err := workflow.ExecuteActivity(actx, activities.FactsName, activities.FactsInput{
+		Session: r.in.Session, WorkDir: r.in.WorkDir,
+	}).Get(ctx, &f)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("no facts of the session's work", "error", err)
+		return nil
+	}
+	return &f
+}
+
+// digestFacts is what a receipt keeps of the facts.
+func digestFacts(f *activities.Facts) *FactsDigest {
+	if f == nil {
+		return nil
+	}
+	return &FactsDigest{Repo: f.Repo, Branch: f.Branch, Head: f.Head,
+		Commits: len(f.Commits) + f.CommitsMore, Changed: len(f.Status) + f.StatusMore}
+}
+
 // requestHandoff runs one turn asking the agent to call handoff_write and
-// waits for the call. An agent that writes nothing is represented by its
-// last output, and the fresh conversation is told so.
+// waits for the call. Before VersionVouchedHandoff an agent that writes
+// nothing is represented by its last output; since, the caller first has
+// nid build one from the transcript.
 func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 	last := r.in.LastOutput
 	// A conversation past its window cannot take the request either.
@@ -223,6 +364,9 @@ func (r *rotation) addCost(c Charge) {
 	r.res.Cost.Turns += c.Turns
 	r.res.Cost.Tokens += c.Tokens
 	r.res.Cost.USD += c.USD
+	if r.version >= VersionVouchedHandoff {
+		r.res.CostTokens, r.res.CostUSD = r.res.Cost.Tokens, r.res.Cost.USD
+	}
 }
 
 func (r *rotation) receiveHandoff(ctx workflow.Context, wait time.Duration) string {

@@ -18,8 +18,11 @@ import (
 
 // Limits that keep a session's history and state small however long it runs.
 const (
-	// maxEvents is how many recent events a session keeps for its feed.
-	maxEvents = 200
+	// maxEvents is how many recent events a session keeps for its feed,
+	// maxReceipts rotation receipts, maxPoints points of its context chart.
+	maxEvents   = 200
+	maxReceipts = 100
+	maxPoints   = 400
 	// defaultHistoryLimit is the history length after which a session
 	// continues as new even if the server has not suggested it yet.
 	defaultHistoryLimit = 4000
@@ -99,6 +102,11 @@ type SessionState struct {
 	// Generation numbers the session's conversations: one more at each
 	// handoff. Agents' MCP tokens are bound to it.
 	Generation int `json:"generation,omitempty"`
+	// Receipts are the session's recent rotations, each with what it cost
+	// and kept; Points its context after each recent turn and rotation,
+	// for the chart (VersionVouchedHandoff).
+	Receipts []RotationEvent `json:"receipts,omitempty"`
+	Points   []ContextPoint  `json:"points,omitempty"`
 	// SlotAsked is true from asking the group for a rotation slot until
 	// giving it back; SlotSeq numbers the requests (VersionGovernor).
 	SlotAsked bool  `json:"slotAsked,omitempty"`

@@ -42,6 +42,8 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 		BeforeTokens:  s.st.Context.UsedTokens,
 		WorkDir:       s.workDir(),
 		Generation:    s.st.Generation,
+		HeldTasks:     s.heldTasks(),
+		HeldLocks:     s.heldLocks(),
 	})
 	var res RotationResult
 	err := s.child.Get(ctx, &res)
@@ -112,10 +114,43 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	s.applyUsage(res.Usage)
 	rec := s.st.Context
 	s.record(ctx, Event{Kind: EventRotation, Text: fmt.Sprintf("↻ %s (%s)", res.Method, res.Reason), Rotation: &ev, Context: &rec})
+	if s.has(VersionVouchedHandoff) {
+		s.keepReceipt(ev)
+		s.plot(res.Method, res.Reason)
+		if ev.VerifyNote != "" {
+			s.toInbox(ctx, "handoff-unverified", ev.VerifyNote)
+		}
+	}
 	if s.has(VersionThresholds) {
 		s.judgeRotation(ctx, res)
 	}
 	s.setStatus(ctx, StatusIdle)
+}
+
+// heldTasks are the ids of the tasks the session holds, as its board says.
+func (s *session) heldTasks() []string {
+	var out []string
+	if b := s.st.Board; b != nil && s.has(VersionVouchedHandoff) {
+		for _, t := range b.Tasks {
+			if t.Holder == s.in.Name && t.Status == TaskClaimed {
+				out = append(out, t.ID)
+			}
+		}
+	}
+	return out
+}
+
+// heldLocks are the names of the locks the session holds.
+func (s *session) heldLocks() []string {
+	var out []string
+	if b := s.st.Board; b != nil && s.has(VersionVouchedHandoff) {
+		for _, l := range b.Locks {
+			if l.Holder == s.in.Name {
+				out = append(out, l.Name)
+			}
+		}
+	}
+	return out
 }
 
 // vendorCompacted records a compaction the agent's CLI did by itself: nid
@@ -128,11 +163,18 @@ func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompa
 	s.st.Context.Turns = 0
 	mark := &RotationMark{Method: config.ModeCompact, Reason: ReasonVendor, At: workflow.Now(ctx), OK: true}
 	s.st.Context.LastRotation = mark
-	s.record(ctx, Event{Kind: EventRotation, Text: "↻ compact (vendor)", Rotation: &RotationEvent{
+	ev := RotationEvent{
 		Number: s.st.Context.Rotations, Method: config.ModeCompact, Reason: ReasonVendor, OK: true,
 		OldConversation: s.st.Conversation, NewConversation: s.st.Conversation,
 		BeforeTokens: v.BeforeTokens, AfterTokens: v.AfterTokens,
-	}})
+	}
+	s.record(ctx, Event{Kind: EventRotation, Text: "↻ compact (vendor)", Rotation: &ev})
+	if s.has(VersionVouchedHandoff) {
+		s.keepReceipt(ev)
+		// The vendor's compaction marks the chart where it happened: before
+		// the turn's own point.
+		s.plotAt(v.BeforeTokens, config.ModeCompact, ReasonVendor)
+	}
 	if !s.has(VersionThresholds) {
 		return
 	}
@@ -239,6 +281,9 @@ func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev Ro
 			text = fmt.Sprintf("%d rotations failed in a row, the last: %s; policy rotations and turns stop until you act: %s",
 				n, text, s.rotationAdvice(res))
 		}
+	}
+	if s.has(VersionVouchedHandoff) {
+		s.keepReceipt(ev)
 	}
 	s.toInbox(ctx, EventRotationFailed, text)
 	if res.Stuck {

@@ -15,6 +15,7 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	sel := workflow.NewSelector(ctx)
 	onSignal(ctx, sel, SignalRotate, s.onRotate)
 	onSignal(ctx, sel, SignalHandoffWrite, s.onHandoffWrite)
+	onSignal(ctx, sel, SignalHandoffAck, s.onHandoffAck)
 	onSignal(ctx, sel, SignalMessage, s.onMessage)
 	onSignal(ctx, sel, SignalPolicy, s.onPolicy)
 	onSignal(ctx, sel, SignalConfig, s.onConfig)
@@ -54,6 +55,16 @@ func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
 	s.st.Handoff = hw.Summary
 	s.st.HandoffPending = true
 	s.record(ctx, Event{Kind: EventHandoffWritten, Text: "agent wrote a handoff: rotating when this turn ends"})
+}
+
+// onHandoffAck hands a fresh conversation's acknowledgement to the rotation
+// that started it; one outside a rotation checks nothing.
+func (s *session) onHandoffAck(ctx workflow.Context, ack HandoffAck) {
+	if s.child != nil {
+		s.child.SignalChildWorkflow(ctx, SignalHandoffAck, ack)
+		return
+	}
+	s.record(ctx, Event{Kind: EventHandoffAck, Text: fmt.Sprintf("handoff_ack outside a rotation (%s): nothing to check", heldText(ack.Tasks))})
 }
 
 func (s *session) onMessage(ctx workflow.Context, m Message) {

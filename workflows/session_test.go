@@ -53,6 +53,15 @@ type fakeAgent struct {
 	onCompact func()
 	turns     []activities.TurnInput
 	stops     []string
+	// ack is how a fresh conversation answers the request to call
+	// handoff_ack, as the sim's switch says ("": correctly).
+	ack string
+	// facts is what GatherFacts reads (nil: no repository); rescued the
+	// handoff RescueHandoff builds ("": none). factsErr fails GatherFacts.
+	facts    *activities.Facts
+	factsErr error
+	rescued  string
+	rescues  []activities.RescueInput
 }
 
 func newFakeAgent(env *testsuite.TestWorkflowEnvironment) *fakeAgent {
@@ -63,6 +72,27 @@ func (f *fakeAgent) register() {
 	f.env.RegisterActivityWithOptions(f.RunTurn, activity.RegisterOptions{Name: activities.RunTurnName})
 	f.env.RegisterActivityWithOptions(f.Compact, activity.RegisterOptions{Name: activities.CompactName})
 	f.env.RegisterActivityWithOptions(f.Stop, activity.RegisterOptions{Name: activities.StopAgentName})
+	f.env.RegisterActivityWithOptions(f.GatherFacts, activity.RegisterOptions{Name: activities.FactsName})
+	f.env.RegisterActivityWithOptions(f.RescueHandoff, activity.RegisterOptions{Name: activities.RescueName})
+}
+
+func (f *fakeAgent) GatherFacts(_ context.Context, in activities.FactsInput) (activities.Facts, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.factsErr != nil {
+		return activities.Facts{}, f.factsErr
+	}
+	if f.facts == nil {
+		return activities.Facts{}, nil
+	}
+	return *f.facts, nil
+}
+
+func (f *fakeAgent) RescueHandoff(_ context.Context, in activities.RescueInput) (activities.RescueResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rescues = append(f.rescues, in)
+	return activities.RescueResult{Summary: f.rescued}, nil
 }
 
 func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activities.TurnResult, error) {
@@ -101,6 +131,8 @@ func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activit
 		if onTurn != nil {
 			onTurn(in)
 		}
+	case activities.TurnFresh:
+		f.acknowledge(in)
 	}
 	return activities.TurnResult{TurnReport: activities.TurnReport{
 		Conversation: conv,
@@ -108,6 +140,25 @@ func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activit
 		Usage:        activities.Usage{UsedTokens: used, WindowTokens: f.window, Source: activities.SourceReported, Model: "fake-1"},
 		Vendor:       vendor,
 	}}, nil
+}
+
+// acknowledge calls handoff_ack, as the MCP endpoint would signal it, the
+// way the sim does.
+func (f *fakeAgent) acknowledge(in activities.TurnInput) {
+	tasks, asked := activities.AckRequested(in.Prompt)
+	f.mu.Lock()
+	mode := f.ack
+	f.mu.Unlock()
+	switch {
+	case !asked || mode == config.SimAckNone:
+		return
+	case mode == config.SimAckWrong:
+		tasks = []string{"t999"}
+	case mode == "stale":
+		// The conversation rotated away, answering for the fresh one.
+		in.Generation--
+	}
+	f.env.SignalWorkflow(SignalHandoffAck, HandoffAck{Tasks: tasks, Generation: in.Generation})
 }
 
 func (f *fakeAgent) Compact(_ context.Context, in activities.CompactInput) (activities.CompactReport, error) {

@@ -176,6 +176,7 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 		s.vendorCompacted(ctx, *res.Vendor, res.Usage)
 	}
 	s.applyUsage(res.Usage)
+	s.plot("", "")
 	rec := s.st.Context
 	s.record(ctx, Event{Kind: EventTurn, Text: fmt.Sprintf("turn %d", rec.TotalTurns), Context: &rec})
 	s.setStatus(ctx, StatusIdle)

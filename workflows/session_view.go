@@ -24,6 +24,8 @@ func (s *session) view() (SessionView, error) {
 		PolicyHalted:   s.st.PolicyHalted,
 		HandoffNext:    s.st.HandoffNext,
 		Generation:     s.st.Generation,
+		Receipts:       s.st.Receipts,
+		Points:         s.st.Points,
 		QueuedMessages: len(s.st.Messages),
 		LastOutput:     s.st.LastOutput,
 		Events:         s.st.Events,
@@ -50,6 +52,12 @@ func (s *session) view() (SessionView, error) {
 	}
 	if v.Events == nil {
 		v.Events = []Event{}
+	}
+	if v.Receipts == nil {
+		v.Receipts = []RotationEvent{}
+	}
+	if v.Points == nil {
+		v.Points = []ContextPoint{}
 	}
 	return v, nil
 }
@@ -98,5 +106,36 @@ func (s *session) setStatus(ctx workflow.Context, status string) {
 	s.st.Status = status
 	if status == StatusWorking || status == StatusRotating {
 		s.publish(ctx)
+	}
+}
+
+// keepReceipt keeps a rotation's receipt among the session's recent ones.
+func (s *session) keepReceipt(ev RotationEvent) {
+	s.st.Receipts = append(s.st.Receipts, ev)
+	if len(s.st.Receipts) > maxReceipts {
+		s.st.Receipts = append([]RotationEvent(nil), s.st.Receipts[len(s.st.Receipts)-maxReceipts:]...)
+	}
+}
+
+// plot adds the context as it is now to the chart, marked as a rotation's
+// when method is set.
+func (s *session) plot(method, reason string) {
+	s.plotAt(s.st.Context.UsedTokens, method, reason)
+}
+
+// plotAt adds a point at used tokens, for a compaction the vendor did before
+// the turn's own point.
+func (s *session) plotAt(used int64, method, reason string) {
+	if !s.has(VersionVouchedHandoff) {
+		return
+	}
+	c := s.st.Context
+	p := ContextPoint{Turn: c.TotalTurns, Used: used, Window: c.WindowTokens, Rotation: method, Reason: reason}
+	if c.Threshold != nil {
+		p.Threshold = c.Threshold.Tokens
+	}
+	s.st.Points = append(s.st.Points, p)
+	if len(s.st.Points) > maxPoints {
+		s.st.Points = append([]ContextPoint(nil), s.st.Points[len(s.st.Points)-maxPoints:]...)
 	}
 }

@@ -91,24 +91,64 @@ const HandoffRequestPrompt = "nid is rotating your conversation: you will contin
 	"Call the handoff_write tool now with a self-contained handoff: the tasks you hold, what is done, " +
 	"the next steps, decisions made and gotchas. Your fresh conversation starts from it and nothing else."
 
-// FreshMessage is the first message of a conversation started by a handoff:
-// the handoff (or, said plainly, the last output standing in for one) and the
+// FreshMessage is the first message of a conversation started by a handoff
+// from summary, as a session before VersionVouchedHandoff wrote it: the
+// handoff (or, said plainly, the last output standing in for one) and the
 // board.
 func FreshMessage(ref activities.SessionRef, reason, summary, source, board string) string {
+	return Fresh{Ref: ref, Reason: reason, Summary: summary, Source: source, Board: board}.Text()
+}
+
+// Fresh is what the first message of a conversation started by a handoff
+// says: the handoff and where it came from, what nid reads of the work
+// itself, what the session holds, the board, and (Ack) the request to
+// acknowledge what it resumes.
+type Fresh struct {
+	Ref                     activities.SessionRef
+	Reason, Summary, Source string
+	Board                   string
+	Facts                   *activities.Facts
+	Tasks, Locks            []string
+	Ack                     bool
+}
+
+// Text is the message.
+func (f Fresh) Text() string {
 	var b strings.Builder
-	b.WriteString(fmt.Sprintf("You are session %s/%s. nid rotated your conversation (handoff, reason: %s); you keep the same session, worktree, branch, tasks and locks.\n\n", ref.Group, ref.Name, reason))
-	if source == SummaryFromLastOutput {
+	b.WriteString(fmt.Sprintf("You are session %s/%s. nid rotated your conversation (handoff, reason: %s); you keep the same session, worktree, branch, tasks and locks.\n\n", f.Ref.Group, f.Ref.Name, f.Reason))
+	switch f.Source {
+	case SummaryFromLastOutput:
 		b.WriteString("Your previous conversation wrote no handoff. Its last output stands in for one:\n")
-	} else {
+	case SummaryFromNid:
+		b.WriteString("Your previous conversation could not write a handoff. nid wrote this one from its transcript:\n")
+	default:
 		b.WriteString("Handoff from your previous conversation:\n")
 	}
+	summary := f.Summary
 	if strings.TrimSpace(summary) == "" {
 		summary = "(nothing: the previous conversation produced no output)"
 	}
 	b.WriteString(summary)
+	if f.Facts != nil {
+		b.WriteString("\n\nWhat nid reads of your work now (facts, not the handoff's words):\n")
+		b.WriteString(f.Facts.Text())
+	}
+	if f.Tasks != nil || f.Locks != nil || f.Ack {
+		b.WriteString(fmt.Sprintf("\n\nYou hold %s and %s.", heldText(f.Tasks), locksText(f.Locks)))
+	}
 	b.WriteString("\n\nThe board (what board_read shows):\n")
-	b.WriteString(board)
+	b.WriteString(f.Board)
+	if f.Ack {
+		b.WriteString("\n" + activities.AckRequest(f.Tasks))
+	}
 	return b.String()
+}
+
+func locksText(locks []string) string {
+	if len(locks) == 0 {
+		return "no lock"
+	}
+	return "the locks " + strings.Join(locks, ", ")
 }
 
 // BudgetText renders a budget's limits and what is spent and left:

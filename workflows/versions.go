@@ -103,8 +103,19 @@ const (
 	// Histories: testdata/v4-*.json.
 	VersionGovernor Version = 9
 
+	// VersionVouchedHandoff: a handoff nid can vouch for. When the agent
+	// gives none, nid builds one from the transcript (RescueHandoff; the
+	// last output is the last resort); the fresh conversation's first
+	// message carries what nid reads itself (GatherFacts: branch, HEAD,
+	// commits, uncommitted changes) and the tasks and locks held, and asks
+	// the agent to acknowledge them with handoff_ack, which nid checks
+	// against the board. Every rotation keeps a receipt (cost, the
+	// summary's source and size, the facts, verified), and every turn a
+	// point of the context chart. Histories: testdata/v5-*.json.
+	VersionVouchedHandoff Version = 10
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionGovernor
+	versionLatest = VersionVouchedHandoff
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

@@ -1,0 +1,272 @@
+package workflows
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+)
+
+// darkModeFacts is what GatherFacts reads of lead's worktree in these tests.
+var darkModeFacts = &activities.Facts{
+	Repo: true, Branch: "nid/web/lead", Head: "abc1234", Base: "def5678",
+	Commits:  []string{"abc1234 add the dark mode toggle", "bcd2345 theme variables"},
+	Status:   []string{" M src/settings.tsx", "?? src/theme.css"},
+	Diffstat: " src/settings.tsx | 12 ++++++++----\n 1 file changed, 8 insertions(+), 4 deletions(-)",
+}
+
+// holdTaskAndLock gives lead task t1 and the lock src/settings.tsx on the
+// group's board, as task_claim and lock_acquire would. The fake agent's
+// turns take no time and it never finishes t1, so a budget of three turns
+// keeps the session from going on with it forever.
+func holdTaskAndLock(h *harness) {
+	h.at(30*time.Second, func() {
+		h.group.update(func(b *BoardState) {
+			b.Budget.Turns = 3
+			t := b.add("Dark mode toggle", "")
+			b.claim("lead", t.ID, time.Time{})
+			b.add("Someone else's task", "")
+			b.acquire("lead", "src/settings.tsx", time.Time{})
+		})
+	})
+}
+
+// rotateAt asks the session for a handoff at d, as nid rotate does.
+func rotateAt(h *harness, d time.Duration) {
+	h.at(d, func() {
+		h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff, Reason: ReasonManual})
+	})
+}
+
+func freshPrompt(t *testing.T, h *harness) string {
+	t.Helper()
+	fresh := h.agent.turnsOfKind(activities.TurnFresh)
+	require.Len(t, fresh, 1)
+	return fresh[0].Prompt
+}
+
+// A handoff's first message carries the agent's handoff, what nid reads of
+// the work itself, and what the session holds, and asks the fresh
+// conversation to acknowledge it; a correct acknowledgement makes the
+// receipt verified, and nobody is bothered.
+func TestAHandoffCarriesTheFactsAndWhatTheSessionHolds(t *testing.T) {
+	h := newHarness(t)
+	h.agent.facts = darkModeFacts
+	holdTaskAndLock(h)
+	h.send(time.Minute, 2)
+	rotateAt(h, 10*time.Minute)
+	v := h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
+
+	prompt := freshPrompt(t, h)
+	for _, want := range []string{
+		"Handoff from your previous conversation:\nhandoff from conv-1",
+		"What nid reads of your work now (facts, not the handoff's words):\n" + darkModeFacts.Text(),
+		"You hold task t1 and the locks src/settings.tsx.",
+		activities.AckRequest([]string{"t1"}),
+	} {
+		require.Contains(t, prompt, want)
+	}
+	require.Contains(t, darkModeFacts.Text(), "src/theme.css", "the facts name the files changed")
+
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	r := rots[0]
+	require.Equal(t, SummaryFromAgent, r.SummarySource)
+	require.Equal(t, len("handoff from conv-1"), r.SummaryBytes)
+	require.Equal(t, &FactsDigest{Repo: true, Branch: "nid/web/lead", Head: "abc1234", Commits: 2, Changed: 2}, r.Facts)
+	require.Equal(t, VerifiedTrue, r.Verified)
+	require.Empty(t, r.VerifyNote)
+	require.Equal(t, h.agent.used["conv-1"]+h.agent.used["conv-2"], r.CostTokens,
+		"the handoff request turn and the fresh turn are the rotation's cost")
+	require.Equal(t, []RotationEvent{r}, v.Receipts)
+	require.Empty(t, h.inbox)
+}
+
+// A fresh conversation that names other tasks, or none, or says nothing,
+// is an inbox item with what differed; the rotation itself stands.
+func TestAnUnverifiedHandoffIsAnInboxItem(t *testing.T) {
+	for _, tc := range []struct {
+		ack, verified, note string
+	}{
+		{config.SimAckWrong, VerifiedFalse, "web/lead's fresh conversation says it resumes task t999, but it holds task t1"},
+		{config.SimAckNone, VerifiedNone, "web/lead's fresh conversation did not acknowledge what it resumes (handoff_ack) in its first turn; it holds task t1"},
+		// Only the fresh conversation's word counts: the old one's late
+		// call says nothing about what the new one resumes.
+		{"stale", VerifiedNone, "web/lead's fresh conversation did not acknowledge what it resumes (handoff_ack) in its first turn; it holds task t1"},
+	} {
+		t.Run(tc.ack, func(t *testing.T) {
+			h := newHarness(t)
+			h.agent.ack = tc.ack
+			holdTaskAndLock(h)
+			h.send(time.Minute, 2)
+			rotateAt(h, 10*time.Minute)
+			v := h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
+
+			rots := rotations(v)
+			require.Len(t, rots, 1)
+			require.True(t, rots[0].OK)
+			require.Equal(t, tc.verified, rots[0].Verified)
+			require.Equal(t, tc.note, rots[0].VerifyNote)
+			require.Len(t, h.inbox, 1)
+			require.Equal(t, "handoff-unverified", h.inbox[0].Kind)
+			require.Equal(t, tc.note, h.inbox[0].Text)
+			require.Equal(t, 1, v.Generation, "the session moved on to the fresh conversation")
+		})
+	}
+}
+
+// An agent that writes no handoff gets one nid builds from the transcript,
+// said to be nid's in the fresh message and the receipt; with nothing in
+// the transcript either, its last output stands in, as before.
+func TestNidRescuesAHandoffTheAgentDidNotWrite(t *testing.T) {
+	rescued := "nid wrote this handoff from the session's transcript, because the agent gave no handoff of its own.\nPrompts: message 1, message 2"
+	for _, tc := range []struct {
+		name, rescued, source, says string
+	}{
+		{"from the transcript", rescued, SummaryFromNid,
+			"Your previous conversation could not write a handoff. nid wrote this one from its transcript:\n" + rescued},
+		{"nothing to rescue", "", SummaryFromLastOutput,
+			"Your previous conversation wrote no handoff. Its last output stands in for one:\noutput of turn in conv-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.agent.noHandoff = true
+			h.agent.rescued = tc.rescued
+			h.agent.facts = darkModeFacts
+			h.send(time.Minute, 2)
+			rotateAt(h, 10*time.Minute)
+			v := h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
+
+			require.Contains(t, freshPrompt(t, h), tc.says)
+			require.Contains(t, freshPrompt(t, h), darkModeFacts.Text(), "a rescued handoff has the facts too")
+			require.Equal(t, []activities.RescueInput{{Session: activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}, Conversation: "conv-1"}}, h.agent.rescues)
+			rots := rotations(v)
+			require.Len(t, rots, 1)
+			require.Equal(t, tc.source, rots[0].SummarySource)
+			require.Equal(t, VerifiedTrue, rots[0].Verified, "holding nothing and saying so is verified")
+		})
+	}
+}
+
+// A handoff the agent wrote is not second-guessed from the transcript.
+func TestAnAgentsOwnHandoffIsNotRescued(t *testing.T) {
+	h := newHarness(t)
+	h.agent.rescued = "never used"
+	h.send(time.Minute, 2)
+	rotateAt(h, 10*time.Minute)
+	h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
+	require.Empty(t, h.agent.rescues)
+}
+
+// Facts nid cannot read leave them out; the handoff still happens.
+func TestAHandoffWithoutFacts(t *testing.T) {
+	h := newHarness(t)
+	h.agent.factsErr = temporal.NewNonRetryableApplicationError("reading the git facts: fatal: not a git repository", activities.ErrAgentFailed, nil)
+	h.send(time.Minute, 2)
+	rotateAt(h, 10*time.Minute)
+	v := h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
+
+	require.NotContains(t, freshPrompt(t, h), "What nid reads of your work")
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.True(t, rots[0].OK)
+	require.Nil(t, rots[0].Facts)
+	require.Equal(t, VerifiedTrue, rots[0].Verified)
+}
+
+// An agent that calls no tools (exec) is not asked to acknowledge, and its
+// receipt says none without an inbox item: there was nothing it could do.
+func TestAToollessAgentIsNotAskedToAcknowledge(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 2)
+	rotateAt(h, 10*time.Minute)
+	in := sessionInput(policy(config.ModeHandoff, 90, 0))
+	in.Spec.Kind = activities.KindExec
+	v := h.run(in, time.Hour)
+
+	require.NotContains(t, freshPrompt(t, h), activities.ToolHandoffAck)
+	rots := rotations(v)
+	require.Len(t, rots, 1)
+	require.Equal(t, VerifiedNone, rots[0].Verified)
+	require.Empty(t, rots[0].VerifyNote)
+	require.Empty(t, h.inbox)
+}
+
+// Every turn is a point of the context chart, every rotation a marked
+// point with the threshold it rotated at; receipts keep failed rotations
+// and the vendor's own compactions too.
+func TestTheChartAndTheReceipts(t *testing.T) {
+	h := newHarness(t)
+	h.agent.vendorAt = 50_000
+	h.send(time.Minute, 7)
+	h.at(30*time.Minute, func() { h.agent.failCompact = true })
+	h.at(31*time.Minute, func() {
+		h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeCompact, Reason: ReasonManual})
+	})
+	v := h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
+
+	var marks []string
+	for _, p := range v.Points {
+		marks = append(marks, fmt.Sprintf("%d:%d:%d:%d:%s/%s", p.Turn, p.Used, p.Window, p.Threshold, p.Rotation, p.Reason))
+	}
+	// The vendor compacted at the start of turn 6 (50k to 5k), before that
+	// turn's own point and below the threshold, so nid learned its point
+	// and rotates a margin below it from then on.
+	require.Equal(t, []string{
+		"1:10009:100000:90000:/", "2:20009:100000:90000:/", "3:30009:100000:90000:/",
+		"4:40009:100000:90000:/", "5:50009:100000:90000:/",
+		"6:50009:100000:90000:compact/vendor", "6:15000:100000:47000:/", "7:25000:100000:47000:/",
+	}, marks)
+
+	require.Len(t, v.Receipts, 2)
+	require.Equal(t, ReasonVendor, v.Receipts[0].Reason)
+	require.True(t, v.Receipts[0].OK)
+	require.Equal(t, ReasonManual, v.Receipts[1].Reason)
+	require.False(t, v.Receipts[1].OK, "a failed rotation keeps its receipt")
+}
+
+// The chart and the receipts are bounded however long a session runs.
+func TestTheChartAndReceiptsAreBounded(t *testing.T) {
+	s := &session{st: &SessionState{}, version: versionLatest}
+	for i := range maxPoints + 5 {
+		s.st.Context.TotalTurns = i + 1
+		s.plot("", "")
+	}
+	require.Len(t, s.st.Points, maxPoints)
+	require.Equal(t, 6, s.st.Points[0].Turn, "the oldest points go first")
+	for i := range maxReceipts + 3 {
+		s.keepReceipt(RotationEvent{Number: i + 1})
+	}
+	require.Len(t, s.st.Receipts, maxReceipts)
+	require.Equal(t, 4, s.st.Receipts[0].Number)
+
+	old := &session{st: &SessionState{}, version: VersionGovernor}
+	old.plot("", "")
+	require.Empty(t, old.st.Points, "a session on an older rung draws no chart")
+}
+
+// An acknowledgement with no rotation running checks nothing: the feed
+// says so, and nobody is bothered.
+func TestAnAckOutsideARotationChecksNothing(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() {
+		h.env.SignalWorkflow(SignalHandoffAck, HandoffAck{Tasks: []string{"t1"}, Generation: 0})
+	})
+	v := h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
+
+	var acks []string
+	for _, e := range v.Events {
+		if e.Kind == EventHandoffAck {
+			acks = append(acks, e.Text)
+		}
+	}
+	require.Equal(t, []string{"handoff_ack outside a rotation (task t1): nothing to check"}, acks)
+	require.Empty(t, rotations(v))
+	require.Empty(t, h.inbox)
+}

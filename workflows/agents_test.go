@@ -14,16 +14,6 @@ import (
 	"github.com/nid-dev/nid/config"
 )
 
-func eventTexts(v SessionView, kind string) []string {
-	var out []string
-	for _, e := range v.Events {
-		if e.Kind == kind {
-			out = append(out, e.Text)
-		}
-	}
-	return out
-}
-
 func TestRateLimitedWhileTheTurnRetries(t *testing.T) {
 	h := newHarness(t)
 	h.agent.onTurn = func(in activities.TurnInput) {

@@ -260,13 +260,7 @@ func TestAnAckOutsideARotationChecksNothing(t *testing.T) {
 	})
 	v := h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
 
-	var acks []string
-	for _, e := range v.Events {
-		if e.Kind == EventHandoffAck {
-			acks = append(acks, e.Text)
-		}
-	}
-	require.Equal(t, []string{"handoff_ack outside a rotation (task t1): nothing to check"}, acks)
+	require.Equal(t, []string{"handoff_ack outside a rotation (task t1): nothing to check"}, eventTexts(v, EventHandoffAck))
 	require.Empty(t, rotations(v))
 	require.Empty(t, h.inbox)
 }

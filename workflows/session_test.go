@@ -417,6 +417,17 @@ func rotations(v SessionView) []RotationEvent {
 	return out
 }
 
+// eventTexts are the texts of the session's events of kind, oldest first.
+func eventTexts(v SessionView, kind string) []string {
+	var out []string
+	for _, e := range v.Events {
+		if e.Kind == kind {
+			out = append(out, e.Text)
+		}
+	}
+	return out
+}
+
 func failures(v SessionView) []RotationEvent {
 	var out []RotationEvent
 	for _, e := range v.Events {
@@ -504,12 +515,7 @@ func TestManualRotateWhileWorkingWaitsForTheTurn(t *testing.T) {
 	h.send(time.Minute, 3)
 	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
 
-	var queued []string
-	for _, e := range v.Events {
-		if e.Kind == EventRotateQueued {
-			queued = append(queued, e.Text)
-		}
-	}
+	queued := eventTexts(v, EventRotateQueued)
 	require.Equal(t, []string{"web/lead is working: it rotates (handoff) when the current turn ends"}, queued)
 	rots := rotations(v)
 	require.Len(t, rots, 1)
@@ -690,12 +696,7 @@ func TestConfigSignalChangesTheGoalFromTheNextTurn(t *testing.T) {
 	work := h.agent.turnsOfKind(activities.TurnWork)
 	require.Len(t, work, 2)
 	require.Contains(t, work[1].Prompt, "Goal: Ship dark mode", "the new goal briefs the session")
-	var kinds []string
-	for _, e := range v.Events {
-		if e.Kind == EventConfig {
-			kinds = append(kinds, e.Text)
-		}
-	}
+	kinds := eventTexts(v, EventConfig)
 	require.Len(t, kinds, 2)
 }
 
@@ -925,12 +926,7 @@ func TestManualRotateDuringTheAgentsHandoffJoinsIt(t *testing.T) {
 	require.Equal(t, ReasonAgent, rots[0].Reason)
 	require.Equal(t, config.ModeHandoff, rots[0].Method)
 	require.Nil(t, v.PendingRotate)
-	var queued []string
-	for _, e := range v.Events {
-		if e.Kind == EventRotateQueued {
-			queued = append(queued, e.Text)
-		}
-	}
+	queued := eventTexts(v, EventRotateQueued)
 	require.Equal(t, []string{"web/lead wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it"}, queued)
 }
 

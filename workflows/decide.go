@@ -52,17 +52,13 @@ type RotateDecision struct {
 }
 
 // DecideRotate decides a manual request for mode (empty: the group's) made of
-// the session whose view is v. It is pure: the session calls it on its own
-// view when the request arrives, and the CLI and the API on the view they
-// queried.
+// the session whose view is v, by the rules of the rung the view says the
+// session follows: a run recorded before VersionOneRotateDecision never
+// joined a handoff and rotated a session with no conversation yet. It is
+// pure: the session calls it on its own view when the request arrives, and
+// the CLI and the API on the view they queried.
 func DecideRotate(mode string, v SessionView) RotateDecision {
-	return decideRotate(mode, v, versionLatest)
-}
-
-// decideRotate decides by the rules of rung version: a run recorded before
-// VersionOneRotateDecision never joined a handoff and rotated a session with
-// no conversation yet.
-func decideRotate(mode string, v SessionView, version Version) RotateDecision {
+	version := v.rung()
 	d := RotateDecision{status: v.Status}
 	rules := version >= VersionOneRotateDecision
 	switch {
@@ -162,6 +158,14 @@ func EffectiveMode(mode string, policy config.Rotate) string {
 	}
 }
 
+// rung is the rung whose rules decide for the session viewed.
+func (v SessionView) rung() Version {
+	if v.Rung == 0 {
+		return versionLatest
+	}
+	return v.Rung
+}
+
 // stoppedRefusal is what a stopped session says to a rotate request and a
 // message alike.
 const stoppedRefusal = "is stopped (nid stop): it takes no more turns, messages or rotations"
@@ -176,9 +180,12 @@ const (
 
 // MessageRefusal says why the session whose view is v does not queue a
 // message of text, or "" when it does. The session applies it to every
-// message signal; `nid send` and session.send show it before signalling.
+// message signal; `nid send` and session.send show it before signalling. A
+// session on a rung before VersionBoundedQueue queues every message.
 func MessageRefusal(text string, v SessionView) string {
 	switch {
+	case v.rung() < VersionBoundedQueue:
+		return ""
 	case v.Status == StatusStopped:
 		return stoppedRefusal
 	case len(text) > MaxMessageBytes:

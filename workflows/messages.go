@@ -211,6 +211,12 @@ type SessionView struct {
 	// Task is the task it holds; Locks the locks it holds.
 	Task  *Task    `json:"task,omitempty"`
 	Locks []string `json:"locks,omitempty"`
+	// Rung is the rung of the version ladder (versions.go) the session's
+	// run follows: DecideRotate and MessageRefusal decide by its rules, as
+	// the session does, so a session that has not continued as new since
+	// an upgrade is answered as it acts. Zero, in a view a test builds,
+	// is the newest.
+	Rung Version `json:"rung,omitempty"`
 }
 
 // Session statuses.

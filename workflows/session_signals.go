@@ -30,7 +30,7 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 // `nid rotate` gave is what happens.
 func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {
 	v, _ := s.view()
-	d := decideRotate(req.Mode, v, s.version)
+	d := DecideRotate(req.Mode, v)
 	switch {
 	case d.Refused != "", d.join == joinRunning, d.join == joinHandoff:
 	case d.join == joinPending:
@@ -68,12 +68,10 @@ func (s *session) onHandoffAck(ctx workflow.Context, ack HandoffAck) {
 }
 
 func (s *session) onMessage(ctx workflow.Context, m Message) {
-	if s.has(VersionBoundedQueue) {
-		v, _ := s.view()
-		if refusal := MessageRefusal(m.Text, v); refusal != "" {
-			s.record(ctx, Event{Kind: EventMessage, Text: "message not queued: " + s.in.Group + "/" + s.in.Name + " " + refusal})
-			return
-		}
+	v, _ := s.view()
+	if refusal := MessageRefusal(m.Text, v); refusal != "" {
+		s.record(ctx, Event{Kind: EventMessage, Text: "message not queued: " + s.in.Group + "/" + s.in.Name + " " + refusal})
+		return
 	}
 	if s.st.Status == StatusNeedsAttention && s.has(VersionFailuresSettle) {
 		// The human has looked: their message is the next turn.

@@ -1004,6 +1004,40 @@ func TestTheAnswerIsWhatTheSessionDoes(t *testing.T) {
 	}
 }
 
+// A session still on an older rung (it has not continued as new since the
+// upgrade) decides a rotate request by that rung's rules, and the answer a
+// client gives from its view is that same decision: before
+// VersionOneRotateDecision, a request made while the agent's own handoff
+// waits is a rotation of its own, after the handoff.
+func TestAnOlderRungIsAnsweredByItsOwnRules(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnGetVersion(versionChangeID, workflow.DefaultVersion, workflow.Version(versionLatest)).Return(workflow.Version(VersionTeam))
+	var asked SessionView
+	var answer RotateAnswer
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "message 2" {
+			h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "done A, next B"})
+			// The signal is taken beside the running turn: wait until the
+			// view shows it (the test checks it did).
+			for deadline := time.Now().Add(time.Minute); !asked.HandoffPending && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				asked = h.view()
+			}
+			answer = DecideRotate("", asked).Answer("web/lead")
+			h.env.SignalWorkflow(SignalRotate, RotateRequest{})
+		}
+	}
+	h.send(time.Minute, 3)
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	require.True(t, asked.HandoffPending, "the request came while the agent's handoff waited")
+	want := "web/lead is working: it rotates (auto) when the current turn ends"
+	require.Equal(t, want, answer.Text)
+	require.Equal(t, []string{want}, eventTexts(v, EventRotateQueued), "the session did what the client answered")
+	rots := rotations(v)
+	require.Len(t, rots, 2, "the rung's own rules: a second rotation after the agent's handoff")
+	require.Equal(t, []string{ReasonAgent, ReasonManual}, []string{rots[0].Reason, rots[1].Reason})
+}
+
 // midTurn makes the agent ask the harness's question (h.ask) during the
 // turn whose prompt is prompt. Three messages are sent.
 func midTurn(h *harness, prompt string) {
@@ -1060,7 +1094,9 @@ func TestDecideRotate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := decideRotate(tt.mode, tt.view, tt.version)
+			v := tt.view
+			v.Rung = tt.version
+			d := DecideRotate(tt.mode, v)
 			a := d.Answer("web/lead")
 			require.Equal(t, tt.text, a.Text)
 			require.Equal(t, tt.when, a.When)
@@ -1122,6 +1158,7 @@ func TestMessageRefusal(t *testing.T) {
 		{"queue full", "hi", SessionView{Status: StatusWorking, QueuedMessages: MaxQueuedMessages}, "has 20 messages queued, the most it holds: send more once its turns have taken some"},
 		{"queue bytes", strings.Repeat("x", 1000), SessionView{Status: StatusWorking, QueuedMessages: 5, QueuedBytes: MaxQueuedBytes - 999},
 			"has 261145 bytes of messages queued; with this one it would hold more than 262144: send it once its turns have taken some"},
+		{"before the bounded queue", "hi", SessionView{Status: StatusStopped, QueuedMessages: MaxQueuedMessages, Rung: VersionOneRotateDecision}, ""},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, MessageRefusal(tt.text, tt.view), tt.name)

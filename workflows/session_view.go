@@ -32,6 +32,7 @@ func (s *session) view() (SessionView, error) {
 		Worktree:       s.st.Worktree,
 		Branch:         s.st.Branch,
 		WorkDir:        s.workDir(),
+		Rung:           s.version,
 	}
 	for _, m := range s.st.Messages {
 		v.QueuedBytes += len(m)

@@ -32,7 +32,7 @@ const (
 	VersionTeam Version = 1
 
 	// VersionOneRotateDecision: a manual rotate request is decided by one
-	// function, decideRotate, which `nid rotate` and the HTTP API show too.
+	// function, DecideRotate, which `nid rotate` and the HTTP API show too.
 	// A request made while the agent's own handoff (or a context-full
 	// handoff) waits for its turn to end joins that handoff, and that
 	// handoff takes a request already pending, instead of a second

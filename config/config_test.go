@@ -699,6 +699,11 @@ func TestApplyRotateJSON(t *testing.T) {
 			wantErr: []string{`rotate: "handoff" is not a JSON object`},
 		},
 		{
+			name:    "null",
+			js:      `null`,
+			wantErr: []string{`rotate: null is not a JSON object`},
+		},
+		{
 			name:    "not JSON",
 			js:      `mode=handoff`,
 			wantErr: []string{`rotate: "mode=handoff" is not JSON`},

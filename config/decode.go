@@ -265,6 +265,8 @@ func (d *decoder) fresh(t reflect.Type, raw any) reflect.Value {
 // describe renders a raw value for a problem message.
 func describe(raw any) string {
 	switch x := raw.(type) {
+	case nil:
+		return "null"
 	case string:
 		return strconv.Quote(x)
 	case map[string]any:

@@ -156,10 +156,16 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 	return res, nil
 }
 
-// settingError is a setting's validation error as an *InvalidError.
+// settingError is a setting's validation error as an *InvalidError whose
+// message names the setting once: config names it itself when the whole
+// value is wrong (not JSON, not an object), not when one of its fields is.
 func settingError(field string, err error) error {
 	var shape *config.ShapeError
-	return &InvalidError{Field: field, Message: field + ": " + err.Error(), Shape: errors.As(err, &shape)}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, field+": ") {
+		msg = field + ": " + msg
+	}
+	return &InvalidError{Field: field, Message: msg, Shape: errors.As(err, &shape)}
 }
 
 // updateGroup runs a settings update; a refusal is an *InvalidError of the

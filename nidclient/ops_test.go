@@ -188,22 +188,34 @@ func TestSetGroup(t *testing.T) {
 		set   nidclient.GroupSettings
 		field string
 		want  string
+		// shape: the value is not an object of the setting's fields.
+		shape bool
 	}{
+		{"a rotate that is not an object",
+			nidclient.GroupSettings{RotateJSON: `"handoff"`},
+			"rotate", `rotate: "handoff" is not a JSON object; write one such as {"mode":"handoff","maxTurns":40}`, true},
+		{"a budget that is not JSON",
+			nidclient.GroupSettings{BudgetJSON: `turns=5`},
+			"budget", `budget: "turns=5" is not JSON (invalid character 'u' in literal true (expecting 'r')); write an object such as {"turns":500,"usd":20}`, true},
+		{"a number in quotes",
+			nidclient.GroupSettings{RotateJSON: `{"contextPercent": "80"}`},
+			"rotate", `rotate: contextPercent: "80" is a string: write a number without quotes`, true},
 		{"a bad budget with a good rotate changes neither",
 			nidclient.GroupSettings{RotateJSON: `{"mode": "handoff"}`, BudgetJSON: `{"tokens": -1}`},
-			"budget", "budget: tokens: -1 must be 0 (no limit) or more"},
+			"budget", "budget: tokens: -1 must be 0 (no limit) or more", false},
 		{"a bad rotate with a good budget changes neither",
 			nidclient.GroupSettings{RotateJSON: `{"contextPercent": 150}`, BudgetJSON: `{"turns": 10}`},
-			"rotate", "rotate: contextPercent: 150 is outside 1..100"},
+			"rotate", "rotate: contextPercent: 150 is outside 1..100", false},
 		{"nothing to set",
 			nidclient.GroupSettings{RotateJSON: " "},
-			"rotate", `nothing to set: give rotate, budget or learned, each a JSON object of what to change, e.g. {"mode": "handoff"}, {"turns": 500} or {"claude/claude-sonnet-4-5": 75}`},
+			"rotate", `nothing to set: give rotate, budget or learned, each a JSON object of what to change, e.g. {"mode": "handoff"}, {"turns": 500} or {"claude/claude-sonnet-4-5": 75}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := nidclient.SetGroup(ctx, c, "web", tt.set)
 			bad := requireError[*nidclient.InvalidError](t, err, tt.want)
 			require.Equal(t, tt.field, bad.Field)
+			require.Equal(t, tt.shape, bad.Shape)
 			g := temporaltest.Group(t, c, "web")
 			require.Equal(t, want, g.Policy, "the policy is unchanged")
 			require.Equal(t, config.Budget{Turns: 500}, g.Board.Budget, "the budget is unchanged")

@@ -99,7 +99,7 @@ type API struct {
 	c       client.Client
 	opts    APIOptions
 	guard   *guard
-	methods map[string]func(context.Context, *http.Request) (any, error)
+	methods map[string]method
 	// streams holds a token for each open event stream.
 	streams chan struct{}
 }
@@ -107,20 +107,20 @@ type API struct {
 // NewAPI returns the API over Temporal client c.
 func NewAPI(c client.Client, opts APIOptions) *API {
 	a := &API{c: c, opts: opts, guard: newGuard(opts.Token, opts.Now), streams: make(chan struct{}, cmp.Or(opts.MaxEventStreams, DefaultMaxEventStreams))}
-	a.methods = map[string]func(context.Context, *http.Request) (any, error){
-		MethodSessionList:       a.sessionList,
-		MethodSessionGet:        a.sessionGet,
-		MethodSessionRotate:     a.sessionRotate,
-		MethodSessionSend:       a.sessionSend,
-		MethodSessionTranscript: a.sessionTranscript,
-		MethodSessionStop:       a.sessionStop,
-		MethodSessionStart:      a.sessionStart,
+	a.methods = map[string]method{
+		MethodSessionList:       onGroup(optional, a.sessionList),
+		MethodSessionGet:        onSession(a.sessionGet),
+		MethodSessionRotate:     onSession(a.sessionRotate),
+		MethodSessionSend:       onSession(a.sessionSend),
+		MethodSessionTranscript: onSession(a.sessionTranscript),
+		MethodSessionStop:       onSession(a.sessionStop),
+		MethodSessionStart:      onSession(a.sessionStart),
 		MethodGroupList:         a.groupList,
-		MethodGroupGet:          a.groupGet,
-		MethodGroupSet:          a.groupSet,
-		MethodBoardRead:         a.boardRead,
-		MethodInboxList:         a.inboxList,
-		MethodInboxClear:        a.inboxClear,
+		MethodGroupGet:          onGroup(required, a.groupGet),
+		MethodGroupSet:          onGroup(required, a.groupSet),
+		MethodBoardRead:         onGroup(required, a.boardRead),
+		MethodInboxList:         onGroup(optional, a.inboxList),
+		MethodInboxClear:        onGroup(optional, a.inboxClear),
 	}
 	return a
 }
@@ -299,12 +299,69 @@ func groupName(field, g string, required bool) error {
 	return nil
 }
 
+// method answers one API method's request.
+type method func(context.Context, *http.Request) (any, error)
+
+// sessionRequest is a request about one session alone. Every request about
+// one session has a session field, which its sessionField method returns.
+// (Embedding this struct instead would name it in decoding errors.)
+type sessionRequest struct {
+	Session string `json:"session"`
+}
+
+func (r *sessionRequest) sessionField() string { return r.Session }
+
+// onSession makes an API method of do, which answers a request about one
+// session: the body decoded into R, its session field checked, do gets the
+// session's group and name.
+func onSession[R any, P interface {
+	*R
+	sessionField() string
+}](do func(ctx context.Context, group, name string, req R) (any, error)) method {
+	return func(ctx context.Context, r *http.Request) (any, error) {
+		var req R
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		group, name, err := sessionRef(P(&req).sessionField())
+		if err != nil {
+			return nil, err
+		}
+		return do(ctx, group, name, req)
+	}
+}
+
+// groupRequest is a request about a group alone; every request about a
+// group has a group field, which its groupField method returns.
 type groupRequest struct {
 	Group string `json:"group"`
 }
 
-type sessionRequest struct {
-	Session string `json:"session"`
+func (r *groupRequest) groupField() string { return r.Group }
+
+// Whether a method's group field may be left out (every group).
+const (
+	required = true
+	optional = false
+)
+
+// onGroup is onSession for a request about a group, whose group field may
+// be left out unless need is required.
+func onGroup[R any, P interface {
+	*R
+	groupField() string
+}](need bool, do func(ctx context.Context, group string, req R) (any, error)) method {
+	return func(ctx context.Context, r *http.Request) (any, error) {
+		var req R
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		group := P(&req).groupField()
+		if err := groupName("group", group, need); err != nil {
+			return nil, err
+		}
+		return do(ctx, group, req)
+	}
 }
 
 // SessionList is the session.list answer.
@@ -312,15 +369,8 @@ type SessionList struct {
 	Sessions []nidclient.Session `json:"sessions"`
 }
 
-func (a *API) sessionList(ctx context.Context, r *http.Request) (any, error) {
-	var req groupRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	if err := groupName("group", req.Group, false); err != nil {
-		return nil, err
-	}
-	sessions, err := nidclient.Sessions(ctx, a.c, req.Group)
+func (a *API) sessionList(ctx context.Context, group string, _ groupRequest) (any, error) {
+	sessions, err := nidclient.Sessions(ctx, a.c, group)
 	if err != nil {
 		return nil, err
 	}
@@ -336,15 +386,7 @@ type SessionAnswer struct {
 	WorkflowURL string `json:"workflowURL,omitempty"`
 }
 
-func (a *API) sessionGet(ctx context.Context, r *http.Request) (any, error) {
-	var req sessionRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	group, name, err := sessionRef(req.Session)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) sessionGet(ctx context.Context, group, name string, _ sessionRequest) (any, error) {
 	v, err := nidclient.GetSession(ctx, a.c, group, name)
 	if err != nil {
 		return nil, err
@@ -365,6 +407,8 @@ type rotateRequest struct {
 	Mode    string `json:"mode"`
 }
 
+func (r *rotateRequest) sessionField() string { return r.Session }
+
 // RotateAnswer is the session.rotate answer: when the rotation runs (now,
 // after-turn, or joined to one running), by which method, and the sentence
 // `nid rotate` prints.
@@ -373,15 +417,7 @@ type RotateAnswer struct {
 	workflows.RotateAnswer
 }
 
-func (a *API) sessionRotate(ctx context.Context, r *http.Request) (any, error) {
-	var req rotateRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	group, name, err := sessionRef(req.Session)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) sessionRotate(ctx context.Context, group, name string, req rotateRequest) (any, error) {
 	answer, err := nidclient.Rotate(ctx, a.c, group, name, req.Mode)
 	if err != nil {
 		return nil, err
@@ -394,21 +430,15 @@ type sendRequest struct {
 	Text    string `json:"text"`
 }
 
+func (r *sendRequest) sessionField() string { return r.Session }
+
 // SendAnswer is the session.send answer.
 type SendAnswer struct {
 	Session string `json:"session"`
 	Queued  bool   `json:"queued"`
 }
 
-func (a *API) sessionSend(ctx context.Context, r *http.Request) (any, error) {
-	var req sendRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	group, name, err := sessionRef(req.Session)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) sessionSend(ctx context.Context, group, name string, req sendRequest) (any, error) {
 	if err := nidclient.Send(ctx, a.c, group, name, req.Text); err != nil {
 		return nil, err
 	}
@@ -423,6 +453,8 @@ type transcriptRequest struct {
 	Limit int `json:"limit"`
 }
 
+func (r *transcriptRequest) sessionField() string { return r.Session }
+
 // TranscriptAnswer is the session.transcript answer.
 type TranscriptAnswer struct {
 	Session string             `json:"session"`
@@ -433,15 +465,7 @@ type TranscriptAnswer struct {
 // when the request does not say.
 const defaultTranscriptLimit = 200
 
-func (a *API) sessionTranscript(ctx context.Context, r *http.Request) (any, error) {
-	var req transcriptRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	group, name, err := sessionRef(req.Session)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) sessionTranscript(ctx context.Context, group, name string, req transcriptRequest) (any, error) {
 	if req.Limit < 0 {
 		return nil, invalid("limit", "must not be negative")
 	}
@@ -486,15 +510,8 @@ func (a *API) groupList(ctx context.Context, r *http.Request) (any, error) {
 	return GroupList{Groups: nonNil(groups)}, nil
 }
 
-func (a *API) groupGet(ctx context.Context, r *http.Request) (any, error) {
-	var req groupRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	if err := groupName("group", req.Group, true); err != nil {
-		return nil, err
-	}
-	return nidclient.GetGroup(ctx, a.c, req.Group)
+func (a *API) groupGet(ctx context.Context, group string, _ groupRequest) (any, error) {
+	return nidclient.GetGroup(ctx, a.c, group)
 }
 
 type groupSetRequest struct {
@@ -503,6 +520,8 @@ type groupSetRequest struct {
 	Budget  json.RawMessage `json:"budget"`
 	Learned json.RawMessage `json:"learned"`
 }
+
+func (r *groupSetRequest) groupField() string { return r.Group }
 
 // GroupSetAnswer is the group.set answer: the group's policy and budget
 // after the change.
@@ -513,28 +532,14 @@ type GroupSetAnswer struct {
 	Learned []workflows.LearnedPoint `json:"learned"`
 }
 
-func (a *API) groupSet(ctx context.Context, r *http.Request) (any, error) {
-	var req groupSetRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	if err := groupName("group", req.Group, true); err != nil {
-		return nil, err
-	}
-	rotate, budget, learned := bytes.TrimSpace(req.Rotate), bytes.TrimSpace(req.Budget), bytes.TrimSpace(req.Learned)
-	for _, f := range []struct {
-		name string
-		v    []byte
-	}{{"rotate", rotate}, {"budget", budget}, {"learned", learned}} {
-		if len(f.v) > 0 && f.v[0] != '{' {
-			return nil, invalid(f.name, "must be a JSON object of the fields to change")
-		}
-	}
-	res, err := nidclient.SetGroup(ctx, a.c, req.Group, nidclient.GroupSettings{RotateJSON: string(rotate), BudgetJSON: string(budget), LearnedJSON: string(learned)})
+// groupSet hands each setting to nidclient.SetGroup as it came, which
+// validates it as `nid group set` does.
+func (a *API) groupSet(ctx context.Context, group string, req groupSetRequest) (any, error) {
+	res, err := nidclient.SetGroup(ctx, a.c, group, nidclient.GroupSettings{RotateJSON: string(req.Rotate), BudgetJSON: string(req.Budget), LearnedJSON: string(req.Learned)})
 	if err != nil {
 		return nil, err
 	}
-	return GroupSetAnswer{Group: req.Group, Rotate: res.Rotate, Budget: res.Budget, Learned: nonNil(res.Learned)}, nil
+	return GroupSetAnswer{Group: group, Rotate: res.Rotate, Budget: res.Budget, Learned: nonNil(res.Learned)}, nil
 }
 
 // BoardAnswer is the board.read answer: the board, and its text as agents'
@@ -545,19 +550,12 @@ type BoardAnswer struct {
 	Text  string              `json:"text"`
 }
 
-func (a *API) boardRead(ctx context.Context, r *http.Request) (any, error) {
-	var req groupRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	if err := groupName("group", req.Group, true); err != nil {
-		return nil, err
-	}
-	v, err := nidclient.GetGroup(ctx, a.c, req.Group)
+func (a *API) boardRead(ctx context.Context, group string, _ groupRequest) (any, error) {
+	v, err := nidclient.GetGroup(ctx, a.c, group)
 	if err != nil {
 		return nil, err
 	}
-	return BoardAnswer{Group: req.Group, Board: v.Board, Text: workflows.BoardText(v.Board, "")}, nil
+	return BoardAnswer{Group: group, Board: v.Board, Text: workflows.BoardText(v.Board, "")}, nil
 }
 
 // InboxAnswer is the inbox.list answer, oldest first.
@@ -565,15 +563,8 @@ type InboxAnswer struct {
 	Items []workflows.InboxItem `json:"items"`
 }
 
-func (a *API) inboxList(ctx context.Context, r *http.Request) (any, error) {
-	var req groupRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	if err := groupName("group", req.Group, false); err != nil {
-		return nil, err
-	}
-	items, err := nidclient.Inbox(ctx, a.c, req.Group)
+func (a *API) inboxList(ctx context.Context, group string, _ groupRequest) (any, error) {
+	items, err := nidclient.Inbox(ctx, a.c, group)
 	if err != nil {
 		return nil, err
 	}
@@ -585,15 +576,8 @@ type InboxCleared struct {
 	Cleared int `json:"cleared"`
 }
 
-func (a *API) inboxClear(ctx context.Context, r *http.Request) (any, error) {
-	var req groupRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	if err := groupName("group", req.Group, false); err != nil {
-		return nil, err
-	}
-	n, err := nidclient.ClearInbox(ctx, a.c, req.Group)
+func (a *API) inboxClear(ctx context.Context, group string, _ groupRequest) (any, error) {
+	n, err := nidclient.ClearInbox(ctx, a.c, group)
 	if err != nil {
 		return nil, err
 	}
@@ -608,15 +592,7 @@ type StopAnswer struct {
 	Was      string   `json:"was"`
 }
 
-func (a *API) sessionStop(ctx context.Context, r *http.Request) (any, error) {
-	var req sessionRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	group, name, err := sessionRef(req.Session)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) sessionStop(ctx context.Context, group, name string, req sessionRequest) (any, error) {
 	res, err := nidclient.Stop(ctx, a.c, group, name)
 	if err != nil {
 		return nil, err
@@ -629,21 +605,15 @@ type startRequest struct {
 	Fresh   bool   `json:"fresh"`
 }
 
+func (r *startRequest) sessionField() string { return r.Session }
+
 // StartAnswer is the session.start answer.
 type StartAnswer struct {
 	Session string `json:"session"`
 	Fresh   bool   `json:"fresh"`
 }
 
-func (a *API) sessionStart(ctx context.Context, r *http.Request) (any, error) {
-	var req startRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	group, name, err := sessionRef(req.Session)
-	if err != nil {
-		return nil, err
-	}
+func (a *API) sessionStart(ctx context.Context, group, name string, req startRequest) (any, error) {
 	if err := nidclient.Start(ctx, a.c, group, name, req.Fresh); err != nil {
 		return nil, err
 	}

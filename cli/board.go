@@ -48,25 +48,11 @@ func newBoardCommand(a *app) *cli.Command {
 }
 
 func runBoard(ctx context.Context, c client.Client, opts boardOptions, stdout io.Writer) error {
-	groups := []string{opts.Group}
-	if opts.Group == "" {
-		var err error
-		if groups, err = nidclient.ListGroups(ctx, c); err != nil {
-			return err
-		}
-	}
-	var boards []workflows.BoardView
-	for _, g := range groups {
-		view, err := nidclient.GetGroup(ctx, c, g)
-		if err != nil {
-			return err
-		}
-		boards = append(boards, view.Board)
+	boards, err := nidclient.Boards(ctx, c, opts.Group)
+	if err != nil {
+		return err
 	}
 	if opts.JSON {
-		if boards == nil {
-			boards = []workflows.BoardView{}
-		}
 		return writeJSON(stdout, boards)
 	}
 	for i, b := range boards {

@@ -217,9 +217,9 @@ func cutOffByNewRun(err error) bool {
 	return strings.Contains(err.Error(), "Workflow completed before the Update completed")
 }
 
-// Inbox gathers the inbox items of one group, or of every running group
-// when group is empty, oldest first.
-func Inbox(ctx context.Context, c client.Client, group string) ([]workflows.InboxItem, error) {
+// groupViews are the views of one group, or of every running group in name
+// order when group is empty.
+func groupViews(ctx context.Context, c client.Client, group string) ([]workflows.GroupView, error) {
 	groups := []string{group}
 	if group == "" {
 		var err error
@@ -227,7 +227,7 @@ func Inbox(ctx context.Context, c client.Client, group string) ([]workflows.Inbo
 			return nil, &UnavailableError{Who: "Temporal", Err: err}
 		}
 	}
-	items := []workflows.InboxItem{}
+	var views []workflows.GroupView
 	for _, g := range groups {
 		v, err := QueryGroup(ctx, c, g)
 		if IsNotFound(err) && group == "" {
@@ -236,6 +236,34 @@ func Inbox(ctx context.Context, c client.Client, group string) ([]workflows.Inbo
 		if err != nil {
 			return nil, groupError(ctx, c, g, err)
 		}
+		views = append(views, v)
+	}
+	return views, nil
+}
+
+// Boards are the boards of one group, or of every running group in name
+// order when group is empty.
+func Boards(ctx context.Context, c client.Client, group string) ([]workflows.BoardView, error) {
+	views, err := groupViews(ctx, c, group)
+	if err != nil {
+		return nil, err
+	}
+	boards := []workflows.BoardView{}
+	for _, v := range views {
+		boards = append(boards, v.Board)
+	}
+	return boards, nil
+}
+
+// Inbox gathers the inbox items of one group, or of every running group
+// when group is empty, oldest first.
+func Inbox(ctx context.Context, c client.Client, group string) ([]workflows.InboxItem, error) {
+	views, err := groupViews(ctx, c, group)
+	if err != nil {
+		return nil, err
+	}
+	items := []workflows.InboxItem{}
+	for _, v := range views {
 		items = append(items, v.Inbox...)
 	}
 	slices.SortStableFunc(items, func(x, y workflows.InboxItem) int {

@@ -337,6 +337,30 @@ func TestAddTask(t *testing.T) {
 	require.Len(t, temporaltest.Group(t, c, "web").Board.Tasks, 1, "a refused task is not added")
 }
 
+func TestBoards(t *testing.T) {
+	t.Parallel()
+	c := start(t, groups)
+	ctx := context.Background()
+	_, err := nidclient.AddTask(ctx, c, "web", "write the parser", "")
+	require.NoError(t, err)
+
+	all, err := nidclient.Boards(ctx, c, "")
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	require.Equal(t, []string{"api", "web"}, []string{all[0].Group, all[1].Group}, "every running group, in name order")
+	require.Empty(t, all[0].Tasks)
+	require.Equal(t, "write the parser", all[1].Tasks[0].Title)
+
+	web, err := nidclient.Boards(ctx, c, "web")
+	require.NoError(t, err)
+	require.Len(t, web, 1)
+	require.Equal(t, "web", web[0].Group)
+	require.Equal(t, "write the parser", web[0].Tasks[0].Title)
+
+	_, err = nidclient.Boards(ctx, c, "mobile")
+	requireError[*nidclient.NotFoundError](t, err, `no group "mobile"; running groups: api, web`)
+}
+
 func TestSessions(t *testing.T) {
 	t.Parallel()
 	c := start(t, groups)

@@ -40,18 +40,10 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 		if err != nil {
 			return fmt.Errorf("group %s: %w", name, err)
 		}
-		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID: workflows.GroupID(name),
-			UpdateName: workflows.UpdateSync,
-			Args: []interface{}{workflows.GroupSync{
-				Goal: g.Goal, Rotate: g.Rotate, Sessions: sessions,
-				Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
-			}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		if err == nil {
-			err = handle.Get(ctx, nil)
-		}
+		err = nidclient.UpdateGroup(ctx, c, name, workflows.UpdateSync, workflows.GroupSync{
+			Goal: g.Goal, Rotate: g.Rotate, Sessions: sessions,
+			Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
+		}, nil)
 		if err != nil {
 			return fmt.Errorf("group %s: %w", name, err)
 		}
@@ -99,13 +91,9 @@ func (t temporalSessions) HandoffAck(ctx context.Context, sessionWorkflowID stri
 }
 
 func (t temporalSessions) Board(ctx context.Context, group, session string) (string, error) {
-	v, err := t.c.QueryWorkflow(ctx, workflows.GroupID(group), "", workflows.QueryGroup)
+	g, err := nidclient.QueryGroup(ctx, t.c, group)
 	if err != nil {
 		return "", fmt.Errorf("group %s: %w", group, err)
-	}
-	var g workflows.GroupView
-	if err := v.Get(&g); err != nil {
-		return "", err
 	}
 	return workflows.BoardText(g.Board, session), nil
 }

@@ -59,8 +59,9 @@ func APIToken(cfg *config.Config) (token, file string, err error) {
 	return token, file, nil
 }
 
-// loopback reports whether a listen address accepts connections from this
-// host only. An empty host listens everywhere.
+// loopback reports whether host:port names this host only: a listen
+// address that accepts connections from nowhere else, or a server here. An
+// empty host listens everywhere.
 func loopback(listen string) bool {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {

@@ -69,24 +69,11 @@ func startHint(cfg *config.Config) string {
 	switch {
 	case cfg.Embedded():
 		return "start one with `nid up` (or `nid server` for the server alone)"
-	case isLoopbackAddress(cfg.Temporal.Address):
+	case loopback(cfg.Temporal.Address):
 		return "start it with `nid server` (or set temporal.address to a running one)"
 	default:
 		return "is the cluster up and temporal.address right?"
 	}
-}
-
-// isLoopbackAddress says host:port names this host.
-func isLoopbackAddress(address string) bool {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func isUnavailable(err error) bool {

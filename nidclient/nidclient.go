@@ -1,12 +1,15 @@
-// Package nidclient reads nid's sessions and groups from Temporal the way
-// every client of nid does (the command line and the HTTP API): one
-// visibility list for the running sessions, decoded from their search
-// attributes and memo, and queries for one session's or group's view.
+// Package nidclient is every operation nid's clients (the command line and
+// the HTTP API) carry out on its workflows, so that each client only prints
+// the answer or maps the error: reading sessions (one visibility list,
+// decoded from their search attributes and memo) and groups, rotating,
+// sending, setting a group, the inbox, the board, stopping and starting, and
+// the feed of events. The operations (ops.go, feed.go) return the error
+// types of errors.go: not found, refused, invalid, unavailable.
 //
-//	sessions, err := nidclient.ListSessions(ctx, c, "web")
-//	view, err := nidclient.QuerySession(ctx, c, "web", "lead")
-//	if nidclient.IsNotFound(err) {
-//		return nidclient.UnknownSession(ctx, c, "web", "lead")
+//	answer, err := nidclient.Rotate(ctx, c, "web", "lead", "")
+//	var refused *nidclient.RefusedError
+//	if errors.As(err, &refused) {
+//		// the session would ignore the request: it was not sent
 //	}
 package nidclient
 

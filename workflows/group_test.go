@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -36,29 +35,23 @@ func newGroupHarness(t *testing.T) *groupHarness {
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	h := &groupHarness{t: t, env: suite.NewTestWorkflowEnvironment(), pushed: map[string][]config.Rotate{}, pushedLearned: map[string][][]LearnedPoint{}}
 	h.env.RegisterWorkflowWithOptions(GroupWorkflow, workflow.RegisterOptions{Name: GroupWorkflowName})
-	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalPolicy, mock.Anything).Return(
-		func(_, id, _, _ string, arg interface{}) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.pushed[id] = append(h.pushed[id], arg.(PolicyChange).Rotate)
-			h.pushedLearned[id] = append(h.pushedLearned[id], arg.(PolicyChange).Learned)
-			return nil
-		})
+	onSignalOut(h.env, "", SignalPolicy, func(id string, p PolicyChange) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.pushed[id] = append(h.pushed[id], p.Rotate)
+		h.pushedLearned[id] = append(h.pushedLearned[id], p.Learned)
+	})
 	h.boards = map[string][]BoardView{}
-	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalBoard, mock.Anything).Return(
-		func(_, id, _, _ string, arg interface{}) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.boards[id] = append(h.boards[id], arg.(BoardView))
-			return nil
-		})
-	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalStop, mock.Anything).Return(
-		func(_, id, _, _ string, _ interface{}) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.stops = append(h.stops, id)
-			return nil
-		})
+	onSignalOut(h.env, "", SignalBoard, func(id string, b BoardView) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.boards[id] = append(h.boards[id], b)
+	})
+	onSignalOut(h.env, "", SignalStop, func(id string, _ StopRequest) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.stops = append(h.stops, id)
+	})
 	return h
 }
 

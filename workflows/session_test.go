@@ -220,42 +220,37 @@ func newHarness(t *testing.T) *harness {
 	h.agent.register()
 	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowName})
 	env.RegisterWorkflowWithOptions(RotationWorkflow, workflow.RegisterOptions{Name: RotationWorkflowName})
-	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalInbox, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.inbox = append(h.inbox, arg.(InboxItem))
-			return nil
-		})
+	onSignalOut(env, GroupID("web"), SignalInbox, func(_ string, item InboxItem) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.inbox = append(h.inbox, item)
+	})
 	h.group = &fakeGroup{h: h, board: BoardState{Prompts: config.DefaultPrompts()}}
-	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalClaimNext, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.group.claimNext(arg.(ClaimNext).Session)
-			return nil
-		})
-	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalReserve, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.group.reserve(arg.(Reserve))
-			return nil
-		})
-	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalCharge, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.group.charge(arg.(Charge))
-			return nil
-		})
-	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalSlot, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.group.slot(arg.(SlotRequest))
-			return nil
-		})
-	env.OnSignalExternalWorkflow(mock.Anything, GroupID("web"), "", SignalLearned, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.learned = append(h.learned, arg.(LearnedPoint))
-			return nil
-		})
+	onSignalOut(env, GroupID("web"), SignalClaimNext, func(_ string, c ClaimNext) { h.group.claimNext(c.Session) })
+	onSignalOut(env, GroupID("web"), SignalReserve, func(_ string, r Reserve) { h.group.reserve(r) })
+	onSignalOut(env, GroupID("web"), SignalCharge, func(_ string, c Charge) { h.group.charge(c) })
+	onSignalOut(env, GroupID("web"), SignalSlot, func(_ string, r SlotRequest) { h.group.slot(r) })
+	onSignalOut(env, GroupID("web"), SignalLearned, func(_ string, p LearnedPoint) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.learned = append(h.learned, p)
+	})
 	return h
+}
+
+// onSignalOut hands every signal name that the workflow under test sends
+// to the workflow id to (any workflow when empty) to fn, with the id it went
+// to and its payload.
+func onSignalOut[T any](env *testsuite.TestWorkflowEnvironment, to, name string, fn func(id string, arg T)) {
+	var target any = mock.Anything
+	if to != "" {
+		target = to
+	}
+	env.OnSignalExternalWorkflow(mock.Anything, target, "", name, mock.Anything).Return(
+		func(_, id, _, _ string, arg interface{}) error {
+			fn(id, arg.(T))
+			return nil
+		})
 }
 
 // fakeGroup plays the session's group with the real board logic: it hands
@@ -407,10 +402,16 @@ func (h *harness) run(in SessionInput, end time.Duration) SessionView {
 	return final
 }
 
-func rotations(v SessionView) []RotationEvent {
+// rotations are the session's rotations, failures its failed ones, oldest
+// first.
+func rotations(v SessionView) []RotationEvent { return rotationEvents(v, EventRotation) }
+
+func failures(v SessionView) []RotationEvent { return rotationEvents(v, EventRotationFailed) }
+
+func rotationEvents(v SessionView, kind string) []RotationEvent {
 	var out []RotationEvent
 	for _, e := range v.Events {
-		if e.Kind == EventRotation {
+		if e.Kind == kind {
 			out = append(out, *e.Rotation)
 		}
 	}
@@ -423,16 +424,6 @@ func eventTexts(v SessionView, kind string) []string {
 	for _, e := range v.Events {
 		if e.Kind == kind {
 			out = append(out, e.Text)
-		}
-	}
-	return out
-}
-
-func failures(v SessionView) []RotationEvent {
-	var out []RotationEvent
-	for _, e := range v.Events {
-		if e.Kind == EventRotationFailed {
-			out = append(out, *e.Rotation)
 		}
 	}
 	return out

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
@@ -47,11 +46,7 @@ func TestAStoppedSessionStartsAgain(t *testing.T) {
 func TestGroupStartsAStoppedSession(t *testing.T) {
 	h := newGroupHarness(t)
 	var starts []SessionStart
-	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalStart, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			starts = append(starts, arg.(SessionStart))
-			return nil
-		})
+	onSignalOut(h.env, "", SignalStart, func(_ string, start SessionStart) { starts = append(starts, start) })
 	notStopped := h.update(time.Minute, UpdateStartSession, SessionStart{Session: "lead"}, nil)
 	stop := h.update(2*time.Minute, UpdateStopSession, BoardRequest{Session: "lead", Why: "it left nid.yaml"}, nil)
 	start := h.update(3*time.Minute, UpdateStartSession, SessionStart{Session: "lead", Fresh: true}, nil)

@@ -58,9 +58,8 @@ type RotateDecision struct {
 // pure: the session calls it on its own view when the request arrives, and
 // the CLI and the API on the view they queried.
 func DecideRotate(mode string, v SessionView) RotateDecision {
-	version := v.rung()
 	d := RotateDecision{status: v.Status}
-	rules := version >= VersionOneRotateDecision
+	rules := v.ladder().has(VersionOneRotateDecision)
 	switch {
 	case v.Status == StatusStopped:
 		d.Refused = stoppedRefusal
@@ -82,7 +81,7 @@ func DecideRotate(mode string, v SessionView) RotateDecision {
 	default:
 		d.When, d.Mode = RotateNow, EffectiveMode(mode, v.Policy)
 	}
-	if version >= VersionFailuresSettle && d.Refused == "" && d.join != joinRunning && d.join != joinHandoff &&
+	if v.ladder().has(VersionFailuresSettle) && d.Refused == "" && d.join != joinRunning && d.join != joinHandoff &&
 		d.Mode == config.ModeCompact && !activities.KindOf(v.Agent).Compacts {
 		d = RotateDecision{status: v.Status, Refused: fmt.Sprintf("runs agent kind %s, which cannot compact: rotate it by handoff or auto", v.Agent)}
 	}
@@ -158,12 +157,12 @@ func EffectiveMode(mode string, policy config.Rotate) string {
 	}
 }
 
-// rung is the rung whose rules decide for the session viewed.
-func (v SessionView) rung() Version {
+// ladder is the rung whose rules decide for the session viewed.
+func (v SessionView) ladder() ladder {
 	if v.Rung == 0 {
-		return versionLatest
+		return ladder{versionLatest}
 	}
-	return v.Rung
+	return ladder{v.Rung}
 }
 
 // stoppedRefusal is what a stopped session says to a rotate request and a
@@ -184,7 +183,7 @@ const (
 // session on a rung before VersionBoundedQueue queues every message.
 func MessageRefusal(text string, v SessionView) string {
 	switch {
-	case v.rung() < VersionBoundedQueue:
+	case !v.ladder().has(VersionBoundedQueue):
 		return ""
 	case v.Status == StatusStopped:
 		return stoppedRefusal

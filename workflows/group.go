@@ -41,8 +41,8 @@ type GroupState struct {
 type group struct {
 	name string
 	st   *GroupState
-	// version is the rung of the version ladder this run follows.
-	version Version
+	// ladder is the rung of the version ladder this run follows.
+	ladder
 }
 
 // GroupWorkflow owns a group's policy, board, budget and inbox. It changes
@@ -103,16 +103,13 @@ func (g *group) setup(ctx workflow.Context) error {
 	return nil
 }
 
-// has says this run follows rung v of the version ladder.
-func (g *group) has(v Version) bool { return g.version >= v }
-
 // run waits until the history is full, then continues as new: everything
 // else a group does answers a signal or an update.
 func (g *group) run(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return historyFull(ctx, g.st.HistoryLimit) }); err != nil {
 		return err
 	}
-	return continueAsNew(ctx, g.version, g.signalSelector, GroupWorkflowName, func() any {
+	return continueAsNew(ctx, g.ladder, g.signalSelector, GroupWorkflowName, func() any {
 		return GroupInput{Name: g.name, State: g.st}
 	})
 }

@@ -232,7 +232,7 @@ func TestTheChartAndTheReceipts(t *testing.T) {
 
 // The chart and the receipts are bounded however long a session runs.
 func TestTheChartAndReceiptsAreBounded(t *testing.T) {
-	s := &session{st: &SessionState{}, version: versionLatest}
+	s := &session{st: &SessionState{}, ladder: ladder{versionLatest}}
 	for i := range maxPoints + 5 {
 		s.st.Context.TotalTurns = i + 1
 		s.plot("", "")
@@ -245,7 +245,7 @@ func TestTheChartAndReceiptsAreBounded(t *testing.T) {
 	require.Len(t, s.st.Receipts, maxReceipts)
 	require.Equal(t, 4, s.st.Receipts[0].Number)
 
-	old := &session{st: &SessionState{}, version: VersionGovernor}
+	old := &session{st: &SessionState{}, ladder: ladder{VersionGovernor}}
 	old.plot("", "")
 	require.Empty(t, old.st.Points, "a session on an older rung draws no chart")
 }

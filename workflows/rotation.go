@@ -22,10 +22,9 @@ type rotation struct {
 	res     RotationResult
 	handoff workflow.ReceiveChannel
 	ack     workflow.ReceiveChannel
-	// kind is what the session's agent kind can do; version the rung this
-	// run follows.
-	kind    activities.Kind
-	version Version
+	// kind is what the session's agent kind can do.
+	kind activities.Kind
+	ladder
 }
 
 // RotationWorkflow rotates one session's conversation once: compaction, or a
@@ -34,7 +33,7 @@ type rotation struct {
 // reached and the rotation happens exactly once.
 func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, error) {
 	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite), ack: workflow.GetSignalChannel(ctx, SignalHandoffAck),
-		kind: activities.KindOf(in.Spec.Kind), version: versionOf(ctx)}
+		kind: activities.KindOf(in.Spec.Kind), ladder: ladder{versionOf(ctx)}}
 	r.res.RotationEvent = RotationEvent{
 		Number:          in.Number,
 		Method:          in.Method,
@@ -54,13 +53,13 @@ func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, e
 // cancelled says the session cancelled this rotation (it was stopped), so
 // no further step may start.
 func (r *rotation) cancelled(ctx workflow.Context) bool {
-	return r.version >= VersionStopAtOnce && ctx.Err() != nil
+	return r.has(VersionStopAtOnce) && ctx.Err() != nil
 }
 
 func (r *rotation) run(ctx workflow.Context) (RotationResult, error) {
 	switch r.in.Method {
 	case config.ModeCompact, config.ModeAuto:
-		if r.version >= VersionFailuresSettle && !r.kind.Compacts {
+		if r.has(VersionFailuresSettle) && !r.kind.Compacts {
 			// Not a failure to fall back from: this kind never compacts.
 			if r.in.Method == config.ModeAuto {
 				return r.handoffInto(ctx)
@@ -137,7 +136,7 @@ func (r *rotation) compact(ctx workflow.Context) bool {
 // the fresh conversation's acknowledgement against the board.
 func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 	r.res.Method = config.ModeHandoff
-	vouched := r.version >= VersionVouchedHandoff
+	vouched := r.has(VersionVouchedHandoff)
 	summary, source := r.in.Summary, SummaryFromAgent
 	if summary == "" {
 		summary, source = r.requestHandoff(ctx)
@@ -343,7 +342,7 @@ func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 				last = tr.Output
 			}
 			wait := handoffWait
-			if r.version >= VersionFailuresSettle && !r.kind.Tools {
+			if r.has(VersionFailuresSettle) && !r.kind.Tools {
 				// Its output stands in; it cannot call handoff_write.
 				wait = 0
 			}
@@ -364,7 +363,7 @@ func (r *rotation) addCost(c Charge) {
 	r.res.Cost.Turns += c.Turns
 	r.res.Cost.Tokens += c.Tokens
 	r.res.Cost.USD += c.USD
-	if r.version >= VersionVouchedHandoff {
+	if r.has(VersionVouchedHandoff) {
 		r.res.CostTokens, r.res.CostUSD = r.res.Cost.Tokens, r.res.Cost.USD
 	}
 }

@@ -124,8 +124,8 @@ type session struct {
 	// published is what the search attributes and memo last said, so an
 	// unchanged record is not written to history again.
 	published published
-	// version is the rung of the version ladder this run follows.
-	version Version
+	// ladder is the rung of the version ladder this run follows.
+	ladder
 }
 
 // SessionWorkflow is one agent seat in a group. It runs forever: it sends
@@ -171,9 +171,6 @@ func (s *session) setup(ctx workflow.Context) error {
 	return nil
 }
 
-// has says this run follows rung v of the version ladder.
-func (s *session) has(v Version) bool { return s.version >= v }
-
 func (s *session) ref() activities.SessionRef {
 	return activities.SessionRef{Group: s.in.Group, Name: s.in.Name, WorkflowID: SessionID(s.in.Group, s.in.Name)}
 }
@@ -211,7 +208,7 @@ func (s *session) run(ctx workflow.Context) error {
 			continue
 		}
 		if s.historyFull(ctx) {
-			return continueAsNew(ctx, s.version, s.signalSelector, SessionWorkflowName, func() any {
+			return continueAsNew(ctx, s.ladder, s.signalSelector, SessionWorkflowName, func() any {
 				in := s.in
 				in.State = s.st
 				return in

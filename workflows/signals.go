@@ -49,7 +49,7 @@ func listenSignals(ctx workflow.Context, selector signalSelector) {
 // can block (a push awaits its delivery), and an update accepted meanwhile
 // would otherwise be cut off by the new run, failing at the client after
 // its change was made.
-func continueAsNew(ctx workflow.Context, version Version, selector signalSelector, workflowType string, input func() any) error {
+func continueAsNew(ctx workflow.Context, l ladder, selector signalSelector, workflowType string, input func() any) error {
 	sel := selector(ctx)
 	for {
 		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
@@ -61,7 +61,7 @@ func continueAsNew(ctx workflow.Context, version Version, selector signalSelecto
 		for sel.HasPending() {
 			sel.Select(ctx)
 		}
-		if version < VersionSettledContinueAsNew {
+		if !l.has(VersionSettledContinueAsNew) {
 			break
 		}
 	}

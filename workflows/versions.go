@@ -123,6 +123,13 @@ const (
 // existed; histories carry it, so it never changes.
 const versionChangeID = "team"
 
+// ladder is the rung a run follows, for the workflows to embed: they branch
+// on has.
+type ladder struct{ version Version }
+
+// has says this run follows rung v of the version ladder.
+func (l ladder) has(v Version) bool { return l.version >= v }
+
 // versionOf reads the run's rung: the one its history recorded, or the
 // newest for a run that starts now.
 func versionOf(ctx workflow.Context) Version {

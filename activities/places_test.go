@@ -2,11 +2,14 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/nid-dev/nid/config"
 )
@@ -52,6 +55,49 @@ func TestTheWorkersConfigDecidesWhereAnAgentWorks(t *testing.T) {
 			where, err := workedIn(t, acts, KindClaude, home)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, where)
+		})
+	}
+}
+
+// A sandbox lets an agent write its working directory: one that holds the
+// state directory (a group without a repo, run where nid.yaml and .nid are)
+// would let it write nid's records, its database and the other sessions'
+// worktrees. nid refuses to start it there, saying what to change; without
+// a sandbox (full), or beside the state directory, it runs.
+func TestNoSandboxHoldsTheStateDirectory(t *testing.T) {
+	project := t.TempDir()
+	state := filepath.Join(project, ".nid")
+	require.NoError(t, os.MkdirAll(state, 0o700))
+	link := filepath.Join(t.TempDir(), "project")
+	require.NoError(t, os.Symlink(project, link))
+	for _, tc := range []struct {
+		name        string
+		workDir     string
+		permissions string
+		refused     bool
+	}{
+		{"the directory holding it", project, "", true},
+		{"the same through a symbolic link", link, config.PermissionsReadonly, true},
+		{"the state directory itself", state, "", true},
+		{"full: no sandbox", project, config.PermissionsFull, false},
+		{"beside it", t.TempDir(), "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acts := &Activities{StateDir: state, Settings: settingsOf(KindCodex, config.AgentSettings{Permissions: tc.permissions}), Places: placedAt("", tc.workDir)}
+			where, err := workedIn(t, acts, KindCodex, "")
+			if !tc.refused {
+				require.NoError(t, err)
+				require.Equal(t, tc.workDir, where)
+				return
+			}
+			appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, ErrSandboxUnavailable, appErr.Type())
+			require.True(t, appErr.NonRetryable())
+			require.Contains(t, appErr.Error(), "which holds nid's state directory "+state)
+			require.Contains(t, appErr.Error(), "give group web a repo")
+			require.Contains(t, appErr.Error(), "set permissions: full")
+			require.Empty(t, where, "nothing ran")
 		})
 	}
 }

@@ -99,7 +99,8 @@ type Notifier interface {
 // spec whose kind is not the one this worker's nid.yaml gives the session,
 // and a process agent for a session the file does not list: a spec comes
 // from workflow history, which anyone who can signal the workflow can write.
-// It refuses as well permissions the kind cannot enforce: nid never runs an
+// It refuses as well permissions the kind cannot enforce, and a sandbox
+// around a directory that holds the state directory: nid never runs an
 // agent with less confinement than it was given.
 func (a *Activities) process(ref SessionRef, spec AgentSpec, asked string) (Process, error) {
 	var (
@@ -138,6 +139,12 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, asked string) (Proc
 		if state, err := filepath.Abs(a.StateDir); err == nil {
 			p.TempDir = filepath.Join(state, "agents", ref.Group, ref.Name)
 			p.GitDirs = gitDirsFile(state, ref)
+			if dir := workDir(p); k.Process && p.sandboxed() && within(state, dir) {
+				return Process{}, SandboxUnavailable("%s: %s/%s would work in %s, which holds nid's state directory %s, so its sandbox would let the agent "+
+					"write nid's own records, its database and the other sessions' worktrees; give group %s a repo (each session then works in a worktree of "+
+					"its own), or a workdir that does not hold the state directory, or set permissions: %s for the session to run it without a sandbox",
+					k.Name, ref.Group, ref.Name, dir, state, ref.Group, config.PermissionsFull)
+			}
 		}
 	}
 	return p, nil
@@ -158,6 +165,20 @@ func (a *Activities) workDirOf(ref SessionRef, asked string) string {
 		}
 	}
 	return cmp.Or(asked, a.WorkDir)
+}
+
+// within reports whether path is dir or inside it, symbolic links
+// resolved where they can be.
+func within(path, dir string) bool {
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		abs, _ := filepath.Abs(p)
+		return abs
+	}
+	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // unconfined says what the only way out means for a kind with no sandbox.

@@ -139,7 +139,7 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, asked string) (Proc
 		if state, err := filepath.Abs(a.StateDir); err == nil {
 			p.TempDir = filepath.Join(state, "agents", ref.Group, ref.Name)
 			p.GitDirs = gitDirsFile(state, ref)
-			if dir := workDir(p); k.Process && p.sandboxed() && within(state, dir) {
+			if dir := workDir(p); k.Process && p.sandboxed() && config.Within(state, dir) {
 				return Process{}, SandboxUnavailable("%s: %s/%s would work in %s, which holds nid's state directory %s, so its sandbox would let the agent "+
 					"write nid's own records, its database and the other sessions' worktrees; give group %s a repo (each session then works in a worktree of "+
 					"its own), or a workdir that does not hold the state directory, or set permissions: %s for the session to run it without a sandbox",
@@ -165,20 +165,6 @@ func (a *Activities) workDirOf(ref SessionRef, asked string) string {
 		}
 	}
 	return cmp.Or(asked, a.WorkDir)
-}
-
-// within reports whether path is dir or inside it, symbolic links
-// resolved where they can be.
-func within(path, dir string) bool {
-	resolve := func(p string) string {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r
-		}
-		abs, _ := filepath.Abs(p)
-		return abs
-	}
-	rel, err := filepath.Rel(resolve(dir), resolve(path))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // unconfined says what the only way out means for a kind with no sandbox.

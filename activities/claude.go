@@ -220,8 +220,8 @@ const claudeSandboxRequired = "sandbox_required_unavailable"
 // run commands unsandboxed on a host without bubblewrap. Network access is
 // Claude Code's default, none (its proxy allows no domain), unless
 // Process.Network allows every domain. These settings come on the command
-// line, above the user's and the project's settings files, and hold no
-// secret.
+// line, above the user's settings files, and hold no secret; the project's
+// settings files are not read at all in a sandbox.
 func claudeSandbox(p Process) []string {
 	if !p.sandboxed() {
 		settings, _ := json.Marshal(map[string]any{
@@ -261,7 +261,12 @@ func claudeSandbox(p Process) []string {
 		"permissions": map[string]any{"allow": []string{"Bash"}},
 		"sandbox":     sandbox,
 	})
-	return []string{"--settings", string(settings), "--permission-mode", mode}
+	// Only the user's own settings files: the project's (.claude/settings*.json
+	// and .mcp.json) are in the working directory, where agents write, and
+	// the hooks and MCP servers they name run outside the sandbox. Claude
+	// Code keeps its own agent from writing them, not another agent sharing
+	// the directory (Codex's sandbox leaves them writable) or a checkout.
+	return []string{"--settings", string(settings), "--setting-sources", "user", "--permission-mode", mode}
 }
 
 // usage is the context record a turn's stream gives.

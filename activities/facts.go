@@ -80,7 +80,7 @@ func (a *Activities) GatherFacts(ctx context.Context, in FactsInput) (Facts, err
 	if err := checkSession(in.Session); err != nil {
 		return Facts{}, classify(err)
 	}
-	dir, err := filepath.Abs(workDir(Process{WorkDir: cmp.Or(in.WorkDir, a.WorkDir)}))
+	dir, err := filepath.Abs(workDir(Process{WorkDir: a.workDirOf(in.Session, in.WorkDir)}))
 	if err != nil {
 		return Facts{}, classify(BadInput("workdir %q: %v", in.WorkDir, err))
 	}

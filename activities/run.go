@@ -58,6 +58,14 @@ type Activities struct {
 	// this one. Nil, or ok false for a session the file does not list,
 	// means no process agent runs for the session (the sim still may).
 	Settings func(ref SessionRef) (kind string, set config.AgentSettings, ok bool)
+	// Places returns where this worker's own nid.yaml puts a session: its
+	// group's repository, whose sessions work in worktrees nid makes under
+	// the state directory, or else the group's shared working directory
+	// (empty: WorkDir). It decides where an agent works, and so what its
+	// sandbox lets it write: the repository and working directory in a
+	// workflow's input, which anything that reaches Temporal can write,
+	// are not believed. Nil, or ok false, leaves them to the input.
+	Places func(ref SessionRef) (repo, workDir string, ok bool)
 	// Notify tells a session's workflow what a running turn learns before
 	// it ends; nil means nobody is told.
 	Notify Notifier
@@ -85,15 +93,16 @@ type Notifier interface {
 	RateLimited(ctx context.Context, ref SessionRef, limited bool) error
 }
 
-// process resolves how to run a session's agent on this worker, in workDir
-// (the session's worktree or the group's directory) when given, with what
+// process resolves how to run a session's agent on this worker, where
+// workDirOf says (asked is the directory the workflow's input names), with what
 // nid.yaml leaves unset taken from the kind's entry in Kinds. It refuses a
 // spec whose kind is not the one this worker's nid.yaml gives the session,
 // and a process agent for a session the file does not list: a spec comes
 // from workflow history, which anyone who can signal the workflow can write.
-// It refuses as well permissions the kind cannot enforce: nid never runs an
+// It refuses as well permissions the kind cannot enforce, and a sandbox
+// around a directory that holds the state directory: nid never runs an
 // agent with less confinement than it was given.
-func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) (Process, error) {
+func (a *Activities) process(ref SessionRef, spec AgentSpec, asked string) (Process, error) {
 	var (
 		kind string
 		set  config.AgentSettings
@@ -123,18 +132,39 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, workDir string) (Pr
 			"set permissions: %s for it (agents.%s, its group or the session)%s",
 			k.Name, ref.Group, ref.Name, p.Permissions, k.Name, strings.Join(k.Permissions, " or "), k.Name, unconfined(k))
 	}
+	p.WorkDir = a.workDirOf(ref, asked)
 	if a.StateDir != "" {
 		p.PidDir = PidDir(a.StateDir)
 		// Agents run in their worktree: a relative path would not lead back.
 		if state, err := filepath.Abs(a.StateDir); err == nil {
 			p.TempDir = filepath.Join(state, "agents", ref.Group, ref.Name)
 			p.GitDirs = gitDirsFile(state, ref)
+			if dir := workDir(p); k.Process && p.sandboxed() && config.Within(state, dir) {
+				return Process{}, SandboxUnavailable("%s: %s/%s would work in %s, which holds nid's state directory %s, so its sandbox would let the agent "+
+					"write nid's own records, its database and the other sessions' worktrees; give group %s a repo (each session then works in a worktree of "+
+					"its own), or a workdir that does not hold the state directory, or set permissions: %s for the session to run it without a sandbox",
+					k.Name, ref.Group, ref.Name, dir, state, ref.Group, config.PermissionsFull)
+			}
 		}
 	}
-	if workDir != "" {
-		p.WorkDir = workDir
-	}
 	return p, nil
+}
+
+// workDirOf is where the session's agent works: where this worker's
+// nid.yaml puts it (see Places), else asked, the directory the workflow's
+// input names, else WorkDir.
+func (a *Activities) workDirOf(ref SessionRef, asked string) string {
+	if a.Places != nil {
+		if repo, dir, ok := a.Places(ref); ok {
+			if repo != "" {
+				if state, err := filepath.Abs(a.StateDir); err == nil {
+					return worktreeDir(state, ref)
+				}
+			}
+			return cmp.Or(dir, a.WorkDir)
+		}
+	}
+	return cmp.Or(asked, a.WorkDir)
 }
 
 // unconfined says what the only way out means for a kind with no sandbox.

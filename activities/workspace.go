@@ -27,11 +27,27 @@ type WorkspaceResult struct {
 // WorkspaceBranch is the branch a session works on: nid/<group>/<session>.
 func WorkspaceBranch(ref SessionRef) string { return "nid/" + ref.Group + "/" + ref.Name }
 
+// worktreeDir is where the session's worktree is, under the absolute state
+// directory state.
+func worktreeDir(state string, ref SessionRef) string {
+	return filepath.Join(state, statedir.Worktrees, ref.Group, ref.Name)
+}
+
 // PrepareWorkspace creates the session's git worktree on its own branch
 // under the state directory, once: run again (a retry, a restart) it finds
 // them and changes nothing. An existing branch is checked out as it is, so
 // a session's work is never reset.
 func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (WorkspaceResult, error) {
+	if a.Places != nil {
+		// The worker's own nid.yaml names the repository, not the input.
+		if repo, _, ok := a.Places(in.Session); ok {
+			if repo == "" {
+				return WorkspaceResult{}, classify(BadInput("session %s/%s asks for a worktree of %s, but this worker's nid.yaml gives group %s no repo",
+					in.Session.Group, in.Session.Name, in.Repo, in.Session.Group))
+			}
+			in.Repo = repo
+		}
+	}
 	if in.Repo == "" || in.Session.Group == "" || in.Session.Name == "" {
 		return WorkspaceResult{}, classify(BadInput("a workspace needs a repo and a session"))
 	}
@@ -43,10 +59,7 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 	if err != nil {
 		return WorkspaceResult{}, classify(BadInput("state directory %q: %v", a.StateDir, err))
 	}
-	res := WorkspaceResult{
-		Worktree: filepath.Join(state, statedir.Worktrees, in.Session.Group, in.Session.Name),
-		Branch:   WorkspaceBranch(in.Session),
-	}
+	res := WorkspaceResult{Worktree: worktreeDir(state, in.Session), Branch: WorkspaceBranch(in.Session)}
 	// Ask the repository, never git inside the worktree: the agent may
 	// have rewritten what the worktree says of itself (see gitDirs).
 	if branch, ok, err := worktreeBranch(ctx, repo, res.Worktree); err != nil {

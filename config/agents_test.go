@@ -16,12 +16,14 @@ const agentsFile = `agents:
   codex: {env: {OPENAI_API_KEY: sk-openai}, permissions: readonly}
 groups:
   web:
+    repo: ./app
     sessions:
       - {agent: claude, name: lead, model: claude-opus-4-1, env: {ANTHROPIC_API_KEY: sk-lead}, permissions: full}
       - {agent: claude, name: plain}
       - {agent: codex, name: worker, args: [-c, model_reasoning_effort=high], turnTimeout: 5m}
       - {agent: exec, name: script, command: ./agent.sh, permissions: full}
   api:
+    repo: ./api
     permissions: readonly
     network: false
     sessions:
@@ -104,6 +106,16 @@ func TestAgentSettingsProblems(t *testing.T) {
 			[]string{`groups.web.permissions: readonly is not supported by exec agents (supported: full) (session groups.web.sessions[1] is exec)`}},
 		{"no network needs a sandbox", "agents:\n  codex: {network: false}\n" + group("    sessions:\n      - {agent: codex, permissions: full}\n"),
 			[]string{`agents.codex.network: false needs a sandbox, and groups.web.sessions[0] runs with permissions: full, which has none`}},
+		{"two kinds in one directory", group("    sessions:\n      - {agent: claude}\n      - {agent: codex}\n"),
+			[]string{`groups.web.sessions[0]: this claude session could write, in the directory nid runs in, the configuration the codex session groups.web.sessions[1] reads there ` +
+				`(.claude/ and .mcp.json for Claude Code, .codex/ for Codex), and that CLI runs the hooks and MCP servers it names outside any sandbox: ` +
+				`give the group a repo, so that each session works in a worktree of its own, or keep their workdirs apart, or set permissions: readonly or full for this session`,
+				`groups.web.sessions[1]: this codex session could write, in the directory nid runs in, the configuration the claude session groups.web.sessions[0] reads there`}},
+		{"a writer beside a CLI without a sandbox", group("    sessions:\n      - {agent: claude, permissions: full}\n      - {agent: codex}\n"),
+			[]string{`groups.web.sessions[1]: this codex session could write, in the directory nid runs in, the configuration the claude session groups.web.sessions[0] reads there`}},
+		{"two groups in one workdir", "groups:\n  web:\n    workdir: /srv/app\n    sessions:\n      - {agent: claude}\n" +
+			"  api:\n    workdir: /srv/app/api\n    sessions:\n      - {agent: codex, permissions: readonly}\n",
+			[]string{`groups.web.sessions[0]: this claude session could write, in /srv/app, the configuration the codex session groups.api.sessions[0] reads there`}},
 		{"sim has no sandbox settings", group("    sessions:\n      - {agent: sim, permissions: full, network: true}\n"),
 			[]string{`groups.web.sessions[0].permissions: only allowed with agent: claude, codex, exec`, `groups.web.sessions[0].network: only allowed with agent: claude, codex, exec`}},
 	}
@@ -114,6 +126,19 @@ func TestAgentSettingsProblems(t *testing.T) {
 			for _, w := range tt.want {
 				require.True(t, strings.Contains(err.Error(), w), "want %q in:\n%s", w, err)
 			}
+		})
+	}
+	for name, yaml := range map[string]string{
+		"two kinds in worktrees of their own": group("    repo: /srv/app\n    sessions:\n      - {agent: claude}\n      - {agent: codex}\n"),
+		"one kind in one directory":           group("    sessions:\n      - {agent: claude, name: a}\n      - {agent: claude, name: b}\n"),
+		"two kinds that write nothing":        group("    sessions:\n      - {agent: claude, permissions: readonly}\n      - {agent: codex, permissions: full}\n"),
+		"two kinds in workdirs apart": "groups:\n  web:\n    workdir: /srv/web\n    sessions:\n      - {agent: claude}\n" +
+			"  api:\n    workdir: /srv/api\n    sessions:\n      - {agent: codex}\n",
+		"an exec command beside a CLI": group("    sessions:\n      - {agent: claude}\n      - {agent: exec, command: ./a.sh, permissions: full}\n"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: writeFile(t, yaml), Environ: []string{}})
+			require.NoError(t, err)
 		})
 	}
 	t.Run("exec command from the agents section", func(t *testing.T) {

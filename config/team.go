@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"os/exec"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -153,6 +155,83 @@ func (g Group) teamProblems(path string) []problem {
 	ps = append(ps, g.Budget.problems(path+".budget")...)
 	ps = append(ps, g.Prompts.problems(path+".prompts")...)
 	return ps
+}
+
+// sharedDirProblems refuses a sandboxed session that can write where an
+// agent CLI of another kind works. Each vendor's sandbox keeps its own
+// configuration in the working directory read-only (Claude Code's
+// .claude/ and .mcp.json, Codex's .codex/), not the other's, and each CLI
+// reads its own there and runs the hooks and MCP servers it names outside
+// any sandbox. Sessions of a group with a repo work in worktrees of their
+// own; the others share their group's workdir, or without one the
+// directory nid runs in.
+func (c *Config) sharedDirProblems(ks kinds) []problem {
+	type seat struct {
+		path, kind, dir string
+		writes          bool
+	}
+	var seats []seat
+	for _, name := range c.GroupNames() {
+		g := c.Groups[name]
+		if g.Repo != "" {
+			continue
+		}
+		for i := range g.Sessions {
+			s := &g.Sessions[i]
+			// Kinds that can be sandboxed are vendor CLIs; an exec
+			// command runs with no sandbox to escape.
+			k, ok := ks.named(s.Agent)
+			if !ok || !k.Process || !slices.Contains(k.Permissions, PermissionsWorkspace) {
+				continue
+			}
+			perm, _ := c.permissions(name, s)
+			seats = append(seats, seat{c.sessionPath(name, s), s.Agent, g.WorkDir, perm == PermissionsWorkspace})
+		}
+	}
+	var ps []problem
+	for _, w := range seats {
+		if !w.writes {
+			continue
+		}
+		for _, r := range seats {
+			if r.kind == w.kind || !(nestedDirs(w.dir, r.dir)) {
+				continue
+			}
+			where := "the directory nid runs in"
+			if w.dir != "" {
+				where = w.dir
+			}
+			ps = append(ps, problem{w.path, fmt.Sprintf("this %s session could write, in %s, the configuration the %s session %s reads there "+
+				"(.claude/ and .mcp.json for Claude Code, .codex/ for Codex), and that CLI runs the hooks and MCP servers it names outside any sandbox: "+
+				"give the group a repo, so that each session works in a worktree of its own, or keep their workdirs apart, "+
+				"or set permissions: readonly or full for this session", w.kind, where, r.kind, r.path)})
+			break
+		}
+	}
+	return ps
+}
+
+// nestedDirs reports whether one of the working directories a and b is, or
+// holds, the other; empty is the directory nid runs in.
+func nestedDirs(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
+	return Within(a, b) || Within(b, a)
+}
+
+// Within reports whether path is dir or inside it, symbolic links resolved
+// where they can be.
+func Within(path, dir string) bool {
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		abs, _ := filepath.Abs(p)
+		return abs
+	}
+	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // repoProblems says which groups' repos are not git repositories on this

@@ -91,6 +91,7 @@ func (c *Config) problems(ks kinds) []problem {
 			ps = append(ps, c.sandboxProblems(name, &c.Groups[name].Sessions[i], k)...)
 		}
 	}
+	ps = append(ps, c.sharedDirProblems(ks)...)
 	return ps
 }
 

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/nid-dev/nid/workflows"
 )
@@ -67,6 +70,55 @@ func TestASignalCannotChooseWhatRuns(t *testing.T) {
 	lint := s.session(c, "web", "lint")
 	require.Equal(t, 1, lint.Context.TotalTurns)
 	require.Equal(t, "the configured agent answered", lint.LastOutput, "the file's command ran, not the signal's")
+}
+
+// Where an agent works is what its sandbox lets it write. Anything that
+// reaches Temporal can start a session's workflow again with an input of its
+// own, naming another working directory ($HOME, say) and another
+// repository: the worker's nid.yaml still decides where the agent works.
+func TestAStartedWorkflowCannotChooseWhereAnAgentWorks(t *testing.T) {
+	dir := t.TempDir()
+	team, elsewhere := filepath.Join(dir, "team"), filepath.Join(dir, "elsewhere")
+	for _, d := range []string{team, elsewhere} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	agent := filepath.Join(dir, "agent.sh")
+	require.NoError(t, os.WriteFile(agent, []byte("#!/bin/sh\ncat >/dev/null\necho \"worked in $(pwd)\"\n"), 0o755))
+	s := newSite(t, `  web:
+    rotate: {mode: off}
+    workdir: `+team+`
+    sessions:
+      - agent: exec
+        name: lint
+        command: `+agent+`
+        permissions: full
+`)
+	s.up()
+	s.eventually("the session listed", time.Minute, func() bool { return len(s.ls()) == 1 })
+	c := s.client()
+	id := workflows.SessionID("web", "lint")
+
+	// The input nid gave it, with the attacker's directories.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	first, err := it.Next()
+	require.NoError(t, err)
+	var in workflows.SessionInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
+	require.Equal(t, team, in.WorkDir)
+	in.WorkDir = elsewhere
+	require.NoError(t, c.TerminateWorkflow(ctx, id, "", "started again with an input of another's"))
+	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.SessionWorkflowName, in)
+	require.NoError(t, err)
+
+	s.mustNid("send", "web/lint", "where are you?")
+	s.eventually("web/lint to take the message", time.Minute, func() bool {
+		v := s.session(c, "web", "lint")
+		return v.Context.TotalTurns > 0 || hasEvent(v, workflows.EventTurnFailed, "")
+	})
+	lint := s.session(c, "web", "lint")
+	require.Equal(t, "worked in "+team, lint.LastOutput, "events: %+v", lint.Events)
 }
 
 // hasEvent reports whether v recorded an event of kind whose text contains

@@ -52,6 +52,19 @@ func agentSettings(current func() *config.Config) func(activities.SessionRef) (s
 	}
 }
 
+// agentPlaces says where the configuration current returns at each call
+// puts a session (see activities.Activities.Places).
+func agentPlaces(current func() *config.Config) func(activities.SessionRef) (string, string, bool) {
+	return func(ref activities.SessionRef) (string, string, bool) {
+		cfg := current()
+		if _, ok := cfg.Session(ref.Group, ref.Name); !ok {
+			return "", "", false
+		}
+		g := cfg.Groups[ref.Group]
+		return g.Repo, g.WorkDir, true
+	}
+}
+
 // sessionNotifier tells a session workflow what its running turn learns.
 type sessionNotifier struct{ c client.Client }
 

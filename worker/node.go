@@ -168,6 +168,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	acts := &activities.Activities{
 		Agents:   Agents(),
 		Settings: agentSettings(n.config),
+		Places:   agentPlaces(n.config),
 		Notify:   sessionNotifier{c: n.Client},
 		StateDir: cfg.State,
 		MCP:      mcp.Access,

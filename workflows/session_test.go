@@ -1123,6 +1123,32 @@ func TestMessagesPastTheQueueCapAreRefused(t *testing.T) {
 	require.Equal(t, 1+MaxQueuedMessages, v.Context.TotalTurns, "every message it held ran")
 }
 
+// The queue holds at most MaxQueuedBytes: a message past it is refused,
+// saying so, and the ones it holds all run.
+func TestMessagesPastTheQueuedBytesAreRefused(t *testing.T) {
+	h := newHarness(t)
+	h.agent.perTurn = 10
+	big := strings.Repeat("x", 60<<10)
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "first" {
+			for i := range 5 {
+				h.env.SignalWorkflow(SignalMessage, Message{Text: fmt.Sprintf("message %d %s", i+1, big)})
+			}
+		}
+	}
+	h.at(time.Minute, func() { h.env.SignalWorkflow(SignalMessage, Message{Text: "first"}) })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	var refused []string
+	for _, text := range eventTexts(v, EventMessage) {
+		if strings.HasPrefix(text, "message not queued") {
+			refused = append(refused, text)
+		}
+	}
+	require.Equal(t, []string{"message not queued: web/lead has 245800 bytes of messages queued; with this one it would hold more than 262144: send it once its turns have taken some"}, refused)
+	require.Equal(t, 1+4, v.Context.TotalTurns, "every message it held ran")
+}
+
 func TestAStoppedSessionQueuesNoMessage(t *testing.T) {
 	h := newHarness(t)
 	h.send(time.Minute, 1)

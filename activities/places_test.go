@@ -1,0 +1,127 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// workedIn runs one turn of web/lead, whose workflow input names asked as
+// its working directory, and returns where its agent ran, or the refusal.
+func workedIn(t *testing.T, acts *Activities, kind, asked string) (string, error) {
+	t.Helper()
+	where := ""
+	acts.Agents = map[string]Agent{kind: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
+		where = req.Process.WorkDir
+		return TurnReport{Conversation: "c1", Output: "ok"}, nil
+	}}}
+	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: AgentSpec{Kind: kind}, Prompt: "go", WorkDir: asked})
+	return where, err
+}
+
+func settingsOf(kind string, set config.AgentSettings) func(SessionRef) (string, config.AgentSettings, bool) {
+	return func(ref SessionRef) (string, config.AgentSettings, bool) { return kind, set, ref == lead }
+}
+
+func placedAt(repo, workDir string) func(SessionRef) (string, string, bool) {
+	return func(ref SessionRef) (string, string, bool) { return repo, workDir, ref == lead }
+}
+
+// Where an agent works is what its sandbox lets it write, so the worker's
+// own nid.yaml decides it, as it decides what runs: a working directory in
+// the workflow's input (anything that reaches Temporal can start a session
+// with one, $HOME say) is not where the agent works.
+func TestTheWorkersConfigDecidesWhereAnAgentWorks(t *testing.T) {
+	state, home, team := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, tc := range []struct {
+		name          string
+		repo, workDir string
+		want          string
+	}{
+		{"the group's workdir", "", team, team},
+		{"a worktree of the group's repo", team, "", filepath.Join(state, "worktrees", "web", "lead")},
+		{"the worker's own directory", "", "", "/srv/work"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acts := &Activities{StateDir: state, WorkDir: "/srv/work", Settings: settingsOf(KindClaude, config.AgentSettings{}), Places: placedAt(tc.repo, tc.workDir)}
+			where, err := workedIn(t, acts, KindClaude, home)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, where)
+		})
+	}
+}
+
+// A sandbox lets an agent write its working directory: one that holds the
+// state directory (a group without a repo, run where nid.yaml and .nid are)
+// would let it write nid's records, its database and the other sessions'
+// worktrees. nid refuses to start it there, saying what to change; without
+// a sandbox (full), or beside the state directory, it runs.
+func TestNoSandboxHoldsTheStateDirectory(t *testing.T) {
+	project := t.TempDir()
+	state := filepath.Join(project, ".nid")
+	require.NoError(t, os.MkdirAll(state, 0o700))
+	link := filepath.Join(t.TempDir(), "project")
+	require.NoError(t, os.Symlink(project, link))
+	for _, tc := range []struct {
+		name        string
+		workDir     string
+		permissions string
+		refused     bool
+	}{
+		{"the directory holding it", project, "", true},
+		{"the same through a symbolic link", link, config.PermissionsReadonly, true},
+		{"the state directory itself", state, "", true},
+		{"full: no sandbox", project, config.PermissionsFull, false},
+		{"beside it", t.TempDir(), "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acts := &Activities{StateDir: state, Settings: settingsOf(KindCodex, config.AgentSettings{Permissions: tc.permissions}), Places: placedAt("", tc.workDir)}
+			where, err := workedIn(t, acts, KindCodex, "")
+			if !tc.refused {
+				require.NoError(t, err)
+				require.Equal(t, tc.workDir, where)
+				return
+			}
+			appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, ErrSandboxUnavailable, appErr.Type())
+			require.True(t, appErr.NonRetryable())
+			require.Contains(t, appErr.Error(), "which holds nid's state directory "+state)
+			require.Contains(t, appErr.Error(), "give group web a repo")
+			require.Contains(t, appErr.Error(), "set permissions: full")
+			require.Empty(t, where, "nothing ran")
+		})
+	}
+}
+
+// The repository a session's worktree is made from is the one the worker's
+// nid.yaml gives its group, not one the workflow's input names; a group the
+// file gives no repository gets no worktree.
+func TestTheWorkersConfigDecidesTheRepository(t *testing.T) {
+	repo, other := t.TempDir(), t.TempDir()
+	for _, dir := range []string{repo, other} {
+		out, err := exec.Command("git", "-C", dir, "-c", "user.name=nid", "-c", "user.email=nid@example.com", "init", "-q").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		out, err = exec.Command("git", "-C", dir, "-c", "user.name=nid", "-c", "user.email=nid@example.com", "commit", "-q", "--allow-empty", "-m", "start").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	acts := &Activities{StateDir: t.TempDir(), Places: placedAt(repo, "")}
+	ws, err := acts.PrepareWorkspace(t.Context(), WorkspaceInput{Session: lead, Repo: other})
+	require.NoError(t, err)
+	for dir, want := range map[string]bool{repo: true, other: false} {
+		err := exec.Command("git", "-C", dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+ws.Branch).Run()
+		require.Equal(t, want, err == nil, "%s has the session's branch", dir)
+	}
+
+	acts.Places = placedAt("", t.TempDir())
+	_, err = acts.PrepareWorkspace(t.Context(), WorkspaceInput{Session: lead, Repo: other})
+	require.ErrorContains(t, err, "this worker's nid.yaml gives group web no repo")
+}

@@ -83,7 +83,11 @@ func TestAHandoffCarriesTheFactsAndWhatTheSessionHolds(t *testing.T) {
 	require.Empty(t, r.VerifyNote)
 	require.Equal(t, h.agent.used["conv-1"]+h.agent.used["conv-2"], r.CostTokens,
 		"the handoff request turn and the fresh turn are the rotation's cost")
-	require.Equal(t, []RotationEvent{r}, v.Receipts)
+	require.Len(t, v.Receipts, 1)
+	receipt := r
+	receipt.Summary, receipt.At = "", v.Receipts[0].At
+	require.Equal(t, []RotationEvent{receipt}, v.Receipts, "the receipt is the event's, less the summary's text")
+	require.False(t, receipt.At.IsZero(), "a receipt says when")
 	require.Empty(t, h.inbox)
 }
 
@@ -240,10 +244,11 @@ func TestTheChartAndReceiptsAreBounded(t *testing.T) {
 	require.Len(t, s.st.Points, maxPoints)
 	require.Equal(t, 6, s.st.Points[0].Turn, "the oldest points go first")
 	for i := range maxReceipts + 3 {
-		s.keepReceipt(RotationEvent{Number: i + 1})
+		s.keepReceipt(RotationEvent{Number: i + 1, Summary: "a handoff"}, time.Time{})
 	}
 	require.Len(t, s.st.Receipts, maxReceipts)
 	require.Equal(t, 4, s.st.Receipts[0].Number)
+	require.Empty(t, s.st.Receipts[0].Summary, "a receipt keeps the summary's size, not its text")
 
 	old := &session{st: &SessionState{}, version: VersionGovernor}
 	old.plot("", "")

@@ -914,6 +914,21 @@ func TestRotations(t *testing.T) {
 	require.Equal(t, 1, got[0].Stats.Compact)
 	require.Equal(t, workflows.VerifiedNone, got[0].Receipts[1].Verified)
 
+	// The sim's wrong and missing acknowledgements are the inbox's; the
+	// right one (web/idle has none to give) is not.
+	var items []workflows.InboxItem
+	require.NoError(t, json.Unmarshal([]byte(s.mustNid("inbox", "web", "--json")), &items))
+	var unverified []string
+	for _, it := range items {
+		if it.Kind == "handoff-unverified" {
+			unverified = append(unverified, it.Session+": "+it.Text)
+		}
+	}
+	require.ElementsMatch(t, []string{
+		"lead: web/lead's fresh conversation says it resumes task t999, but it holds no task",
+		"worker: web/worker's fresh conversation did not acknowledge what it resumes (handoff_ack) in its first turn; it holds no task",
+	}, unverified)
+
 	_, _, err := s.nid("rotations", "web/nobody")
 	require.EqualError(t, err, `no session "web/nobody"; sessions in web: idle, lead, worker`)
 	_, _, err = s.nid("rotations", "mobile")

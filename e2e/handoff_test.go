@@ -203,6 +203,11 @@ func TestRealAgentsHandoffNidVouchesFor(t *testing.T) {
 			require.Equal(t, "nid/real/lead", r.Facts.Branch)
 			require.Positive(t, r.Facts.Changed, "the file the agent wrote is uncommitted")
 			require.Equal(t, workflows.VerifiedTrue, r.Verified, r.VerifyNote)
+			require.Positive(t, r.CostTokens, "the handoff request and the fresh turn cost tokens")
+			if kind == activities.KindClaude {
+				require.Positive(t, r.CostUSD, "Claude Code reports what its turns cost")
+			}
+			require.Positive(t, r.SummaryBytes)
 
 			var fresh []string
 			for _, req := range m.Requests() {

@@ -216,7 +216,7 @@ func (r *agentRig) claude() {
 	r.set.Model = "claude-sonnet-4-5"
 	for k, v := range map[string]string{
 		"CLAUDE_CODE_TMPDIR":                       r.set.Env["TMPDIR"],
-		"ANTHROPIC_BASE_URL":                       r.model.srv.URL,
+		"ANTHROPIC_BASE_URL":                       r.model.URL(),
 		"ANTHROPIC_API_KEY":                        "test-key",
 		"DISABLE_TELEMETRY":                        "1",
 		"DISABLE_AUTOUPDATER":                      "1",
@@ -267,7 +267,7 @@ env_key = "LOCAL_API_KEY"
 wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
-`, r.model.srv.URL)
+`, r.model.URL())
 	require.NoError(r.t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o644))
 	r.set.Env["CODEX_HOME"] = codexHome
 	r.set.Env["LOCAL_API_KEY"] = "test-key"
@@ -289,7 +289,7 @@ func (r *agentRig) exec() {
 	bin, err := os.Executable()
 	require.NoError(r.t, err)
 	r.set.Command = bin
-	r.set.Env[envExecModel] = r.model.srv.URL
+	r.set.Env[envExecModel] = r.model.URL()
 	// nid cannot sandbox a command: an exec session must say full.
 	r.set.Permissions = config.PermissionsFull
 	r.vendor = &vendor{

@@ -122,6 +122,7 @@ func NewApp(d Deps) *cli.App {
 			newWatchCommand(a),
 			newSendCommand(a),
 			newInboxCommand(a),
+			newRotationsCommand(a),
 			newBoardCommand(a),
 			newStopCommand(a),
 			newStartCommand(a),

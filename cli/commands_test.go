@@ -17,6 +17,7 @@ import (
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -869,4 +870,69 @@ func TestStopUnknown(t *testing.T) {
 	_, _, err := s.nid("stop", "web/nobody")
 	require.ErrorContains(t, err, `no session "web/nobody"`)
 	require.Empty(t, temporaltest.Group(t, s.c, "web").Stopped, "nothing is stopped")
+}
+
+// nid rotations lists each session's receipts and sums them up; --json
+// gives what the sessions keep.
+func TestRotations(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, `  web:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: lead, sim: {window: 200000, tokensPerTurn: 62000, turnDelay: 0s, ack: wrong}}
+      - {agent: sim, name: worker, sim: {window: 200000, tokensPerTurn: 80000, turnDelay: 0s, ack: none}}
+      - {agent: sim, name: idle, sim: {turnDelay: 0s}}
+`)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1", "l2")
+	temporaltest.Rotate(t, s.c, "web", "lead", config.ModeHandoff)
+	temporaltest.TakeTurns(t, s.c, "web", "worker", "w1")
+	temporaltest.Rotate(t, s.c, "web", "worker", config.ModeCompact)
+	temporaltest.TakeTurns(t, s.c, "web", "worker", "w2")
+	temporaltest.Rotate(t, s.c, "web", "worker", config.ModeHandoff)
+	temporaltest.Settle(t, s.c)
+
+	out := s.mustNid("rotations", "web")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, 7, out)
+	require.Regexp(t, `^SESSION\s+#\s+TIME\s+METHOD\s+REASON\s+TOKENS\s+COST\s+SUMMARY\s+FACTS\s+VERIFIED\s+NOTE$`, lines[0])
+	facts := `(no repo|\d+ commits?, \d+ changed)`
+	require.Regexp(t, `^web/lead\s+1\s+\d\d:\d\d:\d\d\s+handoff\s+manual\s+124k → [\d.]+k\s+[\d.]+k tok\s+agent \d+B\s+`+facts+
+		`\s+false\s+web/lead's fresh conversation says it resumes task t999, but it holds no task$`, lines[1])
+	require.Regexp(t, `^web/worker\s+1\s+\d\d:\d\d:\d\d\s+compact\s+manual\s+80k → 8k\s+80k tok\s+—\s+—\s+—$`, lines[2])
+	require.Regexp(t, `^web/worker\s+2\s+\d\d:\d\d:\d\d\s+handoff\s+manual\s+88k → [\d.]+k\s+[\d.]+k tok\s+agent \d+B\s+`+facts+
+		`\s+none\s+web/worker's fresh conversation did not acknowledge what it resumes \(handoff_ack\) in its first turn; it holds no task$`, lines[3])
+	require.Regexp(t, `^web/idle: no rotations yet$`, lines[4])
+	require.Regexp(t, `^web/lead: 1 rotation \(1 handoff\); 0 of 1 handoff verified; [\d.]+k tokens reclaimed per rotation$`, lines[5])
+	require.Regexp(t, `^web/worker: 2 rotations \(1 compact, 1 handoff\); 0 of 1 handoff verified; [\d.]+k tokens reclaimed per rotation$`, lines[6])
+
+	var got []nidclient.SessionRotations
+	require.NoError(t, json.Unmarshal([]byte(s.mustNid("rotations", "web/worker", "--json")), &got))
+	worker := temporaltest.Session(t, s.c, "web", "worker")
+	require.Len(t, got, 1)
+	require.Equal(t, "web/worker", got[0].Session)
+	require.Equal(t, worker.Receipts, got[0].Receipts)
+	require.Equal(t, 1, got[0].Stats.Compact)
+	require.Equal(t, workflows.VerifiedNone, got[0].Receipts[1].Verified)
+
+	// The sim's wrong and missing acknowledgements are the inbox's; the
+	// right one (web/idle has none to give) is not.
+	var items []workflows.InboxItem
+	require.NoError(t, json.Unmarshal([]byte(s.mustNid("inbox", "web", "--json")), &items))
+	var unverified []string
+	for _, it := range items {
+		if it.Kind == "handoff-unverified" {
+			unverified = append(unverified, it.Session+": "+it.Text)
+		}
+	}
+	require.ElementsMatch(t, []string{
+		"lead: web/lead's fresh conversation says it resumes task t999, but it holds no task",
+		"worker: web/worker's fresh conversation did not acknowledge what it resumes (handoff_ack) in its first turn; it holds no task",
+	}, unverified)
+
+	_, _, err := s.nid("rotations", "web/nobody")
+	require.EqualError(t, err, `no session "web/nobody"; sessions in web: idle, lead, worker`)
+	_, _, err = s.nid("rotations", "mobile")
+	require.EqualError(t, err, `no group "mobile"; running groups: web`)
+	_, _, err = s.nid("rotations")
+	require.EqualError(t, err, "nid rotations takes one GROUP or GROUP/SESSION, e.g. web or web/lead")
 }

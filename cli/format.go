@@ -87,14 +87,17 @@ func writeTable(w io.Writer, rows [][]string) error {
 	}
 	var b strings.Builder
 	for _, row := range rows {
+		var line strings.Builder
 		for i, cell := range row {
 			if i == len(row)-1 {
-				b.WriteString(cell)
+				line.WriteString(cell)
 				break
 			}
-			b.WriteString(padRight(cell, widths[i]))
-			b.WriteString("  ")
+			line.WriteString(padRight(cell, widths[i]))
+			line.WriteString("  ")
 		}
+		// Empty last cells leave no padding behind.
+		b.WriteString(strings.TrimRight(line.String(), " "))
 		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, b.String())

@@ -75,13 +75,15 @@ func TestWriteTableAlignsByVisibleWidth(t *testing.T) {
 		{"web/lead", "idle", ansiYellow + "80% of 200k" + ansiReset + " ↻2"},
 		{"web/w", "working", "—"},
 		{"api/a-long-name", "—", "1% of 1M"},
+		{"api/blank", "", ""},
 	})
 	require.NoError(t, err)
 	want := "" +
 		"SESSION          STATUS   CONTEXT\n" +
 		"web/lead         idle     " + ansiYellow + "80% of 200k" + ansiReset + " ↻2\n" +
 		"web/w            working  —\n" +
-		"api/a-long-name  —        1% of 1M\n"
+		"api/a-long-name  —        1% of 1M\n" +
+		"api/blank\n"
 	require.Equal(t, want, b.String())
 }
 
@@ -140,6 +142,16 @@ func TestEventLine(t *testing.T) {
 			}),
 			0,
 			`15:04:05 web/lead  ↻ handoff (manual) 50k → 900  sim-2 → sim-3  no handoff, last output: "done: the toggle"`,
+		},
+		{
+			"handoff nid built, unverified",
+			withRotation(ev(workflows.EventRotation, ""), workflows.RotationEvent{
+				Method: "handoff", Reason: "context-full", OK: true, BeforeTokens: 199_000, AfterTokens: 4_000,
+				OldConversation: "sim-3", NewConversation: "sim-4", Summary: "nid wrote this handoff", SummarySource: workflows.SummaryFromNid,
+				Verified: workflows.VerifiedFalse,
+			}),
+			0,
+			`15:04:05 web/lead  ↻ handoff (context-full) 199k → 4k  sim-3 → sim-4  handoff built by nid: "nid wrote this handoff"  verified: false`,
 		},
 		{
 			"compaction keeps the conversation",

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nid-dev/nid/workflows"
 )
@@ -27,4 +28,13 @@ func optionalGroup(command string, args []string) (string, error) {
 	default:
 		return "", fmt.Errorf("too many arguments: nid %s takes at most one GROUP", command)
 	}
+}
+
+// groupOrSession reads a GROUP or GROUP/SESSION argument; name is empty
+// for a group.
+func groupOrSession(arg string) (group, name string, err error) {
+	if strings.Contains(arg, "/") {
+		return workflows.ParseSessionRef(arg)
+	}
+	return arg, "", validGroup(arg)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -76,19 +75,9 @@ func newWatchOptions(args []string, asJSON bool) (watchOptions, error) {
 	default:
 		return opts, fmt.Errorf("too many arguments: nid watch takes at most one GROUP or GROUP/SESSION")
 	}
-	if strings.Contains(args[0], "/") {
-		group, name, err := workflows.ParseSessionRef(args[0])
-		if err != nil {
-			return opts, err
-		}
-		opts.Group, opts.Name = group, name
-		return opts, nil
-	}
-	if err := validGroup(args[0]); err != nil {
-		return opts, err
-	}
-	opts.Group = args[0]
-	return opts, nil
+	var err error
+	opts.Group, opts.Name, err = groupOrSession(args[0])
+	return opts, err
 }
 
 // runWatch prints the feed until ctx is cancelled, which is a clean end. An
@@ -223,9 +212,11 @@ func eventText(e workflows.Event) string {
 // summaryChars is how much of a handoff summary a feed line shows.
 const summaryChars = 60
 
-// rotationText is "↻ handoff (context) 171k → 3.2k  sim-1 → sim-2  "summary…"":
+// rotationText is "↻ handoff (context) 171k → 3.2k  sim-1 → sim-2  "summary…"  verified: true":
 // method and reason, tokens before → after, and for a handoff the old and
-// new conversations and the start of the summary.
+// new conversations, the start of the summary (said when nid built it or
+// the last output stood in) and whether the fresh conversation's
+// handoff_ack matched the board.
 func rotationText(r workflows.RotationEvent) string {
 	reason := r.Reason
 	if r.FellBack {
@@ -240,10 +231,16 @@ func rotationText(r workflows.RotationEvent) string {
 	}
 	if r.Summary != "" {
 		quoted := `"` + clip(r.Summary, summaryChars) + `"`
-		if r.SummarySource == workflows.SummaryFromLastOutput {
+		switch r.SummarySource {
+		case workflows.SummaryFromLastOutput:
 			quoted = "no handoff, last output: " + quoted
+		case workflows.SummaryFromNid:
+			quoted = "handoff built by nid: " + quoted
 		}
 		s += "  " + quoted
+	}
+	if r.Verified != "" {
+		s += "  verified: " + r.Verified
 	}
 	return s
 }

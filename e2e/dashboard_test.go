@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,9 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/nidclient"
+	"github.com/nid-dev/nid/workflows"
 )
 
 // chromiumPath is the browser the dashboard test drives: $NID_CHROMIUM, else
@@ -174,7 +178,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	feed := waitText(t, ctx, "the rotation in the feed", "#feed", regexp.MustCompile(`↻ handoff \(manual\)`))
 	require.Regexp(t, `↻ handoff \(manual\) [\d.]+k → [\d.]+k  sim-1 → sim-2`, feed)
 	history := waitText(t, ctx, "the rotation in the history", "#history", regexp.MustCompile(`handoff\s+manual`))
-	require.Regexp(t, `^1\s+\S+\s+handoff\s+manual\s+[\d.]+k → [\d.]+k\s+sim-1 → sim-2\s+Handoff from sim conversation sim-1`, history)
+	require.Regexp(t, `^1\s+\S+\s+handoff\s+manual\s+[\d.]+k → [\d.]+k\s+sim-1 → sim-2\s+[\d.]+k tokens\s+the agent's handoff, [\d.]+k?B Handoff from sim conversation sim-1`, history)
 	tail := waitText(t, ctx, "the fresh conversation in the transcript", "#transcript", regexp.MustCompile(`(?s)↻ handoff: You are session web/lead.*< sim turn 1 of conversation sim-2`))
 	require.Equal(t, 1, strings.Count(tail, "sim turn 1 of conversation sim-2"), "each transcript entry shows once:\n%s", tail)
 
@@ -222,4 +226,102 @@ func TestDashboardInABrowser(t *testing.T) {
 	out := s.mustNid("transcript", "web/lead")
 	require.Contains(t, out, "↻ handoff: You are session web/lead")
 	require.Contains(t, out, "── conversation sim-2")
+}
+
+// The session page charts the context per turn: a point for every turn
+// the session keeps, the threshold, and a marker for every rotation by
+// its method; the group page adds the rotations up per session.
+func TestContextChartInABrowser(t *testing.T) {
+	ctx := browser(t)
+	violations := cspViolations(t, ctx)
+	// Without a goal or tasks the session takes a turn per message, so the
+	// test decides every turn: three turns fill it past 60% and it
+	// compacts, twice, then a handoff by hand and one more turn.
+	s := newSite(t, `  chart:
+    rotate: {mode: auto, contextPercent: 60}
+    sessions:
+      - agent: sim
+        name: lead
+        sim: {window: 100000, tokensPerTurn: 25000, turnDelay: 0s}
+`)
+	up := s.up()
+	m := regexp.MustCompile(`Dashboard\s+(\S+/login/\S+)`).FindStringSubmatch(up.out.String())
+	require.NotNil(t, m, "nid up prints a login link:\n%s", up.out.String())
+	c := s.client()
+	settled := func(turns, rotations int) func() bool {
+		return func() bool {
+			v := s.session(c, "chart", "lead")
+			return v.Context.TotalTurns == turns && v.Context.Rotations == rotations && v.Status == workflows.StatusIdle && v.QueuedMessages == 0
+		}
+	}
+	for i := range 6 {
+		s.mustNid("send", "chart/lead", fmt.Sprint("step ", i+1))
+	}
+	s.eventually("six turns and two compactions", 2*time.Minute, settled(6, 2))
+	s.mustNid("rotate", "chart/lead", "--mode", "handoff")
+	s.eventually("the handoff", 2*time.Minute, settled(6, 3))
+	s.mustNid("send", "chart/lead", "step 7")
+	s.eventually("the seventh turn", 2*time.Minute, settled(7, 3))
+	v := s.session(c, "chart", "lead")
+	var turns int
+	var markers []string
+	for _, p := range v.Points {
+		if p.Rotation == "" {
+			turns++
+		} else {
+			markers = append(markers, "marker marker-"+p.Rotation)
+		}
+	}
+	require.Equal(t, 7, turns, "every turn is a point")
+	require.Equal(t, []string{"marker marker-compact", "marker marker-compact", "marker marker-handoff"}, markers)
+	var ok int
+	for _, r := range v.Receipts {
+		if r.OK {
+			ok++
+		}
+	}
+	require.Len(t, markers, ok, "every rotation that went through is marked")
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", s.http)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(m[1])))
+	waitText(t, ctx, "the groups page", "#groups", regexp.MustCompile(`chart\s+1`))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/sessions/chart/lead")))
+	count := func(sel string) int {
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
+		require.NoError(t, err)
+		return n
+	}
+	s.eventually("the chart", time.Minute, func() bool { return count("#context-chart circle.point") > 0 })
+	require.Equal(t, turns, count("#context-chart circle.point"), "a point per turn shown")
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#context-chart g.marker")).map((g) => g.getAttribute("class"))`))
+	require.NoError(t, err)
+	require.Equal(t, markers, got, "a marker per rotation, by method, in order")
+	require.Positive(t, count("#context-chart polyline.threshold-line"), "the threshold is drawn")
+	history := waitText(t, ctx, "the handoff's receipt", "#history", regexp.MustCompile(`handoff\s+manual`))
+	require.Regexp(t, `handoff\s+manual\s+[\d.]+k → [\d.]+k\s+sim-1 → sim-2\s+[\d.]+k tokens\s+the agent's handoff, [\d.]+k?B Handoff from sim conversation sim-1.*\s+true`, history)
+
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll("artifacts", 0o755))
+	path, err := filepath.Abs(filepath.Join("artifacts", "context-chart.png"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, shot, 0o644))
+	t.Logf("screenshot of the context chart: %s", path)
+
+	// The group page: rotations by method, the share verified, tokens
+	// reclaimed, as nid rotations sums them.
+	var sums []nidclient.SessionRotations
+	require.NoError(t, json.Unmarshal([]byte(s.mustNid("rotations", "chart", "--json")), &sums))
+	require.Len(t, sums, 1)
+	st := sums[0].Stats
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/chart")))
+	waitText(t, ctx, "the rotation stats", `#rotation-stats tr[data-session="lead"]`,
+		regexp.MustCompile(`^lead\s+2\s+1\s+0\s+0\s+1 of 1 \(100%\)\s+`+regexp.QuoteMeta(workflows.TokensText(st.ReclaimedPerRotation))+`$`))
+
+	require.NotContains(t, text(t, ctx, "#main"), "null", "a group without a goal shows none")
+
+	shot, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join("artifacts", "group-rotations.png"), shot, 0o644))
+	require.Empty(t, violations(), "the pages break none of their content security policy")
 }

@@ -34,6 +34,7 @@ const (
 	MethodSessionTranscript = "session.transcript"
 	MethodSessionStop       = "session.stop"
 	MethodSessionStart      = "session.start"
+	MethodSessionRotations  = "session.rotations"
 	MethodGroupList         = "group.list"
 	MethodGroupGet          = "group.get"
 	MethodGroupSet          = "group.set"
@@ -115,6 +116,7 @@ func NewAPI(c client.Client, opts APIOptions) *API {
 		MethodSessionTranscript: onSession(a.sessionTranscript),
 		MethodSessionStop:       onSession(a.sessionStop),
 		MethodSessionStart:      onSession(a.sessionStart),
+		MethodSessionRotations:  a.sessionRotations,
 		MethodGroupList:         a.groupList,
 		MethodGroupGet:          onGroup(required, a.groupGet),
 		MethodGroupSet:          onGroup(required, a.groupSet),
@@ -618,4 +620,44 @@ func (a *API) sessionStart(ctx context.Context, group, name string, req startReq
 		return nil, err
 	}
 	return StartAnswer{Session: req.Session, Fresh: req.Fresh}, nil
+}
+
+type rotationsRequest struct {
+	Session string `json:"session"`
+	Group   string `json:"group"`
+}
+
+// RotationsAnswer is the session.rotations answer: each session's
+// receipts, oldest first, and what they add up to.
+type RotationsAnswer struct {
+	Sessions []nidclient.SessionRotations `json:"sessions"`
+}
+
+func (a *API) sessionRotations(ctx context.Context, r *http.Request) (any, error) {
+	var req rotationsRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	var group, name string
+	switch {
+	case req.Session != "" && req.Group != "":
+		return nil, invalid("group", "give session (GROUP/SESSION) or group, not both")
+	case req.Session != "":
+		var err error
+		if group, name, err = sessionRef(req.Session); err != nil {
+			return nil, err
+		}
+	case req.Group == "":
+		return nil, invalid("session", "missing: name a session as GROUP/SESSION, e.g. web/lead, or a group as group, e.g. web")
+	default:
+		if err := groupName("group", req.Group, true); err != nil {
+			return nil, err
+		}
+		group = req.Group
+	}
+	sessions, err := nidclient.Rotations(ctx, a.c, group, name)
+	if err != nil {
+		return nil, err
+	}
+	return RotationsAnswer{Sessions: sessions}, nil
 }

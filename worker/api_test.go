@@ -223,6 +223,35 @@ func TestAPISessionGet(t *testing.T) {
 	require.Equal(t, asJSON(t, v.Events), got["events"])
 }
 
+// session.rotations answers each session's receipts as the session keeps
+// them, with what they add up to, for one session or a whole group.
+func TestAPIRotations(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	temporaltest.TakeTurns(t, s.c, "web", "worker", "w1")
+	temporaltest.Rotate(t, s.c, "web", "lead", config.ModeHandoff)
+	temporaltest.Signal(t, s.c, "web", "worker", workflows.SignalRotate, workflows.RotateRequest{Mode: config.ModeCompact, Reason: workflows.ReasonManual})
+	worker := temporaltest.WaitSession(t, s.c, "web", "worker", "to fail its compaction", func(v workflows.SessionView) bool { return len(v.Receipts) == 1 })
+	lead := temporaltest.Session(t, s.c, "web", "lead")
+	require.Len(t, lead.Receipts, 1)
+	r := lead.Receipts[0]
+	require.Equal(t, config.ModeHandoff, r.Method)
+	require.Equal(t, workflows.SummaryFromAgent, r.SummarySource)
+	require.Positive(t, r.SummaryBytes)
+	require.Equal(t, workflows.VerifiedTrue, r.Verified, "the sim acknowledged holding nothing, which is what it holds")
+	require.False(t, worker.Receipts[0].OK)
+
+	leadRotations := map[string]any{"session": "web/lead", "receipts": asJSON(t, lead.Receipts), "stats": map[string]any{
+		"compact": 0.0, "handoff": 1.0, "vendor": 0.0, "failed": 0.0, "checked": 1.0, "verified": 1.0,
+		"reclaimedPerRotation": float64(max(0, r.BeforeTokens-r.AfterTokens))}}
+	require.Equal(t, map[string]any{"sessions": []any{leadRotations}}, s.ok(t, MethodSessionRotations, `{"session": "web/lead"}`))
+	require.Equal(t, map[string]any{"sessions": []any{leadRotations, map[string]any{
+		"session": "web/worker", "receipts": asJSON(t, worker.Receipts), "stats": map[string]any{
+			"compact": 0.0, "handoff": 0.0, "vendor": 0.0, "failed": 1.0, "checked": 0.0, "verified": 0.0, "reclaimedPerRotation": 0.0}},
+	}}, s.ok(t, MethodSessionRotations, `{"group": "web"}`))
+}
+
 func TestAPITranscript(t *testing.T) {
 	t.Parallel()
 	s := newAPISite(t, webGroups)
@@ -284,6 +313,12 @@ func TestAPIErrors(t *testing.T) {
 			`rotate: contextPercent: "80" is a string: write a number without quotes`},
 		{"bad budget", MethodGroupSet, `{"group": "web", "budget": {"tokens": -1}}`, http.StatusBadRequest, CodeInvalid, "budget", "budget: tokens: -1 must be 0 (no limit) or more"},
 		{"nothing to set", MethodGroupSet, `{"group": "web"}`, http.StatusBadRequest, CodeInvalid, "rotate", ""},
+		{"rotations of both", MethodSessionRotations, `{"session": "web/lead", "group": "web"}`, http.StatusBadRequest, CodeInvalid, "group", "group: give session (GROUP/SESSION) or group, not both"},
+		{"rotations of nothing", MethodSessionRotations, `{}`, http.StatusBadRequest, CodeInvalid, "session",
+			"session: missing: name a session as GROUP/SESSION, e.g. web/lead, or a group as group, e.g. web"},
+		{"rotations of a bad group", MethodSessionRotations, `{"group": "Web"}`, http.StatusBadRequest, CodeInvalid, "group", `group: "Web" is not a group name: use lower-case letters, digits, - and _`},
+		{"rotations of an unknown group", MethodSessionRotations, `{"group": "api"}`, http.StatusNotFound, CodeNotFound, "group", `no group "api"; running groups: web`},
+		{"rotations of an unknown session", MethodSessionRotations, `{"session": "web/nobody"}`, http.StatusNotFound, CodeNotFound, "session", `no session "web/nobody"; sessions in web: lead, worker`},
 		{"unknown method", "session.delete", `{}`, http.StatusNotFound, CodeUnknownMethod, "", ""},
 	}
 	for _, tt := range tests {

@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
@@ -83,7 +85,11 @@ func TestAHandoffCarriesTheFactsAndWhatTheSessionHolds(t *testing.T) {
 	require.Empty(t, r.VerifyNote)
 	require.Equal(t, h.agent.used["conv-1"]+h.agent.used["conv-2"], r.CostTokens,
 		"the handoff request turn and the fresh turn are the rotation's cost")
-	require.Equal(t, []RotationEvent{r}, v.Receipts)
+	require.Len(t, v.Receipts, 1)
+	receipt := r
+	receipt.Summary, receipt.At = "", v.Receipts[0].At
+	require.Equal(t, []RotationEvent{receipt}, v.Receipts, "the receipt is the event's, less the summary's text")
+	require.False(t, receipt.At.IsZero(), "a receipt says when")
 	require.Empty(t, h.inbox)
 }
 
@@ -240,10 +246,11 @@ func TestTheChartAndReceiptsAreBounded(t *testing.T) {
 	require.Len(t, s.st.Points, maxPoints)
 	require.Equal(t, 6, s.st.Points[0].Turn, "the oldest points go first")
 	for i := range maxReceipts + 3 {
-		s.keepReceipt(RotationEvent{Number: i + 1})
+		s.keepReceipt(RotationEvent{Number: i + 1, Summary: "a handoff"}, time.Time{})
 	}
 	require.Len(t, s.st.Receipts, maxReceipts)
 	require.Equal(t, 4, s.st.Receipts[0].Number)
+	require.Empty(t, s.st.Receipts[0].Summary, "a receipt keeps the summary's size, not its text")
 
 	old := &session{st: &SessionState{}, ladder: ladder{VersionGovernor}}
 	old.plot("", "")
@@ -263,4 +270,63 @@ func TestAnAckOutsideARotationChecksNothing(t *testing.T) {
 	require.Equal(t, []string{"handoff_ack outside a rotation (task t1): nothing to check"}, eventTexts(v, EventHandoffAck))
 	require.Empty(t, rotations(v))
 	require.Empty(t, h.inbox)
+}
+
+// Whatever keeps the agent from giving a handoff, nid builds one from the
+// transcript: a conversation past its window (no request at all), a
+// handoff request turn that fails, one that times out.
+func TestNidRescuesWhenTheAgentCannotHandOff(t *testing.T) {
+	rescued := "nid wrote this handoff from the session's transcript, because the agent gave no handoff of its own."
+	full := temporal.NewNonRetryableApplicationError("claude: the conversation no longer fits the context window (prompt_too_long)", activities.ErrContextFull, nil)
+	for _, tc := range []struct {
+		name   string
+		fail   func(in activities.TurnInput) error
+		reason string
+	}{
+		{"the conversation no longer fits", func(in activities.TurnInput) error {
+			if in.Prompt == "message 2" && in.Conversation == "conv-1" {
+				return full
+			}
+			return nil
+		}, ReasonContextFull},
+		{"the request turn fails", func(in activities.TurnInput) error {
+			if in.Kind == activities.TurnHandoffRequest {
+				return temporal.NewNonRetryableApplicationError("claude exited with status 1", activities.ErrAgentFailed, nil)
+			}
+			return nil
+		}, ReasonManual},
+		{"the request turn times out", func(in activities.TurnInput) error {
+			if in.Kind == activities.TurnHandoffRequest {
+				// What an adapter says of a turn past its turnTimeout.
+				return temporal.NewNonRetryableApplicationError("claude: the turn ran past its timeout of 30m0s; its process group was killed", activities.ErrAgentFailed, nil)
+			}
+			return nil
+		}, ReasonManual},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.agent.rescued = rescued
+			h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+				func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+					if err := tc.fail(in); err != nil {
+						return activities.TurnResult{}, err
+					}
+					return h.agent.RunTurn(ctx, in)
+				})
+			h.send(time.Minute, 2)
+			if tc.reason == ReasonManual {
+				rotateAt(h, 10*time.Minute)
+			}
+			v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+			rots := rotations(v)
+			require.Len(t, rots, 1)
+			require.True(t, rots[0].OK)
+			require.Equal(t, tc.reason, rots[0].Reason)
+			require.Equal(t, SummaryFromNid, rots[0].SummarySource)
+			require.Contains(t, freshPrompt(t, h), "nid wrote this one from its transcript:\n"+rescued)
+			require.Len(t, h.agent.rescues, 1)
+			require.Equal(t, "conv-1", h.agent.rescues[0].Conversation)
+		})
+	}
 }

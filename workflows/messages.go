@@ -333,6 +333,10 @@ type RotationEvent struct {
 	Facts        *FactsDigest `json:"facts,omitempty"`
 	Verified     string       `json:"verified,omitempty"`
 	VerifyNote   string       `json:"verifyNote,omitempty"`
+	// At is when the session took the rotation's result: set on the
+	// receipts a session keeps (SessionView.Receipts), whose summary text
+	// is left to the event and the transcript.
+	At time.Time `json:"at,omitzero"`
 }
 
 // ContextPoint is the session's context after one turn or rotation, for

@@ -115,7 +115,7 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	rec := s.st.Context
 	s.record(ctx, Event{Kind: EventRotation, Text: fmt.Sprintf("↻ %s (%s)", res.Method, res.Reason), Rotation: &ev, Context: &rec})
 	if s.has(VersionVouchedHandoff) {
-		s.keepReceipt(ev)
+		s.keepReceipt(ev, workflow.Now(ctx))
 		s.plot(res.Method, res.Reason)
 		if ev.VerifyNote != "" {
 			s.toInbox(ctx, "handoff-unverified", ev.VerifyNote)
@@ -170,7 +170,7 @@ func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompa
 	}
 	s.record(ctx, Event{Kind: EventRotation, Text: "↻ compact (vendor)", Rotation: &ev})
 	if s.has(VersionVouchedHandoff) {
-		s.keepReceipt(ev)
+		s.keepReceipt(ev, workflow.Now(ctx))
 		// The vendor's compaction marks the chart where it happened: before
 		// the turn's own point.
 		s.plotAt(v.BeforeTokens, config.ModeCompact, ReasonVendor)
@@ -283,7 +283,7 @@ func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev Ro
 		}
 	}
 	if s.has(VersionVouchedHandoff) {
-		s.keepReceipt(ev)
+		s.keepReceipt(ev, workflow.Now(ctx))
 	}
 	s.toInbox(ctx, EventRotationFailed, text)
 	if res.Stuck {

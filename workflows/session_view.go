@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"time"
+
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -111,7 +113,13 @@ func (s *session) setStatus(ctx workflow.Context, status string) {
 }
 
 // keepReceipt keeps a rotation's receipt among the session's recent ones.
-func (s *session) keepReceipt(ev RotationEvent) {
+// A receipt keeps the summary's source and size, not its text: a hundred
+// receipts of 16 KiB summaries would carry over a megabyte of state into
+// every continue-as-new, and the text is in the rotation's event and the
+// transcript.
+func (s *session) keepReceipt(ev RotationEvent, at time.Time) {
+	ev.Summary = ""
+	ev.At = at
 	s.st.Receipts = append(s.st.Receipts, ev)
 	if len(s.st.Receipts) > maxReceipts {
 		s.st.Receipts = append([]RotationEvent(nil), s.st.Receipts[len(s.st.Receipts)-maxReceipts:]...)

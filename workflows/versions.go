@@ -156,3 +156,8 @@ func versionOf(ctx workflow.Context) Version {
 // only on an update and a signal that no earlier history holds, and the
 // stop signal's payload of a history before them, {}, decodes as a
 // StopRequest without a reason.
+//
+// Receipts without the summary's text, stamped with when the session took
+// them (RotationEvent.At): they change only what a rung-10 session keeps in
+// its state, which reaches history only as the payload of a
+// continue-as-new, and replay does not compare payloads.

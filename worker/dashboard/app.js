@@ -35,6 +35,18 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// svg makes an SVG element: the chart is drawn with them, nothing loaded.
+const svgNS = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS(svgNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, v);
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
 // tokens is 200k, 1.3k, 1M: as nid ls prints them.
 function tokens(n) {
   if (n < 1000) return String(n);
@@ -64,8 +76,34 @@ function rotationText(r) {
   if (r.oldConversation && r.newConversation && r.oldConversation !== r.newConversation) s += "  " + r.oldConversation + " → " + r.newConversation;
   return s;
 }
+// sourceText says where a handoff came from, as nid rotations does.
+const sourceNames = { agent: "the agent's handoff", nid: "handoff built by nid", "last-output": "no handoff, last output" };
+function sourceText(r) { return sourceNames[r.summarySource] || r.summarySource; }
+// costText, summaryCell and factsText show a rotation's receipt.
+function costText(r) {
+  if (!r.costTokens && !r.costUSD) return "—";
+  return tokens(r.costTokens) + " tokens" + (r.costUSD ? " $" + r.costUSD.toFixed(2) : "");
+}
+function summaryCell(r) {
+  if (!r.summarySource) return r.summary || "";
+  return el("span", {}, el("span", { class: "source source-" + r.summarySource }, sourceText(r) + ", " + tokens(r.summaryBytes || 0) + "B"),
+    " " + clip(r.summary || "", 160));
+}
+function factsText(r) {
+  const f = r.facts;
+  if (!f) return "—";
+  if (!f.repo) return "no repo";
+  return (f.branch ? f.branch + " " : "") + (f.head ? "at " + f.head.split(" ")[0] + ", " : "") +
+    f.commits + (f.commits === 1 ? " commit, " : " commits, ") + f.changed + " changed";
+}
 function eventText(e) {
-  if (e.kind === "rotation" && e.rotation) return rotationText(e.rotation) + (e.rotation.summary ? '  "' + clip(e.rotation.summary, 80) + '"' : "");
+  if (e.kind === "rotation" && e.rotation) {
+    const r = e.rotation;
+    let s = rotationText(r);
+    if (r.summary) s += "  " + (r.summarySource && r.summarySource !== "agent" ? sourceText(r) + ": " : "") + '"' + clip(r.summary, 80) + '"';
+    if (r.verified) s += "  verified: " + r.verified;
+    return s;
+  }
   if (e.kind === "rotation-failed" && e.rotation) return "✗ rotation failed: " + e.rotation.method + " (" + e.rotation.reason + ")" + (e.rotation.error ? ": " + e.rotation.error : "");
   let s = e.text || e.kind;
   if (e.kind === "turn" && e.context) s += "  " + ctxText(e.context).slice(4);
@@ -96,6 +134,20 @@ function live(query, handlers) {
   source.onerror = () => dot.classList.remove("on");
   if (handlers.event) source.addEventListener("event", (m) => handlers.event(JSON.parse(m.data)));
   if (handlers.sessions) source.addEventListener("sessions", (m) => handlers.sessions(JSON.parse(m.data).sessions));
+}
+
+// throttled runs fn at most once at a time: a call while it runs makes it
+// run once more after, so bursts of events cost two fetches, not one each.
+function throttled(fn) {
+  let running = false, again = false;
+  const run = async () => {
+    if (running) { again = true; return; }
+    running = true;
+    try { await fn(); } catch (err) { /* the next event tries again */ }
+    running = false;
+    if (again) { again = false; run(); }
+  };
+  return run;
 }
 
 function showError(err) {
@@ -129,15 +181,32 @@ async function groupPage(group) {
   document.title = "nid: " + group;
   const g = await api("group.get", { group });
   const body = el("tbody");
+  const stats = el("tbody");
   const feed = el("ul", { class: "feed", id: "feed" });
-  main.replaceChildren(
+  // Through a div: replaceChildren itself would show a missing part as
+  // the text "null".
+  main.replaceChildren(...el("div", {},
     el("h1", {}, "Group " + group),
     g.goal ? el("p", {}, g.goal) : null,
     el("p", { class: "muted", id: "policy" }, "rotate: mode=" + g.policy.mode + " contextPercent=" + g.policy.contextPercent +
       (g.policy.contextTokens ? " contextTokens=" + g.policy.contextTokens : "") + " maxTurns=" + (g.policy.maxTurns || "never")),
     (g.learned || []).length ? el("p", { class: "muted", id: "learned" }, "learned: " + g.learned.map((l) => l.kind + "/" + l.model + " at " + l.percent + "%" + (l.set ? " (set)" : "")).join(", ")) : null,
     el("table", { id: "sessions" }, el("thead", {}, el("tr", {}, ["session", "agent", "status", "context", "rotations", "turns"].map((h) => el("th", {}, h)))), body),
-    el("h2", {}, "Feed"), feed);
+    el("h2", {}, "Rotations"),
+    el("table", { id: "rotation-stats" }, el("thead", {}, el("tr", {},
+      ["session", "compact", "handoff", "vendor compact", "failed", "handoffs verified", "reclaimed per rotation"].map((h) => el("th", {}, h)))), stats),
+    el("h2", {}, "Feed"), feed).childNodes);
+  const renderStats = (sessions) => {
+    stats.replaceChildren(...sessions.map((x) => {
+      const st = x.stats, n = st.compact + st.handoff + st.vendor;
+      return el("tr", { "data-session": x.session.split("/")[1] },
+        el("td", {}, el("a", { href: "/sessions/" + x.session }, x.session.split("/")[1])),
+        el("td", {}, st.compact), el("td", {}, st.handoff), el("td", {}, st.vendor), el("td", {}, st.failed),
+        el("td", {}, st.checked ? st.verified + " of " + st.checked + " (" + Math.round(100 * st.verified / st.checked) + "%)" : "—"),
+        el("td", {}, n ? tokens(st.reclaimedPerRotation) : "—"));
+    }));
+  };
+  const refreshStats = throttled(async () => renderStats((await api("session.rotations", { group })).sessions));
   const render = (sessions) => {
     body.replaceChildren(...sessions.map((s) => el("tr", { "data-session": s.name },
       el("td", {}, el("a", { href: "/sessions/" + s.group + "/" + s.name }, s.name)),
@@ -148,10 +217,78 @@ async function groupPage(group) {
       el("td", {}, s.context.totalTurns || 0))));
   };
   render((await api("session.list", { group })).sessions);
+  await refreshStats();
   live("?backlog=20&group=" + encodeURIComponent(group), {
     sessions: render,
-    event: (e) => { prependFeed(feed, feedItem(e, true)); },
+    event: (e) => {
+      prependFeed(feed, feedItem(e, true));
+      if (e.rotation) refreshStats();
+    },
   });
+}
+
+// ---- the context chart
+
+// markerKind is how the chart marks a rotation: nid's compaction, a
+// handoff, or the compaction the agent's CLI did by itself.
+function markerKind(p) { return p.reason === "vendor" ? "vendor" : p.rotation; }
+const markerNames = { compact: "compact", handoff: "handoff", vendor: "vendor compact" };
+
+// contextChart draws the session's context over its recent turns: percent
+// of the window per turn, the threshold it rotates at, and each rotation
+// marked by method. A healthy session is a sawtooth; one that thrashes, a
+// staircase of markers close together.
+function contextChart(points) {
+  const W = 720, H = 220, left = 40, right = 12, top = 12, bottom = 28;
+  const pw = W - left - right, ph = H - top - bottom;
+  const shown = points.filter((p) => p.window > 0);
+  const root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", id: "context-chart-svg", role: "img",
+    "aria-label": "context per turn, " + shown.length + " points" });
+  const y = (pct) => top + ph * (1 - Math.min(100, Math.max(0, pct)) / 100);
+  for (const g of [0, 25, 50, 75, 100]) {
+    root.append(svg("line", { class: "grid", x1: left, x2: W - right, y1: y(g), y2: y(g) }),
+      svg("text", { class: "axis", x: left - 6, y: y(g) + 4, "text-anchor": "end" }, g + "%"));
+  }
+  if (shown.length === 0) {
+    root.append(svg("text", { class: "axis", x: left + pw / 2, y: top + ph / 2, "text-anchor": "middle" },
+      points.length ? "the agent reports no usage: nothing to draw" : "no turns yet"));
+    return root;
+  }
+  const x = (i) => left + (shown.length === 1 ? pw / 2 : (pw * i) / (shown.length - 1));
+  const pct = (p) => (100 * p.used) / p.window;
+  const xy = shown.map((p, i) => x(i).toFixed(1) + "," + y(pct(p)).toFixed(1));
+  const thresholds = shown.map((p, i) => p.threshold > 0 ? x(i).toFixed(1) + "," + y((100 * p.threshold) / p.window).toFixed(1) : null);
+  // The threshold can move (a learned point, a new policy): one segment
+  // per stretch where it is known.
+  let run = [];
+  for (const t of thresholds.concat([null])) {
+    if (t) { run.push(t); continue; }
+    if (run.length) root.append(svg("polyline", { class: "threshold-line", points: (run.length === 1 ? [run[0], run[0]] : run).join(" ") }));
+    run = [];
+  }
+  root.append(svg("polyline", { class: "context-line", points: xy.join(" ") }));
+  shown.forEach((p, i) => {
+    const label = "turn " + p.turn + ": " + Math.floor(pct(p)) + "% (" + tokens(p.used) + " of " + tokens(p.window) + ")";
+    if (!p.rotation) {
+      root.append(svg("circle", { class: "point", cx: x(i), cy: y(pct(p)), r: 2.5, "data-turn": p.turn }, svg("title", {}, label)));
+      return;
+    }
+    const kind = markerKind(p);
+    root.append(svg("g", { class: "marker marker-" + kind, "data-turn": p.turn },
+      svg("line", { x1: x(i), x2: x(i), y1: top, y2: top + ph }),
+      svg("circle", { cx: x(i), cy: y(pct(p)), r: 5 }),
+      svg("title", {}, "↻ " + markerNames[kind] + " (" + p.reason + ") at " + label)));
+  });
+  const first = shown[0].turn, last = shown[shown.length - 1].turn;
+  root.append(svg("text", { class: "axis", x: left, y: H - 8 }, "turn " + first),
+    svg("text", { class: "axis", x: W - right, y: H - 8, "text-anchor": "end" }, "turn " + last));
+  return root;
+}
+
+function chartLegend() {
+  return el("p", { class: "legend" },
+    el("span", { class: "key key-point" }, "turn"), el("span", { class: "key key-threshold" }, "rotate threshold"),
+    ...["compact", "handoff", "vendor"].map((k) => el("span", { class: "key key-" + k }, markerNames[k])));
 }
 
 // ---- session page
@@ -168,6 +305,7 @@ async function sessionPage(group, name) {
     el("option", { value: "compact" }, "compact"), el("option", { value: "handoff" }, "handoff"));
   const answer = el("p", { id: "rotate-answer" });
   const history = el("tbody", { id: "history" });
+  const chart = el("figure", { class: "chart-box", id: "context-chart" });
   const feed = el("ul", { class: "feed", id: "feed" });
   const tail = el("ul", { class: "transcript", id: "transcript" });
   const rotate = async () => {
@@ -202,10 +340,11 @@ async function sessionPage(group, name) {
     el("h1", {}, "Session ", el("a", { href: "/groups/" + group }, group), "/" + name),
     el("p", {}, status, s.workflowURL ? el("span", {}, " · ", el("a", { href: s.workflowURL, target: "_blank", rel: "noopener" }, "workflow in Temporal Web UI")) : null),
     el("h2", {}, "Context"), meter, meterText,
+    el("h2", {}, "Context per turn"), chart, chartLegend(),
     el("div", { class: "actions" }, el("button", { id: "rotate", onclick: rotate }, "Rotate"), mode,
       el("button", { id: "stop", onclick: stop }, "Stop"), el("button", { id: "start", onclick: start }, "Start")), answer,
     el("h2", {}, "Rotations"),
-    el("table", {}, el("thead", {}, el("tr", {}, ["#", "time", "method", "reason", "before → after", "conversation", "summary"].map((h) => el("th", {}, h)))), history),
+    el("table", {}, el("thead", {}, el("tr", {}, ["#", "time", "method", "reason", "before → after", "conversation", "cost", "summary", "facts", "verified"].map((h) => el("th", {}, h)))), history),
     el("div", { class: "grid" },
       el("div", {}, el("h2", {}, "Feed"), feed),
       el("div", {}, el("h2", {}, "Transcript"), tail)));
@@ -234,8 +373,15 @@ async function sessionPage(group, name) {
       el("td", {}, r.reason + (r.fellBack ? ", compact failed" : "")),
       el("td", {}, tokens(r.beforeTokens) + " → " + tokens(r.afterTokens)),
       el("td", {}, (r.oldConversation || "—") + " → " + (r.newConversation || "—")),
-      el("td", {}, r.error ? "✗ " + r.error : (r.summary || ""))));
+      el("td", {}, costText(r)),
+      el("td", {}, r.error ? "✗ " + r.error : summaryCell(r)),
+      el("td", {}, factsText(r)),
+      el("td", { class: r.verified ? "verified-" + r.verified : "" }, r.verified ? r.verified + (r.verifyNote ? ": " + r.verifyNote : "") : "—")));
   };
+  const drawChart = throttled(async () => {
+    const v = await api("session.get", { session: ref });
+    chart.replaceChildren(contextChart(v.points || []));
+  });
   // One transcript fetch at a time: events arrive in bursts, and two
   // fetches after the same entry would show its successors twice.
   let lastEntry = 0, fetching = false, again = false;
@@ -256,6 +402,7 @@ async function sessionPage(group, name) {
     if (again) { again = false; transcript(); }
   };
   renderContext(s.context, s.policy, s.status, s.agent);
+  chart.replaceChildren(contextChart(s.points || []));
   for (const e of s.events) if (e.rotation) addHistory(e);
   transcript();
   let policy = s.policy;
@@ -264,6 +411,7 @@ async function sessionPage(group, name) {
       prependFeed(feed, feedItem(e, false));
       if (e.rotation) addHistory(e);
       if (e.context) renderContext(e.context, policy);
+      if (e.context || e.rotation) drawChart();
       if (e.kind === "policy") api("session.get", { session: ref }).then((v) => { policy = v.policy; renderContext(v.context, policy, v.status, v.agent); });
       transcript();
     },

@@ -66,6 +66,7 @@ func conformanceCases() []conformanceCase {
 		{"network", conformNetwork},
 		{"sandbox unavailable", conformSandboxUnavailable},
 		{"secrets", conformSecrets},
+		{"environment", conformEnvironment},
 		{"prompts", conformPrompts},
 	}
 }

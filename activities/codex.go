@@ -337,7 +337,10 @@ func startCodex(ctx context.Context, p Process, mcp MCPAccess) (*codexServer, er
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"app-server"}
+	// Commands in a login shell would get the PATH and variables the
+	// profile sets (on many hosts a bare system PATH), not the environment
+	// nid gives the agent, with which Claude Code's and exec's commands run.
+	args := []string{"app-server", "-c", "allow_login_shell=false"}
 	// Codex's sandbox lets commands write $TMPDIR, which codexSandbox
 	// makes the session's own.
 	env := sandboxEnv(p, map[string]string{"TMPDIR": "tmp", "XDG_CACHE_HOME": "cache"})

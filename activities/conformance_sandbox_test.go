@@ -319,6 +319,29 @@ func conformSecrets(t *testing.T, kind activities.Kind) {
 	require.NotContains(t, string(env), "worker-temporal-secret")
 }
 
+// An agent's commands run with the environment nid gives the agent (the
+// worker's, with its env on top), as the user's own commands would: a tool
+// on the PATH it is given is found, and the variables it is given are set,
+// whatever the login shell's profile would make of them.
+func conformEnvironment(t *testing.T, kind activities.Kind) {
+	runsAProcess(t, kind)
+	r := newRig(t, kind)
+	tools := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(tools, "nid-probe-tool"), []byte("#!/bin/sh\necho \"probe $PROBE_SETTING\"\n"), 0o755))
+	r.set.Env["PATH"] = tools + ":" + os.Getenv("PATH")
+	r.set.Env["PROBE_SETTING"] = "from nid.yaml"
+	out := filepath.Join(r.workDir, "probe.txt")
+	r.model.Script(
+		fakeReply{Shell: "nid-probe-tool > " + out, Input: 100, Output: 5},
+		fakeReply{Text: "probed", Input: 100, Output: 5},
+	)
+	_, err := r.turn("", "run the probe", activities.TurnWork)
+	require.NoError(t, err)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err, "the command ran")
+	require.Equal(t, "probe from nid.yaml\n", string(b))
+}
+
 // commandLines returns the command line of every process on the host.
 func commandLines() []string {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline") // a valid pattern

@@ -66,6 +66,7 @@ func conformanceCases() []conformanceCase {
 		{"network", conformNetwork},
 		{"sandbox unavailable", conformSandboxUnavailable},
 		{"secrets", conformSecrets},
+		{"environment", conformEnvironment},
 		{"prompts", conformPrompts},
 	}
 }
@@ -361,10 +362,13 @@ func conformTurnTimeout(t *testing.T, kind activities.Kind) {
 		require.True(t, strings.HasPrefix(rep2.Output, "sim turn 2 of conversation "+rep.Conversation), "the cut turn left nothing: %s", rep2.Output)
 		return
 	}
-	r.set.TurnTimeout = config.Duration(3 * time.Second)
+	// Long enough for the CLI to start and make its model call on a busy
+	// machine (claude --resume takes seconds there), so that the call the
+	// timeout cuts is the one that hangs.
+	r.set.TurnTimeout = config.Duration(15 * time.Second)
 	r.model.Script(fakeReply{Hang: true}, fakeReply{Text: "back", Input: 1200, Output: 5})
 	_, err = r.turn(rep.Conversation, "take your time", activities.TurnWork)
-	requireFinal(t, err, activities.ErrAgentFailed, "timeout of 3s", "its process group was killed")
+	requireFinal(t, err, activities.ErrAgentFailed, "timeout of 15s", "its process group was killed")
 	r.requireNoProcesses("the turn's process group was killed")
 	require.Eventually(t, func() bool { return r.model.Abandoned() == 1 }, 10*time.Second, 50*time.Millisecond, "the model call was abandoned")
 

@@ -126,7 +126,7 @@ func TestDashboardInABrowser(t *testing.T) {
         name: worker
         sim: {window: 1000000, tokensPerTurn: 8000, turnDelay: 300ms}
   ops:
-    rotate: {mode: off}
+    rotate: {mode: off, maxConcurrentRotations: 1}
     sessions:
       - agent: sim
         name: full
@@ -163,6 +163,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	s.mustNid("send", "ops/full", "fill your context")
 	s.mustNid("send", "ops/full", "and fill it more")
 	waitText(t, ctx, "a full context", `#sessions tr[data-session="full"] .ctx.warn`, regexp.MustCompile(`^ctx (7[5-9]|[89]\d|100)% of 100k$`))
+	require.Equal(t, "rotate: mode=off contextPercent=85 maxTurns=never maxConcurrentRotations=1", text(t, ctx, "#policy"), "the policy as nid group show words it")
 
 	// The session page: the meter, then Rotate with a mode.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/sessions/web/lead")))

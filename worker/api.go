@@ -512,8 +512,21 @@ func (a *API) groupList(ctx context.Context, r *http.Request) (any, error) {
 	return GroupList{Groups: nonNil(groups)}, nil
 }
 
+// GroupAnswer is the group.get answer: the group's view, with its policy
+// and learned thresholds in the words nid prints them everywhere, so the
+// dashboard does not word them again.
+type GroupAnswer struct {
+	workflows.GroupView
+	PolicyText  string `json:"policyText"`
+	LearnedText string `json:"learnedText"`
+}
+
 func (a *API) groupGet(ctx context.Context, group string, _ groupRequest) (any, error) {
-	return nidclient.GetGroup(ctx, a.c, group)
+	v, err := nidclient.GetGroup(ctx, a.c, group)
+	if err != nil {
+		return nil, err
+	}
+	return GroupAnswer{GroupView: v, PolicyText: workflows.PolicyText(v.Policy), LearnedText: workflows.LearnedListText(v.Learned)}, nil
 }
 
 type groupSetRequest struct {

@@ -191,6 +191,23 @@ func TestAPIGroupSet(t *testing.T) {
 	require.Equal(t, config.Budget{Turns: 500, USD: 20}, g.Board.Budget)
 }
 
+func TestAPIGroupGet(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, `  web:
+    goal: ship the site
+    rotate: {mode: auto, maxConcurrentRotations: 1}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+`)
+	s.ok(t, MethodGroupSet, `{"group": "web", "learned": {"claude/claude-sonnet-4-5": 75}}`)
+	got := s.ok(t, MethodGroupGet, `{"group": "web"}`)
+	g := temporaltest.Group(t, s.c, "web")
+	require.Equal(t, "ship the site", got["goal"])
+	require.Equal(t, asJSON(t, g.Policy), got["policy"])
+	require.Equal(t, "mode=auto contextPercent=85 maxTurns=never maxConcurrentRotations=1", got["policyText"], "as nid group show words it")
+	require.Equal(t, "claude/claude-sonnet-4-5 at 75% (set)", got["learnedText"])
+}
+
 func TestAPIBoardRead(t *testing.T) {
 	t.Parallel()
 	s := newAPISite(t, `  web:

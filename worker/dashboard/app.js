@@ -188,9 +188,8 @@ async function groupPage(group) {
   main.replaceChildren(...el("div", {},
     el("h1", {}, "Group " + group),
     g.goal ? el("p", {}, g.goal) : null,
-    el("p", { class: "muted", id: "policy" }, "rotate: mode=" + g.policy.mode + " contextPercent=" + g.policy.contextPercent +
-      (g.policy.contextTokens ? " contextTokens=" + g.policy.contextTokens : "") + " maxTurns=" + (g.policy.maxTurns || "never")),
-    (g.learned || []).length ? el("p", { class: "muted", id: "learned" }, "learned: " + g.learned.map((l) => l.kind + "/" + l.model + " at " + l.percent + "%" + (l.set ? " (set)" : "")).join(", ")) : null,
+    el("p", { class: "muted", id: "policy" }, "rotate: " + g.policyText),
+    (g.learned || []).length ? el("p", { class: "muted", id: "learned" }, "learned: " + g.learnedText) : null,
     el("table", { id: "sessions" }, el("thead", {}, el("tr", {}, ["session", "agent", "status", "context", "rotations", "turns"].map((h) => el("th", {}, h)))), body),
     el("h2", {}, "Rotations"),
     el("table", { id: "rotation-stats" }, el("thead", {}, el("tr", {},

@@ -1041,6 +1041,15 @@ func TestDecideRotate(t *testing.T) {
 			"web/lead wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it"},
 		{"agent's handoff, before the one decision", config.ModeCompact, with(func(v *SessionView) { v.HandoffPending = true }), VersionTeam, RotateAfterTurn, config.ModeCompact,
 			"web/lead is working: it rotates (compact) when the current turn ends"},
+		{"agent's handoff waits while the policy is stopped", "", with(func(v *SessionView) { v.HandoffPending, v.PolicyHalted = true, "thrashing" }), versionLatest,
+			RotateAfterTurn, config.ModeHandoff,
+			"web/lead is working: it rotates (handoff) when the current turn ends, with the handoff its agent wrote (it waited: policy rotations are stopped)"},
+		{"a mode asked for while the policy is stopped", config.ModeCompact, with(func(v *SessionView) {
+			v.Status, v.HandoffPending, v.PolicyHalted = StatusIdle, true, "thrashing"
+		}), versionLatest, RotateNow, config.ModeCompact, "rotating web/lead now (compact)"},
+		{"agent's handoff while the policy is stopped, before it could wait", "", with(func(v *SessionView) { v.HandoffPending, v.PolicyHalted = true, "thrashing" }),
+			VersionVouchedHandoff, RotateAfterTurn, config.ModeHandoff,
+			"web/lead wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it"},
 		{"context full", "", with(func(v *SessionView) { v.Status, v.ContextFull = StatusIdle, true }), versionLatest, RotateAfterTurn, config.ModeHandoff,
 			"web/lead's conversation no longer fits its window and rotates (handoff) next: this request joins it"},
 		{"pending", "", with(func(v *SessionView) { v.PendingRotate = &RotateRequest{Mode: config.ModeHandoff} }), versionLatest, RotateAfterTurn, config.ModeHandoff,

@@ -114,8 +114,18 @@ const (
 	// point of the context chart. Histories: testdata/v5-*.json.
 	VersionVouchedHandoff Version = 10
 
+	// VersionRotateWhileHalted: while a session's policy rotations are
+	// stopped (the breaker, a fresh conversation too full for its
+	// threshold), the agent's own handoff waits for the human instead of
+	// being joined by a manual request that then never ran: nid rotate
+	// runs, by handoff with that summary unless another mode is asked for,
+	// and a conversation past its window hands off with it too. A handoff
+	// of any reason drops a summary the agent wrote for the conversation
+	// it replaced. Histories: none yet.
+	VersionRotateWhileHalted Version = 11
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionVouchedHandoff
+	versionLatest = VersionRotateWhileHalted
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

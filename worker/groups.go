@@ -40,6 +40,10 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 		if err != nil {
 			return fmt.Errorf("group %s: %w", name, err)
 		}
+		// The group's answer says its policy and what it learned: a session
+		// that starts now starts with them, as its siblings run, rather than
+		// with the file's policy until the next push.
+		var view workflows.GroupView
 		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 			WorkflowID: workflows.GroupID(name),
 			UpdateName: workflows.UpdateSync,
@@ -50,7 +54,7 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
 		if err == nil {
-			err = handle.Get(ctx, nil)
+			err = handle.Get(ctx, &view)
 		}
 		if err != nil {
 			return fmt.Errorf("group %s: %w", name, err)
@@ -74,7 +78,8 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 					Name:          s.Name,
 					Goal:          g.Goal,
 					Spec:          spec,
-					Policy:        g.Rotate,
+					Policy:        view.Policy,
+					Learned:       view.Learned,
 					ActivityQueue: activityQueue,
 					Repo:          g.Repo,
 					WorkDir:       g.WorkDir,

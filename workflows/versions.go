@@ -154,6 +154,10 @@ func versionOf(ctx workflow.Context) Version {
 // them carry no Rev, which is always taken, and the charge a session sends
 // differs only in its payload, which replay does not compare.
 //
+// A new session's start (SessionInput.Learned, and the group's policy rather
+// than the file's as SessionInput.Policy): the input of a run that starts
+// now, which no recorded history's run reads differently.
+//
 // Starting a stopped session (start_session on the group, the start signal
 // on the session) and the reason a stop carries (StopRequest.Why): both run
 // only on an update and a signal that no earlier history holds, and the

@@ -1285,6 +1285,22 @@ func TestRotationsReserveTheirTurnOfBudget(t *testing.T) {
 	require.Equal(t, StatusPaused, v.Status)
 }
 
+// The overspend a soak found (1,513 turns of a 1,511-turn budget): a
+// rotation that starts with a turn of budget left costs that turn and no
+// more, however many model calls its handoff makes.
+func TestARotationNeverTakesTheGroupPastItsTurns(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.Budget = config.Budget{Turns: 3}
+	h.agent.perTurn = 100
+	in := sessionInput(policy(config.ModeHandoff, 85, 2))
+	in.Goal = "Spend it all"
+	v := h.run(in, time.Hour)
+
+	require.EqualValues(t, 3, chargedTurns(h.group.charges), "turns 1-2 and the rotation: exactly the budget")
+	require.Equal(t, 1, v.Context.Rotations)
+	require.Equal(t, StatusPaused, v.Status)
+}
+
 // A session whose reservation the spent budget refused while it waited
 // shows paused, like its siblings, not idle.
 func TestASessionRefusedItsTurnShowsPaused(t *testing.T) {

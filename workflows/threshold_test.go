@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
@@ -210,4 +212,22 @@ func TestAFullContextHandsOffWithTheWaitingHandoff(t *testing.T) {
 	require.Equal(t, ReasonContextFull, last.Reason)
 	require.Equal(t, "again: message 8", last.Summary, "the agent's own summary, not its last output")
 	require.False(t, v.HandoffPending)
+}
+
+// What a session learned of its vendor, and the policy's judgement of its
+// rotations, cross continue-as-new: the next run rotates before the vendor
+// as this one did.
+func TestWhatASessionLearnedCrossesContinueAsNew(t *testing.T) {
+	h := newHarness(t)
+	h.agent.perTurn = 8_300
+	h.agent.vendorAt = 83_000
+	h.send(time.Minute, 12)
+	h.at(30*time.Minute, func() { h.env.SetContinueAsNewSuggested(true) })
+	h.env.ExecuteWorkflow(SessionWorkflowName, sessionInput(policy(config.ModeCompact, 85, 0)))
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "got %v", h.env.GetWorkflowError())
+	var next SessionInput
+	require.NoError(t, decodeFirst(can, &next))
+	require.Equal(t, []LearnedPoint{{Kind: "fake", Model: "fake-1", Percent: 80, SeenTokens: 83_009, Window: 100_000}}, next.State.Learned)
+	require.Equal(t, &Threshold{Tokens: 80_000, Percent: 80, By: "learned"}, next.State.Context.Threshold)
 }

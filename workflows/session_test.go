@@ -1269,36 +1269,32 @@ func TestASessionWaitingToRetryShowsRetrying(t *testing.T) {
 
 // A rotation costs one turn of budget, reserved first: a handoff (two model
 // calls) with the agent's own summary never takes the group past its
-// limit.
+// limit. With one turn left it costs that turn and no more: charging both
+// calls was the overspend a soak found (1,513 turns of a 1,511-turn
+// budget).
 func TestRotationsReserveTheirTurnOfBudget(t *testing.T) {
-	h := newHarness(t)
-	h.group.board.Budget = config.Budget{Turns: 6}
-	h.agent.perTurn = 100
-	in := sessionInput(policy(config.ModeHandoff, 85, 2))
-	in.Goal = "Spend it all"
-	v := h.run(in, time.Hour)
+	for _, tt := range []struct {
+		budget           int64
+		turns, rotations int
+	}{
+		{budget: 6, turns: 4, rotations: 2}, // turns 1-2, rotation, turns 3-4, rotation
+		{budget: 3, turns: 2, rotations: 1}, // turns 1-2, the rotation takes the last turn
+	} {
+		t.Run(fmt.Sprintf("budget %d", tt.budget), func(t *testing.T) {
+			h := newHarness(t)
+			h.group.board.Budget = config.Budget{Turns: tt.budget}
+			h.agent.perTurn = 100
+			in := sessionInput(policy(config.ModeHandoff, 85, 2))
+			in.Goal = "Spend it all"
+			v := h.run(in, time.Hour)
 
-	require.EqualValues(t, 6, chargedTurns(h.group.charges), "exactly the budget")
-	require.Equal(t, 4, v.Context.TotalTurns, "turns 1-2, rotation, turns 3-4, rotation")
-	require.Equal(t, 2, v.Context.Rotations)
-	require.Len(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), 2)
-	require.Equal(t, StatusPaused, v.Status)
-}
-
-// The overspend a soak found (1,513 turns of a 1,511-turn budget): a
-// rotation that starts with a turn of budget left costs that turn and no
-// more, however many model calls its handoff makes.
-func TestARotationNeverTakesTheGroupPastItsTurns(t *testing.T) {
-	h := newHarness(t)
-	h.group.board.Budget = config.Budget{Turns: 3}
-	h.agent.perTurn = 100
-	in := sessionInput(policy(config.ModeHandoff, 85, 2))
-	in.Goal = "Spend it all"
-	v := h.run(in, time.Hour)
-
-	require.EqualValues(t, 3, chargedTurns(h.group.charges), "turns 1-2 and the rotation: exactly the budget")
-	require.Equal(t, 1, v.Context.Rotations)
-	require.Equal(t, StatusPaused, v.Status)
+			require.EqualValues(t, tt.budget, chargedTurns(h.group.charges), "exactly the budget")
+			require.Equal(t, tt.turns, v.Context.TotalTurns)
+			require.Equal(t, tt.rotations, v.Context.Rotations)
+			require.Len(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), tt.rotations)
+			require.Equal(t, StatusPaused, v.Status)
+		})
+	}
 }
 
 // A session whose reservation the spent budget refused while it waited

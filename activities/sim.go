@@ -26,11 +26,15 @@ import (
 // same on every run, and drives the tests.
 //
 // Each turn takes Spec.Sim.TurnDelay and adds Spec.Sim.TokensPerTurn to the
-// conversation's context; a fresh conversation starts at the size of its
-// first message, ceil(len(prompt)/4) tokens, plus that turn's TokensPerTurn.
-// The context never grows past the window: a full sim keeps working at 100%,
-// so a group with rotation off still runs. Compaction shrinks the context to
-// a tenth. Asked for a handoff, or on its HandoffAfterTurns-th turn since the
+// conversation's context; a fresh conversation starts at Spec.Sim.StartTokens
+// (its system prompt and tools) plus the size of its first message,
+// ceil(len(prompt)/4) tokens, plus that turn's TokensPerTurn. The context
+// never grows past the window: a full sim keeps working at 100%, so a group
+// with rotation off still runs. Compaction shrinks the context to
+// Spec.Sim.CompactKeeps percent (a tenth by default); with Spec.Sim.CompactAt
+// the sim compacts by itself, as Claude Code does, at the start of a turn
+// once its context is that full, and reports it as the vendor's compaction.
+// Asked for a handoff, or on its HandoffAfterTurns-th turn since the
 // conversation started or was last compacted, the sim calls handoff_write on
 // nid's MCP endpoint like a real agent.
 //
@@ -84,7 +88,21 @@ func simConfig(c config.Sim) config.Sim {
 	if c.TaskTurns <= 0 {
 		c.TaskTurns = config.DefaultSimTaskTurns
 	}
+	if c.CompactKeeps <= 0 {
+		c.CompactKeeps = config.DefaultSimCompactKeeps
+	}
 	return c
+}
+
+// compacted is what a compaction leaves of used tokens.
+func compacted(cfg config.Sim, used int64) int64 {
+	return used * int64(cfg.CompactKeeps) / 100
+}
+
+// compactsItself says the sim compacts by itself before a turn on a
+// context of used tokens, as a vendor does near its own limit.
+func compactsItself(cfg config.Sim, used int64) bool {
+	return cfg.CompactAt > 0 && used*100 >= int64(cfg.CompactAt)*cfg.Window
 }
 
 // Turn runs one simulated turn.
@@ -102,7 +120,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 		if st.Conversation, err = nextConversation(dir); err != nil {
 			return TurnReport{}, err
 		}
-		st.UsedTokens = promptTokens(req.Prompt)
+		st.UsedTokens = min(cfg.StartTokens+promptTokens(req.Prompt), cfg.Window)
 		st.FirstMessage = clip(req.Prompt, 64<<10)
 	} else if st, err = loadSim(dir, req.Conversation); err != nil {
 		return TurnReport{}, err
@@ -110,6 +128,14 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 
 	if err := sleep(ctx, cfg.TurnDelay.D()); err != nil {
 		return TurnReport{}, err
+	}
+	var vendor *VendorCompaction
+	if compactsItself(cfg, st.UsedTokens) {
+		before := st.UsedTokens
+		st.UsedTokens = compacted(cfg, before)
+		st.SinceCompact = 0
+		st.Compactions++
+		vendor = &VendorCompaction{BeforeTokens: reported(cfg, before), AfterTokens: reported(cfg, st.UsedTokens)}
 	}
 	st.Turns++
 	st.SinceCompact++
@@ -158,7 +184,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	if err := saveSim(dir, st); err != nil {
 		return TurnReport{}, err
 	}
-	return TurnReport{Conversation: st.Conversation, Output: out, Usage: simUsage(cfg, st.UsedTokens)}, nil
+	return TurnReport{Conversation: st.Conversation, Output: out, Usage: simUsage(cfg, st.UsedTokens), Vendor: vendor}, nil
 }
 
 // workOnTask counts the turns spent on the task the prompt names and,
@@ -213,8 +239,8 @@ func wrongTask(held []string) string {
 	}
 }
 
-// Compact shrinks the conversation's context to a tenth, unless the session
-// is configured with failCompact.
+// Compact shrinks the conversation's context to CompactKeeps percent,
+// unless the session is configured with failCompact.
 func (s *Sim) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
 	cfg := simConfig(req.Spec.Sim)
 	dir, err := simDir(req.StateDir, req.Session)
@@ -238,7 +264,7 @@ func (s *Sim) Compact(ctx context.Context, req CompactRequest) (CompactReport, e
 			Detail:       "sim: compaction refused (failCompact)",
 		}, nil
 	}
-	st.UsedTokens = before / 10
+	st.UsedTokens = compacted(cfg, before)
 	st.SinceCompact = 0
 	st.Compactions++
 	if err := saveSim(dir, st); err != nil {

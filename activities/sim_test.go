@@ -163,6 +163,36 @@ func TestSimFreshConversationStartsAtItsFirstMessage(t *testing.T) {
 	}
 }
 
+// startTokens is what a fresh conversation holds before its first message:
+// a real agent's system prompt and tools.
+func TestSimFreshConversationStartsAtStartTokens(t *testing.T) {
+	s := newSimSession(t, config.Sim{Window: 10_000, TokensPerTurn: 100, StartTokens: 7_000})
+	require.Equal(t, int64(7_000+1+100), s.mustTurn(TurnFresh, "abcd").Usage.UsedTokens)
+	s = newSimSession(t, config.Sim{Window: 10_000, TokensPerTurn: 100, StartTokens: 10_000})
+	require.Equal(t, int64(10_000), s.mustTurn(TurnFresh, "abcd").Usage.UsedTokens, "never past the window")
+}
+
+// With compactAt the sim compacts by itself at the start of a turn once
+// its context is that full, as Claude Code does, and says so as the
+// vendor's compaction; the turn then works on what is left.
+func TestSimCompactsItselfAtCompactAt(t *testing.T) {
+	s := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 20_000, CompactAt: 60})
+	var used []int64
+	var vendor []*VendorCompaction
+	for range 5 {
+		rep := s.mustTurn(TurnWork, "abcd")
+		used, vendor = append(used, rep.Usage.UsedTokens), append(vendor, rep.Vendor)
+	}
+	require.Equal(t, []int64{20_001, 40_001, 60_001, 26_000, 46_000}, used)
+	require.Equal(t, []*VendorCompaction{nil, nil, nil, {BeforeTokens: 60_001, AfterTokens: 6_000}, nil}, vendor)
+
+	quiet := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 20_000, CompactAt: 60, Silent: true})
+	for range 3 {
+		quiet.mustTurn(TurnWork, "abcd")
+	}
+	require.Equal(t, &VendorCompaction{}, quiet.mustTurn(TurnWork, "abcd").Vendor, "a silent sim says it compacted, not how much")
+}
+
 func TestSimOutputQuotesTheFirst60Characters(t *testing.T) {
 	s := newSimSession(t, config.Sim{})
 	rep := s.mustTurn(TurnWork, strings.Repeat("é", 61))
@@ -237,6 +267,7 @@ func TestSimCompact(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		failCompact bool
+		keeps       int
 		want        CompactReport
 		nextUsed    int64
 	}{
@@ -246,6 +277,12 @@ func TestSimCompact(t *testing.T) {
 			nextUsed: 13_000,
 		},
 		{
+			name:     "compactKeeps: a compaction that keeps most",
+			keeps:    90,
+			want:     CompactReport{OK: true, Conversation: "sim-1", BeforeTokens: 30_001, AfterTokens: 27_000, Usage: Usage{UsedTokens: 27_000, WindowTokens: 100_000, Source: SourceReported, Model: "sim"}},
+			nextUsed: 37_000,
+		},
+		{
 			name:        "failCompact refuses and changes nothing",
 			failCompact: true,
 			want:        CompactReport{OK: false, Conversation: "sim-1", BeforeTokens: 30_001, AfterTokens: 30_001, Usage: Usage{UsedTokens: 30_001, WindowTokens: 100_000, Source: SourceReported, Model: "sim"}, Detail: "sim: compaction refused (failCompact)"},
@@ -253,7 +290,7 @@ func TestSimCompact(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 10_000, FailCompact: tc.failCompact})
+			s := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 10_000, FailCompact: tc.failCompact, CompactKeeps: tc.keeps})
 			for range 3 {
 				s.mustTurn(TurnWork, "abcd")
 			}

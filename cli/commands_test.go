@@ -363,6 +363,12 @@ func TestGroupSet(t *testing.T) {
 
 	require.Equal(t, "web rotate: mode=handoff contextPercent=70 maxTurns=never maxConcurrentRotations=unlimited\n",
 		s.mustNid("group", "set", "web", `rotate={"maxTurns":0,"contextPercent":70}`))
+	require.Equal(t, "web rotate: mode=handoff contextPercent=70 contextTokens=150000 maxTurns=never maxConcurrentRotations=unlimited\n",
+		s.mustNid("group", "set", "web", `rotate={"contextTokens":150000}`))
+	require.EqualValues(t, 150_000, temporaltest.Group(t, s.c, "web").Policy.ContextTokens)
+	_, _, err := s.nid("group", "set", "web", `rotate={"contextTokens":-1}`)
+	require.ErrorContains(t, err, "contextTokens: -1 must be 0 (no token limit) or more")
+	require.EqualValues(t, 150_000, temporaltest.Group(t, s.c, "web").Policy.ContextTokens, "a refused value changes nothing")
 	require.Equal(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 85, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations},
 		temporaltest.Group(t, s.c, "api").Policy, "another group is left alone")
 }

@@ -43,8 +43,8 @@ func newGroupSetCommand(a *app) *cli.Command {
 		ArgsUsage: "GROUP KEY=VALUE...",
 		Description: "Sets KEY to VALUE on the running group GROUP, validated like nid.yaml:\n" +
 			"  rotate   a JSON object of the rotate policy fields to change (mode,\n" +
-			"           contextPercent, contextTokens, maxTurns); sessions follow it from their\n" +
-			"           next decision\n" +
+			"           contextPercent, contextTokens, maxTurns, maxConcurrentRotations);\n" +
+			"           sessions follow it from their next decision\n" +
 			"  budget   a JSON object of the budget limits to change (turns, tokens, usd;\n" +
 			"           0 is no limit); raising a spent budget resumes the sessions\n" +
 			"  learned  a JSON object from kind/model to the percent its sessions rotate at,\n" +

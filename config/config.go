@@ -440,6 +440,17 @@ type Sim struct {
 	// handoff_ack: SimAckCorrect (the default) names the tasks it holds,
 	// SimAckWrong others, SimAckNone does not call it.
 	Ack string `koanf:"ack" json:"ack,omitempty"`
+	// CompactAt makes the sim compact by itself, as Claude Code does near
+	// its own limit, at the start of a turn once its context is this many
+	// percent of the window full (0: never). nid sees a vendor compaction.
+	CompactAt int `koanf:"compactAt" json:"compactAt,omitempty"`
+	// CompactKeeps is the percent of its context a compaction, nid's or its
+	// own, keeps (0: DefaultSimCompactKeeps). A high one is a compaction
+	// that does not help.
+	CompactKeeps int `koanf:"compactKeeps" json:"compactKeeps,omitempty"`
+	// StartTokens is what a fresh conversation holds before its first
+	// message, as a real agent's system prompt and tools do.
+	StartTokens int64 `koanf:"startTokens" json:"startTokens,omitempty"`
 }
 
 // How the sim acknowledges a handoff (Sim.Ack).
@@ -455,6 +466,8 @@ const (
 	DefaultSimTokensPerTurn int64 = 12_000
 	DefaultSimTurnDelay           = 500 * time.Millisecond
 	DefaultSimTaskTurns           = 5
+	// DefaultSimCompactKeeps: a compaction keeps a tenth.
+	DefaultSimCompactKeeps = 10
 )
 
 // DefaultSim is the configuration of a sim session that sets nothing.

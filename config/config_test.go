@@ -121,6 +121,37 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`groups.web.rotate.maxTurns: -1 must be 0 (never) or more`},
 		},
 		{
+			name: "negative contextTokens and maxConcurrentRotations",
+			yaml: group("    rotate: {contextTokens: -5, maxConcurrentRotations: -1}\n" + oneSim),
+			want: []string{
+				`groups.web.rotate.contextTokens: -5 must be 0 (no token limit) or more`,
+				`groups.web.rotate.maxConcurrentRotations: -1 must be 0 (no limit) or more`,
+			},
+		},
+		{
+			name: "contextTokens not whole",
+			yaml: group("    rotate: {contextTokens: 1.5e5x}\n" + oneSim),
+			want: []string{`groups.web.rotate.contextTokens: "1.5e5x" is not a number`},
+		},
+		{
+			name: "sim compaction switches out of range",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {window: 1000, compactAt: 101, compactKeeps: 100, startTokens: 2000}\n"),
+			want: []string{
+				`groups.web.sessions[0].sim.compactAt: 101 is outside 0..100 (0: it never compacts by itself)`,
+				`groups.web.sessions[0].sim.compactKeeps: 100 is outside 1..99 (0: the default, 10)`,
+				`groups.web.sessions[0].sim.startTokens: 2000 must be at most the window, 1000`,
+			},
+		},
+		{
+			name: "negative sim compaction switches",
+			yaml: group("    sessions:\n      - agent: sim\n        sim: {compactAt: -1, compactKeeps: -1, startTokens: -1}\n"),
+			want: []string{
+				`groups.web.sessions[0].sim.compactAt: -1 is outside 0..100 (0: it never compacts by itself)`,
+				`groups.web.sessions[0].sim.compactKeeps: -1 is outside 1..99 (0: the default, 10)`,
+				`groups.web.sessions[0].sim.startTokens: -1 must be 0 or more`,
+			},
+		},
+		{
 			name: "duplicate session name",
 			yaml: group("    sessions:\n      - {agent: sim, name: lead}\n      - {agent: sim, name: lead}\n"),
 			want: []string{`groups.web.sessions[1].name: "lead" is used twice in group web`},
@@ -190,7 +221,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in sim",
 			yaml: group("    sessions:\n      - agent: sim\n        sim: {speed: 2}\n"),
-			want: []string{`groups.web.sessions[0].sim.speed: unknown key (allowed: window, tokensPerTurn, turnDelay, failCompact, noHandoff, handoffAfterTurns, silent, taskTurns, ack)`},
+			want: []string{`groups.web.sessions[0].sim.speed: unknown key (allowed: window, tokensPerTurn, turnDelay, failCompact, noHandoff, handoffAfterTurns, silent, taskTurns, ack, compactAt, compactKeeps, startTokens)`},
 		},
 		{
 			name: "port not a number",
@@ -648,6 +679,19 @@ func TestApplyRotateJSON(t *testing.T) {
 			name: "fields present change",
 			js:   `{"mode":"handoff","maxTurns":40}`,
 			want: config.Rotate{Mode: config.ModeHandoff, ContextPercent: 80, MaxTurns: 40},
+		},
+		{
+			name: "a token threshold and the governor's limit",
+			js:   `{"contextTokens":150000,"maxConcurrentRotations":0}`,
+			want: config.Rotate{Mode: config.ModeAuto, ContextPercent: 80, MaxTurns: 60, ContextTokens: 150_000},
+		},
+		{
+			name: "negative token threshold and limit",
+			js:   `{"contextTokens":-1,"maxConcurrentRotations":-2}`,
+			wantErr: []string{
+				`contextTokens: -1 must be 0 (no token limit) or more`,
+				`maxConcurrentRotations: -2 must be 0 (no limit) or more`,
+			},
 		},
 		{
 			name: "empty object changes nothing",

@@ -304,6 +304,18 @@ func (s Sim) problems(path string) []problem {
 	if s.TaskTurns < 0 {
 		ps = append(ps, problem{path + ".taskTurns", fmt.Sprintf("%d must be 1 or more (0: the default, %d)", s.TaskTurns, DefaultSimTaskTurns)})
 	}
+	if s.CompactAt < 0 || s.CompactAt > 100 {
+		ps = append(ps, problem{path + ".compactAt", fmt.Sprintf("%d is outside 0..100 (0: it never compacts by itself)", s.CompactAt)})
+	}
+	if s.CompactKeeps < 0 || s.CompactKeeps > 99 {
+		ps = append(ps, problem{path + ".compactKeeps", fmt.Sprintf("%d is outside 1..99 (0: the default, %d)", s.CompactKeeps, DefaultSimCompactKeeps)})
+	}
+	switch {
+	case s.StartTokens < 0:
+		ps = append(ps, problem{path + ".startTokens", fmt.Sprintf("%d must be 0 or more", s.StartTokens)})
+	case s.StartTokens > s.Window && s.Window > 0:
+		ps = append(ps, problem{path + ".startTokens", fmt.Sprintf("%d must be at most the window, %d", s.StartTokens, s.Window)})
+	}
 	switch s.Ack {
 	case "", SimAckCorrect, SimAckWrong, SimAckNone:
 	default:

@@ -40,10 +40,14 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 		if err != nil {
 			return fmt.Errorf("group %s: %w", name, err)
 		}
+		// The group's answer says its policy and what it learned: a session
+		// that starts now starts with them, as its siblings run, rather than
+		// with the file's policy until the next push.
+		var view workflows.GroupView
 		err = nidclient.UpdateGroup(ctx, c, name, workflows.UpdateSync, workflows.GroupSync{
 			Goal: g.Goal, Rotate: g.Rotate, Sessions: sessions,
 			Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
-		}, nil)
+		}, &view)
 		if err != nil {
 			return fmt.Errorf("group %s: %w", name, err)
 		}
@@ -66,7 +70,8 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 					Name:          s.Name,
 					Goal:          g.Goal,
 					Spec:          spec,
-					Policy:        g.Rotate,
+					Policy:        view.Policy,
+					Learned:       view.Learned,
 					ActivityQueue: activityQueue,
 					Repo:          g.Repo,
 					WorkDir:       g.WorkDir,

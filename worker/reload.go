@@ -2,10 +2,12 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -70,7 +72,7 @@ func PlanGroups(ctx context.Context, c client.Client, cfg, prev *config.Config, 
 			add(name, "", "start group %s with sessions %s", name, strings.Join(sessionNames(g), ", "))
 			continue
 		}
-		view, err := nidclient.GetGroup(ctx, c, name)
+		view, err := patiently(ctx, func(ctx context.Context) (workflows.GroupView, error) { return nidclient.GetGroup(ctx, c, name) })
 		if err != nil {
 			return p, err
 		}
@@ -100,7 +102,9 @@ func PlanGroups(ctx context.Context, c client.Client, cfg, prev *config.Config, 
 			if slices.Contains(view.Stopped, s.Name) {
 				continue // stopped by hand: nid start brings it back
 			}
-			sv, err := nidclient.GetSession(ctx, c, name, s.Name)
+			sv, err := patiently(ctx, func(ctx context.Context) (workflows.SessionView, error) {
+				return nidclient.GetSession(ctx, c, name, s.Name)
+			})
 			if err != nil {
 				continue // not started yet: StartGroups starts it
 			}
@@ -131,6 +135,30 @@ func PlanGroups(ctx context.Context, c client.Client, cfg, prev *config.Config, 
 		}
 	}
 	return p, nil
+}
+
+// answerPatience is how long applying the file waits for a running workflow
+// to answer. After a kill -9 a workflow whose task the killed worker had
+// taken answers only once that task times out and this worker has replayed
+// its history: on a busy host, longer than one query may take.
+const answerPatience = 2 * time.Minute
+
+// patiently runs get until the workflow answers, it is not found, or
+// answerPatience has passed.
+func patiently[V any](ctx context.Context, get func(context.Context) (V, error)) (V, error) {
+	deadline := time.Now().Add(answerPatience)
+	for {
+		v, err := get(ctx)
+		var silent *nidclient.UnavailableError
+		if err == nil || !errors.As(err, &silent) || !time.Now().Before(deadline) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // removed plans what happens to a session that left the file.

@@ -49,6 +49,10 @@ type RotateDecision struct {
 	status  string
 	// full: the handoff joined is the one a full context forces.
 	full bool
+	// agentHandoff: the request rotates by handoff with the summary the
+	// agent wrote, which waits while the session's policy rotations are
+	// stopped (VersionRotateWhileHalted).
+	agentHandoff bool
 }
 
 // DecideRotate decides a manual request for mode (empty: the group's) made of
@@ -59,7 +63,15 @@ type RotateDecision struct {
 // the CLI and the API on the view they queried.
 func DecideRotate(mode string, v SessionView) RotateDecision {
 	d := RotateDecision{status: v.Status}
-	rules := v.ladder().has(VersionOneRotateDecision)
+	ladder := v.ladder()
+	rules := ladder.has(VersionOneRotateDecision)
+	// While the policy is stopped the agent's handoff does not run by
+	// itself: a request joining it would wait forever, so it rotates with
+	// it instead.
+	waiting := ladder.has(VersionRotateWhileHalted) && v.HandoffPending && !v.ContextFull && v.PolicyHalted != ""
+	if waiting && mode == "" {
+		mode, d.agentHandoff = config.ModeHandoff, true
+	}
 	switch {
 	case v.Status == StatusStopped:
 		d.Refused = stoppedRefusal
@@ -69,7 +81,7 @@ func DecideRotate(mode string, v SessionView) RotateDecision {
 		d.Refused = "has taken no turn yet: there is no conversation to rotate"
 	case v.Rotating != nil && v.Rotating.Reason == ReasonManual && (mode == "" || mode == v.Rotating.Mode):
 		d.When, d.Mode, d.join = RotateJoined, v.Rotating.Mode, joinRunning
-	case rules && (v.HandoffPending || v.ContextFull):
+	case rules && (v.HandoffPending || v.ContextFull) && !waiting:
 		d.When, d.Mode, d.join, d.full = RotateAfterTurn, config.ModeHandoff, joinHandoff, !v.HandoffPending
 	case v.PendingRotate != nil:
 		if mode == "" {
@@ -117,12 +129,30 @@ func (d RotateDecision) sentence(ref string) string {
 	case d.join == joinPending:
 		return fmt.Sprintf("a rotation is already pending for %s: this request joins it (%s); it runs %s", ref, d.Mode, d.whenText())
 	case d.status == StatusRotating:
-		return fmt.Sprintf("%s is in another rotation now: it rotates (%s) when that one ends", ref, d.Mode)
+		return fmt.Sprintf("%s is in another rotation now: it rotates (%s) when that one ends%s", ref, d.Mode, d.withText())
 	case d.When == RotateAfterTurn:
-		return fmt.Sprintf("%s is %s: it rotates (%s) when the current turn ends", ref, d.status, d.Mode)
+		return fmt.Sprintf("%s is %s: it rotates (%s) when the current turn ends%s", ref, d.status, d.Mode, d.withText())
 	default:
-		return fmt.Sprintf("rotating %s now (%s)", ref, d.Mode)
+		return fmt.Sprintf("rotating %s now (%s)%s", ref, d.Mode, d.withText())
 	}
+}
+
+// withText says what a request that rotates with the agent's waiting
+// handoff rotates with.
+func (d RotateDecision) withText() string {
+	if !d.agentHandoff {
+		return ""
+	}
+	return ", with the handoff its agent wrote (it waited: policy rotations are stopped)"
+}
+
+// modeAsked is the mode a pending request keeps: the one asked for, or the
+// handoff the decision rotates with.
+func (d RotateDecision) modeAsked(mode string) string {
+	if d.agentHandoff {
+		return d.Mode
+	}
+	return mode
 }
 
 func (d RotateDecision) whenText() string {

@@ -175,6 +175,8 @@ func TestGroupContinuesAsNewWithItsState(t *testing.T) {
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(SignalInbox, InboxItem{Group: "web", Kind: EventRotationFailed, Text: "x"})
 	}, 2*time.Minute)
+	learned := LearnedPoint{Kind: "claude", Model: "claude-sonnet-4-5", Percent: 80, SeenTokens: 166_000, Window: 200_000}
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalLearned, learned) }, 150*time.Second)
 	h.env.RegisterDelayedCallback(func() { h.env.SetContinueAsNewSuggested(true) }, 3*time.Minute)
 	h.env.ExecuteWorkflow(GroupWorkflowName, groupInput())
 	var can *workflow.ContinueAsNewError
@@ -182,7 +184,8 @@ func TestGroupContinuesAsNewWithItsState(t *testing.T) {
 	var next GroupInput
 	require.NoError(t, decodeFirst(can, &next))
 	require.Equal(t, config.ModeOff, next.State.Policy.Mode)
-	require.Len(t, next.State.Inbox, 1)
+	require.Equal(t, []LearnedPoint{learned}, next.State.Learned, "what it learned of a vendor goes on")
+	require.Len(t, next.State.Inbox, 2, "the failure and what it learned")
 	require.Equal(t, []string{"lead", "worker"}, next.State.Sessions)
 
 	// Every push is numbered after the last, and the next run goes on from

@@ -149,12 +149,16 @@ type PolicyChange struct {
 
 // SessionInput starts (or continues as new) a session workflow.
 type SessionInput struct {
-	Group         string               `json:"group"`
-	Name          string               `json:"name"`
-	Goal          string               `json:"goal,omitempty"`
-	Spec          activities.AgentSpec `json:"spec"`
-	Policy        config.Rotate        `json:"policy"`
-	ActivityQueue string               `json:"activityQueue"`
+	Group  string               `json:"group"`
+	Name   string               `json:"name"`
+	Goal   string               `json:"goal,omitempty"`
+	Spec   activities.AgentSpec `json:"spec"`
+	Policy config.Rotate        `json:"policy"`
+	// Learned is what the group has learned of vendors that compact by
+	// themselves when the session starts: a session that joins later
+	// rotates before them as its siblings do. Read on first start only.
+	Learned       []LearnedPoint `json:"learned,omitempty"`
+	ActivityQueue string         `json:"activityQueue"`
 	// Repo is the group's git repository (each session gets a worktree);
 	// WorkDir the shared working directory without one.
 	Repo    string `json:"repo,omitempty"`

@@ -146,9 +146,10 @@ func newSession(in SessionInput) *session {
 			Status:  StatusIdle,
 			Policy:  in.Policy,
 			Context: ContextRecord{Source: activities.SourceUnknown},
+			Learned: in.Learned,
 		}
 	}
-	in.State = nil
+	in.State, in.Learned = nil, nil
 	return &session{in: in, st: st}
 }
 

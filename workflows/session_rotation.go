@@ -102,6 +102,11 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	s.st.RotationFailures = 0
 	if res.Method == config.ModeHandoff {
 		s.st.Generation++
+		if s.has(VersionRotateWhileHalted) {
+			// Written by the conversation just replaced: the fresh one
+			// never asked to start over.
+			s.st.HandoffPending, s.st.Handoff = false, ""
+		}
 	}
 	s.st.Conversation = res.NewConversation
 	s.st.Context.Rotations++

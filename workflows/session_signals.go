@@ -34,13 +34,13 @@ func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {
 	switch {
 	case d.Refused != "", d.join == joinRunning, d.join == joinHandoff:
 	case d.join == joinPending:
-		if req.Mode != "" {
-			s.st.PendingRotate.Mode = req.Mode
+		if mode := d.modeAsked(req.Mode); mode != "" {
+			s.st.PendingRotate.Mode = mode
 		}
 	default:
 		// Whoever sent it, a rotate signal is a manual request: the policy
 		// and the agent's own handoff have their own paths.
-		s.st.PendingRotate = &RotateRequest{Mode: req.Mode, Reason: ReasonManual}
+		s.st.PendingRotate = &RotateRequest{Mode: d.modeAsked(req.Mode), Reason: ReasonManual}
 	}
 	s.record(ctx, Event{Kind: EventRotateQueued, Text: d.sentence(s.in.Group + "/" + s.in.Name)})
 }
@@ -54,6 +54,10 @@ func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
 	}
 	s.st.Handoff = hw.Summary
 	s.st.HandoffPending = true
+	if s.has(VersionRotateWhileHalted) && s.st.PolicyHalted != "" {
+		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "agent wrote a handoff: it waits, for policy rotations are stopped; nid rotate rotates with it"})
+		return
+	}
 	s.record(ctx, Event{Kind: EventHandoffWritten, Text: "agent wrote a handoff: rotating when this turn ends"})
 }
 

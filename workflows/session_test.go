@@ -1066,6 +1066,15 @@ func TestDecideRotate(t *testing.T) {
 			"web/lead wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it"},
 		{"agent's handoff, before the one decision", config.ModeCompact, with(func(v *SessionView) { v.HandoffPending = true }), VersionTeam, RotateAfterTurn, config.ModeCompact,
 			"web/lead is working: it rotates (compact) when the current turn ends"},
+		{"agent's handoff waits while the policy is stopped", "", with(func(v *SessionView) { v.HandoffPending, v.PolicyHalted = true, "thrashing" }), versionLatest,
+			RotateAfterTurn, config.ModeHandoff,
+			"web/lead is working: it rotates (handoff) when the current turn ends, with the handoff its agent wrote (it waited: policy rotations are stopped)"},
+		{"a mode asked for while the policy is stopped", config.ModeCompact, with(func(v *SessionView) {
+			v.Status, v.HandoffPending, v.PolicyHalted = StatusIdle, true, "thrashing"
+		}), versionLatest, RotateNow, config.ModeCompact, "rotating web/lead now (compact)"},
+		{"agent's handoff while the policy is stopped, before it could wait", "", with(func(v *SessionView) { v.HandoffPending, v.PolicyHalted = true, "thrashing" }),
+			VersionVouchedHandoff, RotateAfterTurn, config.ModeHandoff,
+			"web/lead wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it"},
 		{"context full", "", with(func(v *SessionView) { v.Status, v.ContextFull = StatusIdle, true }), versionLatest, RotateAfterTurn, config.ModeHandoff,
 			"web/lead's conversation no longer fits its window and rotates (handoff) next: this request joins it"},
 		{"pending", "", with(func(v *SessionView) { v.PendingRotate = &RotateRequest{Mode: config.ModeHandoff} }), versionLatest, RotateAfterTurn, config.ModeHandoff,
@@ -1314,20 +1323,32 @@ func TestASessionWaitingToRetryShowsRetrying(t *testing.T) {
 
 // A rotation costs one turn of budget, reserved first: a handoff (two model
 // calls) with the agent's own summary never takes the group past its
-// limit.
+// limit. With one turn left it costs that turn and no more: charging both
+// calls was the overspend a soak found (1,513 turns of a 1,511-turn
+// budget).
 func TestRotationsReserveTheirTurnOfBudget(t *testing.T) {
-	h := newHarness(t)
-	h.group.board.Budget = config.Budget{Turns: 6}
-	h.agent.perTurn = 100
-	in := sessionInput(policy(config.ModeHandoff, 85, 2))
-	in.Goal = "Spend it all"
-	v := h.run(in, time.Hour)
+	for _, tt := range []struct {
+		budget           int64
+		turns, rotations int
+	}{
+		{budget: 6, turns: 4, rotations: 2}, // turns 1-2, rotation, turns 3-4, rotation
+		{budget: 3, turns: 2, rotations: 1}, // turns 1-2, the rotation takes the last turn
+	} {
+		t.Run(fmt.Sprintf("budget %d", tt.budget), func(t *testing.T) {
+			h := newHarness(t)
+			h.group.board.Budget = config.Budget{Turns: tt.budget}
+			h.agent.perTurn = 100
+			in := sessionInput(policy(config.ModeHandoff, 85, 2))
+			in.Goal = "Spend it all"
+			v := h.run(in, time.Hour)
 
-	require.EqualValues(t, 6, chargedTurns(h.group.charges), "exactly the budget")
-	require.Equal(t, 4, v.Context.TotalTurns, "turns 1-2, rotation, turns 3-4, rotation")
-	require.Equal(t, 2, v.Context.Rotations)
-	require.Len(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), 2)
-	require.Equal(t, StatusPaused, v.Status)
+			require.EqualValues(t, tt.budget, chargedTurns(h.group.charges), "exactly the budget")
+			require.Equal(t, tt.turns, v.Context.TotalTurns)
+			require.Equal(t, tt.rotations, v.Context.Rotations)
+			require.Len(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), tt.rotations)
+			require.Equal(t, StatusPaused, v.Status)
+		})
+	}
 }
 
 // A session whose reservation the spent budget refused while it waited

@@ -1,11 +1,16 @@
 package workflows
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
@@ -148,4 +153,81 @@ func TestTheBreakerStopsASessionThatThrashes(t *testing.T) {
 	require.Contains(t, v.PolicyHalted, "rotated by itself 4 times in 3 turns: it is thrashing")
 	require.Equal(t, 8, v.Context.TotalTurns, "it keeps working")
 	require.Len(t, h.inbox, 1)
+}
+
+// Once the breaker has stopped a session's policy rotations, nid rotate
+// still works, as the inbox says, though the agent's own handoff waits.
+func TestNidRotateWorksAfterTheBreaker(t *testing.T) {
+	h := newHarness(t)
+	h.agent.perTurn = 100
+	h.agent.onTurn = func(in activities.TurnInput) {
+		h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "again: " + in.Prompt})
+	}
+	h.send(time.Minute, 8)
+	var halted SessionView
+	h.at(30*time.Minute, func() { halted = h.view() })
+	h.at(31*time.Minute, func() { h.env.SignalWorkflow(SignalRotate, RotateRequest{}) })
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	require.NotEmpty(t, halted.PolicyHalted)
+	require.Len(t, rotations(halted), breakerRotations+1)
+	rots := rotations(v)
+	require.Len(t, rots, breakerRotations+2, "nid rotate ran: %v", eventTexts(v, EventRotateQueued))
+	last := rots[len(rots)-1]
+	require.Equal(t, ReasonManual, last.Reason)
+	require.Equal(t, config.ModeHandoff, last.Method, "the agent's handoff is the one it rotates with")
+	require.Equal(t, "again: message 8", last.Summary)
+	require.False(t, v.HandoffPending, "nothing left pending from the old conversation")
+	written := eventTexts(v, EventHandoffWritten)
+	require.Contains(t, written, "agent wrote a handoff: it waits, for policy rotations are stopped; nid rotate rotates with it")
+	require.Equal(t, []string{"rotating web/lead now (handoff), with the handoff its agent wrote (it waited: policy rotations are stopped)"},
+		eventTexts(v, EventRotateQueued))
+}
+
+// A conversation past its window hands off even while the policy is
+// stopped, with the handoff its agent wrote and left waiting.
+func TestAFullContextHandsOffWithTheWaitingHandoff(t *testing.T) {
+	h := newHarness(t)
+	h.agent.perTurn = 100
+	full := true
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+			if in.Prompt == "message 9" && full {
+				full = false // the fresh conversation takes it
+				return activities.TurnResult{}, temporal.NewNonRetryableApplicationError("prompt_too_long", activities.ErrContextFull, nil)
+			}
+			res, err := h.agent.RunTurn(ctx, in)
+			if in.Kind == activities.TurnWork && in.Prompt != "message 9" {
+				h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "again: " + in.Prompt})
+			}
+			return res, err
+		})
+	h.send(time.Minute, 9)
+	v := h.run(sessionInput(policy(config.ModeAuto, 85, 0)), time.Hour)
+
+	require.NotEmpty(t, v.PolicyHalted)
+	rots := rotations(v)
+	require.Len(t, rots, breakerRotations+2)
+	last := rots[len(rots)-1]
+	require.Equal(t, ReasonContextFull, last.Reason)
+	require.Equal(t, "again: message 8", last.Summary, "the agent's own summary, not its last output")
+	require.False(t, v.HandoffPending)
+}
+
+// What a session learned of its vendor, and the policy's judgement of its
+// rotations, cross continue-as-new: the next run rotates before the vendor
+// as this one did.
+func TestWhatASessionLearnedCrossesContinueAsNew(t *testing.T) {
+	h := newHarness(t)
+	h.agent.perTurn = 8_300
+	h.agent.vendorAt = 83_000
+	h.send(time.Minute, 12)
+	h.at(30*time.Minute, func() { h.env.SetContinueAsNewSuggested(true) })
+	h.env.ExecuteWorkflow(SessionWorkflowName, sessionInput(policy(config.ModeCompact, 85, 0)))
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "got %v", h.env.GetWorkflowError())
+	var next SessionInput
+	require.NoError(t, decodeFirst(can, &next))
+	require.Equal(t, []LearnedPoint{{Kind: "fake", Model: "fake-1", Percent: 80, SeenTokens: 83_009, Window: 100_000}}, next.State.Learned)
+	require.Equal(t, &Threshold{Tokens: 80_000, Percent: 80, By: "learned"}, next.State.Context.Threshold)
 }

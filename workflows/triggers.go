@@ -47,7 +47,7 @@ func (s *session) triggers() []trigger {
 			take: func(s *session) string {
 				s.st.ContextFull = false
 				s.joinPendingRequest()
-				return ""
+				return s.takeWaitingHandoff()
 			},
 		},
 		{
@@ -60,8 +60,12 @@ func (s *session) triggers() []trigger {
 				return EffectiveMode(s.st.PendingRotate.Mode, s.st.Policy)
 			},
 			take: func(s *session) string {
+				mode := EffectiveMode(s.st.PendingRotate.Mode, s.st.Policy)
 				s.st.PendingRotate = nil
-				return ""
+				if mode != config.ModeHandoff {
+					return ""
+				}
+				return s.takeWaitingHandoff()
 			},
 		},
 		{
@@ -171,6 +175,19 @@ func (s *session) policyMode() string {
 		return config.ModeHandoff
 	}
 	return s.st.Policy.Mode
+}
+
+// takeWaitingHandoff takes the agent's own handoff for a handoff that runs
+// while it waits (VersionRotateWhileHalted): policy rotations are stopped,
+// so only the human or a full context rotates, and the agent's summary of
+// this conversation is the best start for the fresh one.
+func (s *session) takeWaitingHandoff() string {
+	if !s.has(VersionRotateWhileHalted) || !s.st.HandoffPending {
+		return ""
+	}
+	summary := s.st.Handoff
+	s.st.HandoffPending, s.st.Handoff = false, ""
+	return summary
 }
 
 // joinPendingRequest lets a handoff the session runs anyway serve a manual

@@ -114,8 +114,18 @@ const (
 	// point of the context chart. Histories: testdata/v5-*.json.
 	VersionVouchedHandoff Version = 10
 
+	// VersionRotateWhileHalted: while a session's policy rotations are
+	// stopped (the breaker, a fresh conversation too full for its
+	// threshold), the agent's own handoff waits for the human instead of
+	// being joined by a manual request that then never ran: nid rotate
+	// runs, by handoff with that summary unless another mode is asked for,
+	// and a conversation past its window hands off with it too. A handoff
+	// of any reason drops a summary the agent wrote for the conversation
+	// it replaced. Histories: none yet.
+	VersionRotateWhileHalted Version = 11
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionVouchedHandoff
+	versionLatest = VersionRotateWhileHalted
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is
@@ -150,6 +160,10 @@ func versionOf(ctx workflow.Context) Version {
 // reserved when the turn starts rather than when it ends. Histories before
 // them carry no Rev, which is always taken, and the charge a session sends
 // differs only in its payload, which replay does not compare.
+//
+// A new session's start (SessionInput.Learned, and the group's policy rather
+// than the file's as SessionInput.Policy): the input of a run that starts
+// now, which no recorded history's run reads differently.
 //
 // Starting a stopped session (start_session on the group, the start signal
 // on the session) and the reason a stop carries (StopRequest.Why): both run

@@ -1,0 +1,75 @@
+package worker
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/nidclient"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// A session that joins a running group (nid up with a session added to
+// nid.yaml) starts with the policy the group runs and what it has learned,
+// as its siblings do, not with the file's policy until the group next
+// pushes one.
+func TestASessionThatJoinsLaterRunsTheGroupsPolicy(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	const lead = "      - {agent: sim, name: lead, sim: {turnDelay: 0s}}\n"
+	startNode(t, env.Config(t, "  web:\n    rotate: {mode: compact}\n    sessions:\n"+lead))
+	_, err := nidclient.SetGroup(t.Context(), c, "web", nidclient.GroupSettings{
+		RotateJSON: `{"mode":"handoff","contextPercent":70}`, LearnedJSON: `{"sim/sim": 50}`,
+	})
+	require.NoError(t, err)
+	group := temporaltest.Group(t, c, "web")
+	require.Equal(t, config.ModeHandoff, group.Policy.Mode)
+
+	joined := env.Config(t, "  web:\n    rotate: {mode: compact}\n    sessions:\n"+lead+"      - {agent: sim, name: late, sim: {turnDelay: 0s}}\n")
+	require.NoError(t, StartGroups(t.Context(), c, joined, HostQueue()))
+	v := temporaltest.TakeTurns(t, c, "web", "late", "hello")
+	require.Equal(t, group.Policy, v.Policy, "the group's policy, not the file's")
+	require.Equal(t, &workflows.Threshold{Tokens: 100_000, Percent: 50, By: "learned"}, v.Context.Threshold,
+		"what the group learned of its kind and model")
+}
+
+// Right after a kill -9 a group may not answer for a while: the workflow
+// task the killed worker had taken must time out, and the new worker replay
+// the group's history, before a query gets through. Applying the file (nid
+// up's start) waits for it rather than failing with "did not answer".
+func TestApplyingTheFileWaitsForAGroupThatDoesNotAnswerYet(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	cfg := env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n")
+	// The group runs, and no worker serves it yet.
+	_, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
+		ID: workflows.GroupID("web"), TaskQueue: workflows.TaskQueue, TypedSearchAttributes: workflows.GroupSearchAttributes("web"),
+	}, workflows.GroupWorkflowName, workflows.GroupInput{Name: "web", Policy: cfg.Groups["web"].Rotate, Sessions: []string{"lead"}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		groups, err := nidclient.ListGroups(t.Context(), c)
+		return err == nil && slices.Contains(groups, "web")
+	}, time.Minute, 100*time.Millisecond)
+
+	// A worker comes up only after a query would have given up.
+	started := make(chan *Node, 1)
+	late := time.AfterFunc(nidclient.QueryTimeout+2*time.Second, func() {
+		n, err := Start(t.Context(), Options{Config: cfg, Logger: temporaltest.Logger()})
+		if err != nil {
+			t.Errorf("worker: %v", err)
+		}
+		started <- n
+	})
+	defer late.Stop()
+	plan, err := PlanGroups(t.Context(), c, cfg, nil, false)
+	require.NoError(t, err)
+	require.Equal(t, []string{"nothing to change: the running groups are as the file says"}, plan.Lines())
+	if n := <-started; n != nil {
+		require.NoError(t, n.Stop())
+	}
+}

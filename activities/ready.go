@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
 )
 
 // What a host needs to run a session's agent, checked the same way by nid
@@ -93,7 +95,11 @@ func (a *Activities) CheckAgent(ctx context.Context, ref SessionRef, spec AgentS
 	k := KindOf(spec.Kind)
 	var checks []Check
 	if _, err := a.agent(spec.Kind); err != nil {
-		checks = []Check{{Name: "agent", Status: CheckFail, Text: err.Error(), errType: ErrUnknownAgent}}
+		text := err.Error()
+		if app, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+			text = app.Message()
+		}
+		checks = []Check{{Name: "agent", Status: CheckFail, Text: text, errType: ErrUnknownAgent}}
 	} else if !k.Process {
 		checks = []Check{{Name: "agent", Status: CheckOK, Text: k.Title + " runs inside nid: nothing to install"}}
 	} else if p, err := a.process(ref, spec, ""); err != nil {

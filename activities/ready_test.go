@@ -223,6 +223,10 @@ func TestCheckAgentSandbox(t *testing.T) {
 	sim := checkAgent(t, activities.KindSim, config.AgentSettings{}, nil, true)
 	require.Len(t, sim, 1)
 	requireCheck(t, sim["agent"], activities.CheckOK, "runs inside nid: nothing to install")
+
+	unknown := checkAgent(t, "gpt", config.AgentSettings{}, nil, true)
+	require.Len(t, unknown, 1)
+	require.Equal(t, `agent "gpt" cannot run on this host (known agents: claude, codex, exec, sim)`, unknown["agent"].Text)
 }
 
 // The versions nid is tested with are the ones npm installs for the

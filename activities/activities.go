@@ -19,9 +19,13 @@ const (
 // Error types workflows branch on (temporal.ApplicationError types). All are
 // non-retryable: retrying cannot fix them.
 const (
-	ErrUnknownAgent = "UnknownAgent" // the session names an agent kind this host cannot run
-	ErrBadInput     = "BadInput"     // the request itself is malformed
-	ErrAgentFailed  = "AgentFailed"  // the agent ran and reported a failure it cannot recover from
+	// ErrUnknownAgent is an agent this host cannot run: no adapter for
+	// its kind, or (the checks nid doctor shares with every turn) its CLI
+	// is not installed or nothing it could log in with is found. The
+	// message says what to install or set.
+	ErrUnknownAgent = "UnknownAgent"
+	ErrBadInput     = "BadInput"    // the request itself is malformed
+	ErrAgentFailed  = "AgentFailed" // the agent ran and reported a failure it cannot recover from
 	// ErrContextFull is a turn the vendor refused because the conversation
 	// no longer fits its context window: only a fresh conversation helps.
 	ErrContextFull = "ContextFull"

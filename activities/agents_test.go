@@ -132,6 +132,11 @@ type vendor struct {
 	// autoCountsPrompt says the tokens before a compaction the CLI did by
 	// itself include its estimate of the prompt that set it off.
 	autoCountsPrompt bool
+	// credentials are the rig's environment variables its CLI logs in with,
+	// and noCredentials what a turn without them says; empty for a kind
+	// that needs none (Kind.Credentials nil).
+	credentials   []string
+	noCredentials string
 }
 
 // agentRig is one session's world: the worker's Activities for one agent
@@ -238,6 +243,9 @@ func (r *agentRig) claude() {
 		},
 		autoCompact:      func(r *agentRig) { r.set.Env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = "100000" },
 		autoCountsPrompt: true,
+		// And none from the worker's own environment either.
+		credentials:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
+		noCredentials: "no credentials for Claude Code",
 	}
 }
 
@@ -281,6 +289,10 @@ stream_max_retries = 0
 			require.Contains(t, last.Headers.Get("x-codex-turn-metadata"), "compaction")
 		},
 		autoCompact: func(r *agentRig) { r.set.Args = []string{"-c", "model_auto_compact_token_limit=100000"} },
+		// The rig's config.toml sends Codex to its own provider, whose
+		// env_key is this.
+		credentials:   []string{"LOCAL_API_KEY"},
+		noCredentials: "model provider local takes its key from LOCAL_API_KEY, which is not set",
 	}
 	r.serves = true
 }

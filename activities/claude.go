@@ -1,13 +1,17 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nid-dev/nid/config"
 )
@@ -304,4 +308,110 @@ func clipText(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// claudeKeys are the variables Claude Code takes an API key or token from.
+var claudeKeys = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// claudeClouds are the variables that send Claude Code to a cloud's own
+// API, whose credentials the cloud's tools hold.
+var claudeClouds = []struct{ env, cloud string }{
+	{"CLAUDE_CODE_USE_BEDROCK", "Amazon Bedrock"}, {"CLAUDE_CODE_USE_VERTEX", "Google Vertex AI"}, {"CLAUDE_CODE_USE_FOUNDRY", "Microsoft Foundry"},
+}
+
+// claudeCredentials finds what Claude Code logs in with: a key in its
+// environment, a cloud's API, or a login (`claude` then /login) in its
+// configuration directory: the credentials file on Linux, the account
+// recorded in .claude.json where the key itself is in the system's keychain
+// (macOS), or an apiKeyHelper in its settings.
+func claudeCredentials(env map[string]string, _ Process) Check {
+	c := Check{Name: "credentials", Status: CheckOK}
+	if k := firstSet(env, claudeKeys...); k != "" {
+		c.Text = k + " is set"
+		return c
+	}
+	for _, cl := range claudeClouds {
+		if env[cl.env] != "" && env[cl.env] != "0" {
+			c.Text = cl.env + " is set: Claude Code uses " + cl.cloud + " with that cloud's own credentials"
+			return c
+		}
+	}
+	home := env["HOME"]
+	dir := cmp.Or(env["CLAUDE_CONFIG_DIR"], filepath.Join(home, ".claude"))
+	state := filepath.Join(home, ".claude.json")
+	if env["CLAUDE_CONFIG_DIR"] != "" {
+		state = filepath.Join(dir, ".claude.json")
+	}
+	switch {
+	case home == "" && env["CLAUDE_CONFIG_DIR"] == "":
+	case exists(filepath.Join(dir, ".credentials.json")):
+		c.Text = "a login in " + filepath.Join(dir, ".credentials.json")
+		return c
+	case fileHas(state, "oauthAccount", "primaryApiKey"):
+		c.Text = "a login recorded in " + state
+		return c
+	case fileHas(filepath.Join(dir, "settings.json"), "apiKeyHelper"):
+		c.Text = "an apiKeyHelper in " + filepath.Join(dir, "settings.json")
+		return c
+	}
+	c.Status, c.errType = CheckFail, ErrUnknownAgent
+	c.Text = fmt.Sprintf("claude: no credentials for Claude Code: no %s in its environment and no login in %s; "+
+		"set ANTHROPIC_API_KEY (agents.claude.env, or nid's own environment), or log in by running claude once as this user with HOME=%s",
+		strings.Join(claudeKeys, ", "), dir, cmp.Or(home, "(unset)"))
+	return c
+}
+
+// claudeSandboxCheck checks what Claude Code's sandbox needs on Linux:
+// bubblewrap and socat on the agent's PATH (Claude Code itself refuses to
+// start without them, as nid has it: failIfUnavailable), and, with deep,
+// that bubblewrap can make a sandbox here, which a host refusing
+// unprivileged user namespaces does not let it. Elsewhere (macOS) its
+// sandbox is the system's own.
+func claudeSandboxCheck(ctx context.Context, _ string, p Process, env map[string]string, deep bool) Check {
+	k := KindOf(KindClaude)
+	if !p.sandboxed() {
+		return sandboxNotNeeded(k)
+	}
+	c := Check{Name: "sandbox", Status: CheckOK}
+	if runtime.GOOS != "linux" {
+		c.Text = "Claude Code's own sandbox (" + runtime.GOOS + "'s)"
+		return c
+	}
+	bwrap, okB := lookPathIn("bwrap", env["PATH"])
+	socat, okS := lookPathIn("socat", env["PATH"])
+	if !okB || !okS {
+		var missing []string
+		if !okB {
+			missing = append(missing, "bubblewrap (bwrap)")
+		}
+		if !okS {
+			missing = append(missing, "socat")
+		}
+		verb := "is"
+		if len(missing) > 1 {
+			verb = "are"
+		}
+		c.Status, c.errType = CheckFail, ErrSandboxUnavailable
+		c.Text = fmt.Sprintf("claude: Claude Code's sandbox needs bubblewrap and socat, and %s %s not on the agent's PATH: "+
+			"install them (on Debian or Ubuntu: apt-get install bubblewrap socat), or set permissions: %s for this session to run it without a sandbox",
+			strings.Join(missing, " and "), verb, config.PermissionsFull)
+		return c
+	}
+	c.Text = "bubblewrap (" + bwrap + ") and socat (" + socat + ")"
+	if !deep {
+		return c
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := newCommand(pctx, bwrap, []string{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-net", "--unshare-pid", "--die-with-parent", "true"}, p, nil)
+	cmd.Dir = ""
+	if out, err := cmd.CombinedOutput(); err != nil {
+		c.Status, c.errType = CheckFail, ErrSandboxUnavailable
+		c.Text = fmt.Sprintf("claude: bubblewrap cannot make a sandbox on this host (%s: %s): Claude Code's sandbox runs commands with it in a user namespace; "+
+			"allow unprivileged user namespaces or install a working bubblewrap, or set permissions: %s for this session to run it without a sandbox",
+			err, cmp.Or(oneLine(string(out), 200), "no message"), config.PermissionsFull)
+		return c
+	}
+	c.Text += ": bubblewrap runs a sandbox here"
+	return c
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,7 +282,8 @@ func codexSandbox(p Process) []string {
 	if !p.sandboxed() || p.readonly() {
 		return nil
 	}
-	writable := gitWritable(p)
+	// Never null: Codex wants a list, even an empty one.
+	writable := append([]string{}, gitWritable(p)...)
 	if p.TempDir != "" {
 		writable = append(writable, p.TempDir)
 	}
@@ -603,4 +606,156 @@ func (s *codexServer) window(w int64) int64 {
 		s.win = w
 	}
 	return s.win
+}
+
+// codexKeys are the variables Codex takes an OpenAI API key from.
+var codexKeys = []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
+
+// codexCredentials finds what Codex logs in with. Its model provider (a
+// -c model_provider= override in the session's args, else config.toml's
+// model_provider, else OpenAI) decides: OpenAI takes a key in the
+// environment or a `codex login` in CODEX_HOME; a provider of the user's
+// own takes the variable its env_key names, or nothing when it names none.
+func codexCredentials(env map[string]string, p Process) Check {
+	c := Check{Name: "credentials", Status: CheckOK}
+	home := cmp.Or(env["CODEX_HOME"], filepath.Join(env["HOME"], ".codex"))
+	toml := readCodexConfig(filepath.Join(home, "config.toml"))
+	provider := cmp.Or(codexOverride(p.Args, "model_provider"), toml[".model_provider"], "openai")
+	if provider != "openai" {
+		key := cmp.Or(codexOverride(p.Args, "model_providers."+provider+".env_key"), toml["model_providers."+provider+".env_key"])
+		switch {
+		case key == "":
+			c.Text = "model provider " + provider + " names no env_key: it takes no key"
+		case env[key] != "":
+			c.Text = key + " is set, for model provider " + provider
+		default:
+			c.Status, c.errType = CheckFail, ErrUnknownAgent
+			c.Text = fmt.Sprintf("codex: model provider %s takes its key from %s, which is not set: set it in agents.codex.env or nid's own environment", provider, key)
+		}
+		return c
+	}
+	if k := firstSet(env, codexKeys...); k != "" {
+		c.Text = k + " is set"
+		return c
+	}
+	if auth := filepath.Join(home, "auth.json"); exists(auth) {
+		c.Text = "a login in " + auth
+		return c
+	}
+	c.Status, c.errType = CheckFail, ErrUnknownAgent
+	c.Text = fmt.Sprintf("codex: no credentials for Codex: no %s in its environment and no login in %s; "+
+		"set OPENAI_API_KEY (agents.codex.env, or nid's own environment), or log in with codex login as this user with CODEX_HOME=%s",
+		strings.Join(codexKeys, " or "), home, home)
+	return c
+}
+
+// codexOverride is the value a -c (--config) key=value override in args
+// gives key, unquoted; empty when none does.
+func codexOverride(args []string, key string) string {
+	v := ""
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] != "-c" && args[i] != "--config" {
+			continue
+		}
+		if k, val, ok := strings.Cut(args[i+1], "="); ok && strings.TrimSpace(k) == key {
+			v = tomlUnquote(strings.TrimSpace(val))
+		}
+	}
+	return v
+}
+
+// readCodexConfig reads the string values of a config.toml, keyed by
+// table and key ("model_providers.local.env_key"; top-level keys as
+// ".model_provider"). It reads only what the credentials check needs:
+// `key = "string"` lines under [table] headers; anything else is skipped.
+func readCodexConfig(path string) map[string]string {
+	out := map[string]string{}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	table := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") && !strings.HasPrefix(line, "[[") {
+			var parts []string
+			for _, part := range strings.Split(strings.Trim(line, "[] "), ".") {
+				parts = append(parts, tomlUnquote(strings.TrimSpace(part)))
+			}
+			table = strings.Join(parts, ".")
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if i := strings.Index(v, " #"); i >= 0 && (strings.HasPrefix(v, "'") || strings.Count(v[:i], `"`)%2 == 0) {
+			v = strings.TrimSpace(v[:i])
+		}
+		if !strings.HasPrefix(v, `"`) && !strings.HasPrefix(v, "'") {
+			continue
+		}
+		out[table+"."+tomlUnquote(strings.TrimSpace(k))] = tomlUnquote(v)
+	}
+	return out
+}
+
+// tomlUnquote is a TOML basic ("...") or literal ('...') string's value,
+// or s itself when it is neither.
+func tomlUnquote(s string) string {
+	if len(s) >= 2 && s[0] == '\'' && s[len(s)-1] == '\'' {
+		return s[1 : len(s)-1]
+	}
+	if len(s) >= 2 && s[0] == '"' {
+		if u, err := strconv.Unquote(s); err == nil {
+			return u
+		}
+	}
+	return s
+}
+
+// codexSandboxCheck checks Codex's own sandbox, which it brings with it.
+// With deep it starts the CLI's app-server as a turn would, which runs
+// `true` in that sandbox (see probeSandbox), then stops it; a turn does
+// the same before its first prompt.
+func codexSandboxCheck(ctx context.Context, cli string, p Process, _ map[string]string, deep bool) Check {
+	k := KindOf(KindCodex)
+	if !p.sandboxed() {
+		return sandboxNotNeeded(k)
+	}
+	c := Check{Name: "sandbox", Status: CheckOK, Text: "Codex's own (" + codexSandboxMode(p) + "), tried before the session's first turn"}
+	if !deep {
+		return c
+	}
+	if cli == "" {
+		c.Status, c.Text = CheckWarn, "Codex's own ("+codexSandboxMode(p)+"): not tried, for want of its CLI"
+		return c
+	}
+	if p.TempDir == "" {
+		// As a turn has: the session's own temp directory, which its
+		// sandbox may write.
+		tmp, err := os.MkdirTemp("", "nid-doctor-")
+		if err != nil {
+			c.Status, c.Text = CheckWarn, "Codex's own ("+codexSandboxMode(p)+"): not tried: "+err.Error()
+			return c
+		}
+		defer os.RemoveAll(tmp)
+		p.TempDir = tmp
+	}
+	s, err := startCodex(ctx, p, MCPAccess{})
+	if err != nil {
+		c.Status, c.Text = CheckFail, oneLine(err.Error(), 400)
+		if e, ok := errors.AsType[*Error](err); ok && e.Type == ErrSandboxUnavailable {
+			c.errType = ErrSandboxUnavailable
+		} else {
+			c.Text = "codex: could not start the app-server to try its sandbox: " + c.Text
+			c.errType = ErrUnknownAgent
+		}
+		return c
+	}
+	s.kill()
+	<-s.exited
+	c.Text = "Codex's own (" + codexSandboxMode(p) + "): it ran `true` here"
+	return c
 }

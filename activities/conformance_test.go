@@ -52,6 +52,7 @@ func conformanceCases() []conformanceCase {
 		{"vendor compaction", conformVendorCompaction},
 		{"context full", conformContextFull},
 		{"missing binary", conformMissingBinary},
+		{"no credentials", conformNoCredentials},
 		{"setup errors", conformSetupErrors},
 		{"rate limit", conformRateLimit},
 		{"turn timeout", conformTurnTimeout},
@@ -238,10 +239,13 @@ func conformContextFull(t *testing.T, kind activities.Kind) {
 	}
 }
 
-// A binary that is not there fails the turn at once, not retried, naming
-// it and the setting, before any model call. With no command in nid.yaml,
-// the kind's default command is looked up on PATH; a kind without one must
-// be given one. The sim runs no binary: with nothing on PATH it still works.
+// A binary that is not there fails the turn at once, not retried, before
+// any model call, as a host that cannot run the agent (ErrUnknownAgent,
+// which puts the session in needs-attention at once): naming it, how to
+// install it and the setting, in the words nid doctor uses. With no
+// command in nid.yaml, the kind's default command is looked up on PATH; a
+// kind without one must be given one. The sim runs no binary: with nothing
+// on PATH it still works.
 func conformMissingBinary(t *testing.T, kind activities.Kind) {
 	r := newRig(t, kind)
 	emptyPath := t.TempDir()
@@ -252,20 +256,58 @@ func conformMissingBinary(t *testing.T, kind activities.Kind) {
 		require.NoError(t, err)
 		return
 	}
+	install := "install it"
+	if kind.Package != "" {
+		install = "npm install -g " + kind.Package + "@" + activities.TestedVersion(kind)
+	}
 	r.set.Command = "/nonexistent/" + kind.Name
 	_, err := r.turn("", "hello", activities.TurnWork)
-	requireFinal(t, err, activities.ErrAgentFailed, `"/nonexistent/`+kind.Name+`" not found`, "agents."+kind.Name+".command")
+	requireFinal(t, err, activities.ErrUnknownAgent, `"/nonexistent/`+kind.Name+`" not found`, install, "agents."+kind.Name+".command", "nid doctor")
 	require.Empty(t, r.model.Requests())
 
 	t.Setenv("PATH", emptyPath)
 	r.set.Command = ""
 	_, err = r.turn("", "hello", activities.TurnWork)
 	if kind.DefaultCommand != "" {
-		requireFinal(t, err, activities.ErrAgentFailed, fmt.Sprintf("command %q not found", kind.DefaultCommand), "agents."+kind.Name+".command")
+		requireFinal(t, err, activities.ErrUnknownAgent, fmt.Sprintf("command %q not found on PATH", kind.DefaultCommand), install, "agents."+kind.Name+".command")
 	} else {
-		requireFinal(t, err, activities.ErrAgentFailed, "no command configured", "agents."+kind.Name+".command")
+		requireFinal(t, err, activities.ErrUnknownAgent, "no command configured", "agents."+kind.Name+".command")
 	}
 	require.Empty(t, r.model.Requests())
+}
+
+// An agent with nothing to log in with fails its turn at once, not
+// retried, before any model call (ErrUnknownAgent: the session needs the
+// human), saying what to set in nid doctor's words; with them it runs. A
+// kind that logs in with nothing has no check, which only a kind whose CLI
+// nid does not install may lack.
+func conformNoCredentials(t *testing.T, kind activities.Kind) {
+	r := newRig(t, kind)
+	if kind.Credentials == nil {
+		require.Empty(t, kind.Package, "%s's CLI logs in with something: give its entry Credentials", kind.Name)
+		if r.vendor != nil {
+			require.Empty(t, r.vendor.credentials, "the rig logs %s in with variables it has no check for", kind.Name)
+		}
+		t.Skipf("%s needs no credentials", kind.Name)
+	}
+	require.NotEmpty(t, r.vendor.credentials, "say which of the rig's variables log %s in", kind.Name)
+	kept := map[string]string{}
+	for _, k := range r.vendor.credentials {
+		kept[k] = r.set.Env[k]
+		r.set.Env[k] = "" // set empty, so the worker's own do not count either
+	}
+	_, err := r.turn("", "hello", activities.TurnWork)
+	requireFinal(t, err, activities.ErrUnknownAgent, r.vendor.noCredentials, "nid doctor")
+	require.NotContains(t, err.Error(), "test-key", "the check never prints a secret")
+	require.Empty(t, r.model.Requests())
+
+	for k, v := range kept {
+		r.set.Env[k] = v
+	}
+	r.model.Script(fakeReply{Text: "logged in", Input: 100, Output: 5})
+	rep, err := r.turn("", "hello", activities.TurnWork)
+	require.NoError(t, err)
+	require.Equal(t, "logged in", rep.Output)
 }
 
 // A bad flag or a refused key fails the turn at once with the agent's own

@@ -1,6 +1,10 @@
 package activities
 
-import "github.com/nid-dev/nid/config"
+import (
+	"context"
+
+	"github.com/nid-dev/nid/config"
+)
 
 // Agent kinds nid drives, by the name a session's agent key gives them.
 const (
@@ -29,6 +33,18 @@ type Kind struct {
 	// can wait for its handoff_write call. Nid does not wait for a tool a
 	// kind cannot call.
 	Tools bool
+	// Package is the npm package its CLI comes in, whose version nid is
+	// tested with is pinned in testdata/agents/package.json (see
+	// TestedVersion); empty for a kind nid installs nothing for.
+	Package string
+	// Credentials finds what its CLI logs in with, in the environment the
+	// agent gets, without reading a secret out; nil: it needs none.
+	Credentials func(env map[string]string, p Process) Check
+	// Sandbox checks that the sandbox p's permissions ask for can run on
+	// this host (cli is its CLI's path, "" when missing); deep also runs
+	// it. nil: the kind has none, and process refuses every permissions
+	// but full for it.
+	Sandbox func(ctx context.Context, cli string, p Process, env map[string]string, deep bool) Check
 	// New returns its adapter.
 	New func() Agent
 }
@@ -41,9 +57,11 @@ func Kinds() []Kind {
 		// Claude Code's and Codex's sandboxes keep commands off the network
 		// unless told otherwise.
 		{Kind: config.Kind{Name: KindClaude, Process: true, DefaultCommand: "claude", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Claude Code",
-			Network: false, Tools: true, New: func() Agent { return NewClaude() }},
+			Network: false, Tools: true, Package: "@anthropic-ai/claude-code", Credentials: claudeCredentials, Sandbox: claudeSandboxCheck,
+			New: func() Agent { return NewClaude() }},
 		{Kind: config.Kind{Name: KindCodex, Process: true, DefaultCommand: "codex", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Codex",
-			Network: false, Tools: true, New: func() Agent { return NewCodex() }},
+			Network: false, Tools: true, Package: "@openai/codex", Credentials: codexCredentials, Sandbox: codexSandboxCheck,
+			New: func() Agent { return NewCodex() }},
 		// An exec agent is the user's own command, which nid cannot put in
 		// a sandbox: it runs only with permissions: full.
 		{Kind: config.Kind{Name: KindExec, Process: true, Permissions: []string{config.PermissionsFull}}, Title: "The exec command",

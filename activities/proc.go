@@ -23,7 +23,7 @@ import (
 const stderrKeep = 2 << 10
 
 // lookCommand finds a process agent's program, or says plainly that it is
-// missing and which setting names it.
+// missing, how to install it and which setting names it.
 func lookCommand(kind string, p Process) (string, error) {
 	name := p.Command
 	if name == "" {
@@ -31,27 +31,22 @@ func lookCommand(kind string, p Process) (string, error) {
 	}
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return "", AgentFailed("%s: command %q not found (install it, or set agents.%s.command): %v", kind, name, kind, err)
+		where := ""
+		if !strings.ContainsRune(name, os.PathSeparator) {
+			where = " on PATH"
+		}
+		return "", AgentFailed("%s: command %q not found%s: %s, or set agents.%s.command to where it is", kind, name, where, installHint(KindOf(kind)), kind)
 	}
 	return path, nil
 }
 
 // newCommand builds the command for a process agent: in its own process
 // group so that a timeout or cancellation kills everything it started, with
-// the worker's environment plus p.Env plus extra (later ones win). The
-// worker's NID_* and TEMPORAL_* variables are left out: they hold its
-// secrets (the API token, Temporal's key), which no agent needs.
+// the environment processEnv gives it.
 func newCommand(ctx context.Context, path string, args []string, p Process, extra map[string]string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Dir = p.WorkDir
-	env := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && !config.ReservedEnv(k) {
-			env[k] = v
-		}
-	}
-	maps.Copy(env, p.Env)
-	maps.Copy(env, extra)
+	env := processEnv(p, extra)
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		cmd.Env = append(cmd.Env, k+"="+env[k])
 	}
@@ -60,6 +55,22 @@ func newCommand(ctx context.Context, path string, args []string, p Process, extr
 	// Grandchildren holding the pipes must not keep Wait from returning.
 	cmd.WaitDelay = 2 * time.Second
 	return cmd
+}
+
+// processEnv is the environment a process agent runs with: the worker's
+// own, plus p.Env, plus extra (later ones win). The worker's NID_* and
+// TEMPORAL_* variables are left out: they hold its secrets (the API token,
+// Temporal's key), which no agent needs.
+func processEnv(p Process, extra map[string]string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && !config.ReservedEnv(k) {
+			env[k] = v
+		}
+	}
+	maps.Copy(env, p.Env)
+	maps.Copy(env, extra)
+	return env
 }
 
 func killGroup(cmd *exec.Cmd) error {

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -28,6 +29,7 @@ func (n *notes) RateLimited(_ context.Context, ref SessionRef, limited bool) err
 // environment (API keys), model and timeout come from the worker's own
 // config at activity time.
 func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
+	readyHost(t, "claude")
 	var got Process
 	n := &notes{}
 	yes := true
@@ -73,6 +75,9 @@ func TestTheKindFillsWhatTheConfigLeavesUnset(t *testing.T) {
 		{KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsReadonly}, Process{}, "permissions: readonly, which exec agents cannot enforce"},
 	} {
 		t.Run(tc.kind+"/"+tc.set.Permissions, func(t *testing.T) {
+			readyHost(t, "claude", "codex")
+			t.Chdir(t.TempDir())
+			require.NoError(t, os.WriteFile("agent.sh", []byte("#!/bin/sh\n"), 0o755))
 			a := &ran{}
 			var got Process
 			acts := &Activities{

@@ -253,7 +253,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 		invalid = BadInput("empty prompt for %s/%s", in.Session.Group, in.Session.Name)
 	}
 	var rep TurnReport
-	err := a.call(ctx, request{op: "turn", what: "Turn", session: in.Session, spec: in.Spec, workDir: in.WorkDir, invalid: invalid, logs: []any{"kind", kind}},
+	err := a.call(ctx, request{op: "turn", what: "Turn", session: in.Session, spec: in.Spec, workDir: in.WorkDir, invalid: invalid, logs: []any{"kind", kind}, ready: true},
 		func(ctx context.Context, agent Agent, p Process) (done []any, err error) {
 			a.notePrompt(ctx, in, kind)
 			rep, err = agent.Turn(ctx, TurnRequest{
@@ -332,13 +332,16 @@ type request struct {
 	invalid error
 	// logs are the keys and values every log line of the request carries.
 	logs []any
+	// ready checks, before the agent starts, that it can run here at all
+	// (see ready): a turn that cannot says so in nid doctor's words.
+	ready bool
 }
 
 // call is the skeleton of every activity that asks an agent for something:
 // find the session's agent, refuse a malformed request, resolve how the
-// agent runs on this worker, run do while heartbeating, log how it ended
-// (do returns what to log on success), and classify its error, once, for
-// Temporal.
+// agent runs on this worker, check that it can run here at all (r.ready),
+// run do while heartbeating, log how it ended (do returns what to log on
+// success), and classify its error, once, for Temporal.
 func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Context, agent Agent, p Process) (done []any, err error)) error {
 	agent, err := a.agent(r.spec.Kind)
 	if err != nil {
@@ -350,6 +353,11 @@ func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Co
 	p, err := a.process(r.session, r.spec, r.workDir)
 	if err != nil {
 		return classify(err)
+	}
+	if k := KindOf(r.spec.Kind); r.ready && k.Process {
+		if err := ready(ctx, r.session, k, p); err != nil {
+			return classify(err)
+		}
 	}
 	var done []any
 	err = a.heartbeating(ctx, r.op, func(ctx context.Context) (err error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,6 +46,21 @@ func saying(output string) scriptedAgent {
 
 func failing(err error) scriptedAgent {
 	return scriptedAgent{fn: func(context.Context, TurnRequest) (TurnReport, error) { return TurnReport{}, err }}
+}
+
+// readyHost makes this test's host one whose agents pass the checks every
+// turn makes before it starts one (see ready): programs on PATH that do
+// nothing (the CLIs, bubblewrap and socat: a fake agent stands in for
+// the adapter) and keys for Claude Code and Codex.
+func readyHost(t *testing.T, programs ...string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, p := range append(programs, "bwrap", "socat") {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
+	t.Setenv("OPENAI_API_KEY", "test-key")
 }
 
 // activityEnv registers acts' methods under their stable names in a test
@@ -334,6 +350,7 @@ func TestTheWorkersConfigDecidesWhichAgentRuns(t *testing.T) {
 		{"the sim for a session the file does not list", claudeLead, ghost, KindSim, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			readyHost(t, "claude")
 			agents := map[string]Agent{}
 			for _, kind := range Kinds() {
 				agents[kind.Name] = &ran{}

@@ -163,6 +163,7 @@ func TestTranscriptTakesTheLargestOutputOfEachAgent(t *testing.T) {
 	kinds := map[string]Agent{KindClaude: NewClaude(), KindCodex: NewCodex(), KindExec: NewExec()}
 	for _, kind := range slices.Sorted(maps.Keys(kinds)) {
 		t.Run(kind, func(t *testing.T) {
+			readyHost(t)
 			state := t.TempDir()
 			cmd := largestOutput(t, kind)
 			acts := &Activities{

@@ -48,6 +48,10 @@ type Deps struct {
 	// IsTerminal reports whether w is a terminal, which decides colour; nil
 	// means asking the operating system about w's file descriptor.
 	IsTerminal func(w io.Writer) bool
+	// Args is the command line the app is run with; nil means os.Args.
+	// Shell completion reads the word being completed from it, which
+	// urfave/cli does not hand on.
+	Args []string
 }
 
 // app is Deps with its defaults filled in, shared by every command.
@@ -99,6 +103,9 @@ func NewApp(d Deps) *cli.App {
 	if d.IsTerminal == nil {
 		d.IsTerminal = isTerminal
 	}
+	if d.Args == nil {
+		d.Args = os.Args
+	}
 	a := &app{Deps: d}
 	cliApp := &cli.App{
 		Name:  "nid",
@@ -128,8 +135,15 @@ func NewApp(d Deps) *cli.App {
 			newStartCommand(a),
 			newReloadCommand(a),
 			newTranscriptCommand(a),
+			newDoctorCommand(a),
+			newVersionCommand(a),
+			newCompletionCommand(a),
 		},
-		Action: unknownCommand,
+		// The scripts of nid completion ask with --generate-bash-completion.
+		EnableBashCompletion: true,
+		BashComplete:         a.complete,
+		Before:               a.notCompleting,
+		Action:               unknownCommand,
 		// urfave/cli exits the process on errors unless this is set; main
 		// owns the exit code.
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -137,6 +151,7 @@ func NewApp(d Deps) *cli.App {
 	}
 	for _, c := range cliApp.Commands {
 		shareGlobals(c)
+		a.shareCompletion(c)
 	}
 	return cliApp
 }
@@ -320,6 +335,16 @@ func commandArgs(cCtx *cli.Context) ([]string, error) {
 		}
 	}
 	return args, nil
+}
+
+// noArgs parses the flags of a command that takes no arguments, and
+// refuses any.
+func noArgs(cCtx *cli.Context) error {
+	args, err := commandArgs(cCtx)
+	if err == nil && len(args) > 0 {
+		err = fmt.Errorf("%s takes no arguments (got %q)", helpName(cCtx), args[0])
+	}
+	return err
 }
 
 func lookupFlag(cCtx *cli.Context, name string) cli.Flag {

@@ -36,12 +36,8 @@ func newServerCommand(a *app) *cli.Command {
 }
 
 func (a *app) serverOptions(cCtx *cli.Context) (serverOptions, error) {
-	args, err := commandArgs(cCtx)
-	if err != nil {
+	if err := noArgs(cCtx); err != nil {
 		return serverOptions{}, err
-	}
-	if len(args) > 0 {
-		return serverOptions{}, fmt.Errorf("%s takes no arguments (got %q)", helpName(cCtx), args[0])
 	}
 	cfg, err := a.loadConfig(cCtx)
 	if err != nil {

@@ -121,5 +121,6 @@ func run(ctx context.Context, d Deps, stdout, stderr io.Writer, args ...string) 
 	if d.IsTerminal == nil {
 		d.IsTerminal = func(io.Writer) bool { return false }
 	}
-	return NewApp(d).RunContext(ctx, append([]string{"nid"}, args...))
+	d.Args = append([]string{"nid"}, args...)
+	return NewApp(d).RunContext(ctx, d.Args)
 }

@@ -120,12 +120,8 @@ func newWorkerCommand(a *app) *cli.Command {
 }
 
 func (a *app) upOptions(cCtx *cli.Context, embed worker.StartEmbedded, startGroups bool, hint string) (upOptions, error) {
-	args, err := commandArgs(cCtx)
-	if err != nil {
+	if err := noArgs(cCtx); err != nil {
 		return upOptions{}, err
-	}
-	if len(args) > 0 {
-		return upOptions{}, fmt.Errorf("%s takes no arguments (got %q)", helpName(cCtx), args[0])
 	}
 	cfg, err := a.loadConfigFor(cCtx, true)
 	if err != nil {
@@ -178,6 +174,9 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 	}
 	for _, c := range n.applied.Changes {
 		_ = printLine(stderr, "nid: %s", c.Text)
+	}
+	for _, line := range n.applied.AttentionLines() {
+		_ = printLine(stderr, "nid: %s", line)
 	}
 	state := opts.Node.Config.State
 	if err := writeRunning(state, opts.Node.KeepRemoved); err != nil {
@@ -291,12 +290,8 @@ func newReloadCommand(a *app) *cli.Command {
 			"--keep-removed), then tells the nid up or nid worker running on the same state\n" +
 			"directory to apply it (SIGHUP does the same). A bad file changes nothing.",
 		Action: action(func(cCtx *cli.Context) error {
-			args, err := commandArgs(cCtx)
-			if err != nil {
+			if err := noArgs(cCtx); err != nil {
 				return err
-			}
-			if len(args) > 0 {
-				return fmt.Errorf("nid reload takes no arguments (got %q)", args[0])
 			}
 			cfg, err := a.loadConfigFor(cCtx, true)
 			if err != nil {

@@ -240,7 +240,7 @@ func (c *Config) repoProblems() []problem {
 	var ps []problem
 	for _, name := range c.GroupNames() {
 		if repo := c.Groups[name].Repo; repo != "" {
-			if msg := gitRepoProblem(repo); msg != "" {
+			if msg := GitRepoProblem(repo); msg != "" {
 				ps = append(ps, problem{"groups." + name + ".repo", msg})
 			}
 		}
@@ -248,7 +248,9 @@ func (c *Config) repoProblems() []problem {
 	return ps
 }
 
-func gitRepoProblem(repo string) string {
+// GitRepoProblem says why repo is not a git repository on this host, or
+// "" when it is one.
+func GitRepoProblem(repo string) string {
 	out, err := exec.Command("git", "-C", repo, "rev-parse", "--is-inside-work-tree").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "true" {
 		detail := strings.TrimSpace(string(out))

@@ -77,15 +77,15 @@ type upProcess struct {
 	done chan error
 }
 
-// up starts nid up and waits until it prints that it is serving.
-func (s *site) up() *upProcess {
+// up starts nid up with args and waits until it prints that it is serving.
+func (s *site) up(args ...string) *upProcess {
 	s.t.Helper()
 	// Ports picked free can be taken by another test process before nid
 	// binds them; a first start may try again on new ones.
 	_, err := os.Stat(filepath.Join(s.dir, ".nid"))
 	first := os.IsNotExist(err)
 	for attempt := 1; ; attempt++ {
-		p, out, ok := s.start()
+		p, out, ok := s.start(args...)
 		if ok {
 			return p
 		}
@@ -97,12 +97,12 @@ func (s *site) up() *upProcess {
 	}
 }
 
-// start starts nid up and waits until it prints that it is serving; if it
-// exits first it returns its output.
-func (s *site) start() (*upProcess, string, bool) {
+// start starts nid up with args and waits until it prints that it is
+// serving; if it exits first it returns its output.
+func (s *site) start(args ...string) (*upProcess, string, bool) {
 	s.t.Helper()
 	p := &upProcess{out: &temporaltest.SyncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(temporaltest.Binary(s.t), "up")
+	p.cmd = exec.Command(temporaltest.Binary(s.t), append([]string{"up"}, args...)...)
 	p.cmd.Dir = s.dir
 	p.cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

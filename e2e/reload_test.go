@@ -143,8 +143,13 @@ func TestReloadChangesWhatTheNextTurnRuns(t *testing.T) {
 	}
 	s := newSite(t, group(first))
 	up := s.up()
+	// No transcript until the first turn writes one.
+	transcript := func() string {
+		out, _, _ := s.nid("transcript", "web/tool")
+		return out
+	}
 	s.eventually("a turn of the first command", time.Minute, func() bool {
-		return strings.Contains(s.mustNid("transcript", "web/tool"), "first command")
+		return strings.Contains(transcript(), "first command")
 	})
 	s.groups = group(second)
 	s.writeConfig()
@@ -153,6 +158,42 @@ func TestReloadChangesWhatTheNextTurnRuns(t *testing.T) {
 		return strings.Contains(up.out.String(), "nid: reload: web/tool: agent settings changed")
 	})
 	s.eventually("a turn of the second command", time.Minute, func() bool {
-		return strings.Contains(s.mustNid("transcript", "web/tool"), "second command")
+		return strings.Contains(transcript(), "second command")
 	})
+}
+
+// With --keep-removed a session that left nid.yaml keeps running: nid
+// reload says so and stops nothing; a nid up without the flag stops it.
+func TestReloadKeepRemoved(t *testing.T) {
+	both := `  web:
+    goal: Keep going
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 200ms}}
+      - {agent: sim, name: worker, sim: {turnDelay: 200ms}}
+`
+	s := newSite(t, both)
+	up := s.up("--keep-removed")
+	s.eventually("both sessions working", time.Minute, func() bool {
+		rows := s.ls()
+		return rows["web/lead"].Turns > 0 && rows["web/worker"].Turns > 0
+	})
+	s.groups = strings.Replace(both, "      - {agent: sim, name: worker, sim: {turnDelay: 200ms}}\n", "", 1)
+	s.writeConfig()
+	keeps := "web/worker left nid.yaml and keeps running (--keep-removed); nid stop web/worker stops it"
+	require.Contains(t, s.mustNid("reload"), keeps)
+	s.eventually("the running nid saying so", time.Minute, func() bool {
+		return strings.Contains(up.out.String(), "nid: reload: "+keeps)
+	})
+	turns := s.ls()["web/worker"].Turns
+	s.eventually("web/worker taking turns still", time.Minute, func() bool { return s.ls()["web/worker"].Turns > turns })
+	require.NotContains(t, s.mustNid("inbox", "web"), "left nid.yaml")
+	require.NoError(t, up.interrupt(t))
+
+	up = s.up()
+	s.eventually("web/worker stopped by nid up without the flag", time.Minute, func() bool {
+		return s.ls()["web/worker"].Status == workflows.StatusStopped
+	})
+	require.Contains(t, up.out.String(), "nid: stop web/worker: it left nid.yaml")
+	require.NoError(t, up.interrupt(t))
 }

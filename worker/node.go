@@ -228,7 +228,9 @@ func (n *Node) Reload(ctx context.Context, cfg *config.Config, keepRemoved bool)
 	return plan, err
 }
 
-// apply plans cfg against the running groups, then carries the plan out.
+// apply plans cfg against the running groups, then carries the plan out,
+// and checks what the file's sessions need of this host as their turns
+// will: the plan names those that cannot start.
 func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved bool) (Plan, error) {
 	plan, err := PlanGroups(ctx, n.Client, cfg, prev, keepRemoved)
 	if err != nil {
@@ -237,6 +239,7 @@ func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved 
 	if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {
 		return plan, err
 	}
+	plan.Attention = activities.Failing(SessionChecks(ctx, cfg, false))
 	return plan, StopRemoved(ctx, n.Client, plan)
 }
 

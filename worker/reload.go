@@ -36,16 +36,30 @@ type Change struct {
 // order.
 type Plan struct {
 	Changes []Change `json:"changes"`
+	// Attention are the checks of the file's sessions that failed when it
+	// was applied (see SessionChecks): each such session's first turn
+	// stops there, and it waits in needs-attention with the check's words
+	// in the inbox.
+	Attention []activities.Check `json:"attention,omitempty"`
 }
 
-// Lines are the plan's changes as sentences.
+// Lines are the plan's changes as sentences, then what needs attention.
 func (p Plan) Lines() []string {
-	if len(p.Changes) == 0 {
-		return []string{"nothing to change: the running groups are as the file says"}
+	var out []string
+	for _, c := range p.Changes {
+		out = append(out, c.Text)
 	}
-	out := make([]string, len(p.Changes))
-	for i, c := range p.Changes {
-		out[i] = c.Text
+	if len(out) == 0 {
+		out = append(out, "nothing to change: the running groups are as the file says")
+	}
+	return append(out, p.AttentionLines()...)
+}
+
+// AttentionLines say which sessions cannot start, and why.
+func (p Plan) AttentionLines() []string {
+	var out []string
+	for _, c := range p.Attention {
+		out = append(out, c.Session+" cannot start: "+c.Text+"; it waits in needs-attention (nid doctor checks this host)")
 	}
 	return out
 }

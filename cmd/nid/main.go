@@ -35,6 +35,7 @@ func run() int {
 		Stdout:        os.Stdout,
 		Stderr:        os.Stderr,
 		Environ:       os.Environ(),
+		Args:          os.Args,
 	})
 	if err := app.RunContext(ctx, os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "nid: %v\n", err)

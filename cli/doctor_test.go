@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/worker"
+)
+
+// writeYAML writes a nid.yaml into a directory of its own and returns its
+// path.
+func writeYAML(t *testing.T, yaml string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "nid.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(yaml), 0o600))
+	return file
+}
+
+// doctorChecks runs nid doctor --json and returns its checks by what
+// they checked ("temporal", "web/lead cli"), each as "status: text".
+func doctorChecks(t *testing.T, file string) (map[string]string, error) {
+	t.Helper()
+	out, _, err := runApp(t, Deps{Dial: worker.Dial}, "doctor", "--json", "--config", file)
+	var checks []activities.Check
+	require.NoError(t, json.Unmarshal([]byte(out), &checks), "%s", out)
+	got := map[string]string{}
+	for _, c := range checks {
+		what := strings.TrimSpace(c.Session + " " + c.Name)
+		if got[what] != "" {
+			got[what] += "\n"
+		}
+		got[what] += c.Status + ": " + c.Text
+	}
+	return got, err
+}
+
+// nid doctor against a cluster: Temporal answers, the state directory can
+// be made, git and each group's repo, each session's agent, the HTTP
+// port; a session that cannot start fails it, saying what to do.
+func TestDoctor(t *testing.T) {
+	t.Parallel()
+	env := temporaltest.New(t)
+	dir := t.TempDir()
+	notRepo := t.TempDir()
+	yaml := fmt.Sprintf(`state: %s
+temporal: {address: %s, namespace: %s}
+http: {listen: "127.0.0.1:0"}
+groups:
+  web:
+    repo: %s
+    sessions:
+      - {agent: sim, name: lead}
+      - {agent: exec, name: lint, command: %s, permissions: full}
+`, filepath.Join(dir, "state"), env.Address, env.Namespace, notRepo, filepath.Join(dir, "no-such-lint"))
+	file := writeYAML(t, yaml)
+	lint := filepath.Join(dir, "no-such-lint")
+	checks, err := doctorChecks(t, file)
+	require.EqualError(t, err, "2 of 8 checks failed: mend what their lines say, then run nid doctor again")
+	require.Equal(t, map[string]string{
+		"temporal":         "ok: Temporal at " + env.Address + " answers (namespace " + env.Namespace + ")",
+		"state":            "ok: " + filepath.Join(dir, "state") + " does not exist yet: nid up makes it in " + dir + ", which this user can write",
+		"git":              checks["git"],
+		"repo":             checks["repo"],
+		"web/lead agent":   "ok: The sim agent runs inside nid: nothing to install",
+		"web/lint cli":     `fail: exec: command "` + lint + `" not found: install it, or set agents.exec.command to where it is`,
+		"web/lint sandbox": "ok: none: permissions: full runs exec without a sandbox",
+		"http":             "ok: http.listen 127.0.0.1:0 is free",
+	}, checks)
+	require.Regexp(t, `^ok: git version \S+ \(/\S+/git\), for the repo: of web$`, checks["git"])
+	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository .*: set it to a git repository \(git init makes one\)$`, checks["repo"])
+
+	// The text: one line per check, what failed saying what to do.
+	out, _, err := runApp(t, Deps{Dial: worker.Dial}, "doctor", "--config", file)
+	require.Error(t, err)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, 8)
+	require.Equal(t, `fail  web/lint cli      exec: command "`+lint+`" not found: install it, or set agents.exec.command to where it is`, lines[5])
+	require.Equal(t, "ok    http              http.listen 127.0.0.1:0 is free", lines[7])
+
+	// Mended, every check passes and nid doctor exits 0.
+	mended := strings.Replace(strings.Replace(yaml, "    repo: "+notRepo+"\n", "", 1), lint, "/bin/true", 1)
+	checks, err = doctorChecks(t, writeYAML(t, mended))
+	require.NoError(t, err, "%v", checks)
+	require.Equal(t, "ok: found at /bin/true", checks["web/lint cli"])
+	require.NotContains(t, checks, "git", "no group has repo: git is not checked")
+}
+
+// For the embedded server nid doctor checks its ports are free; one
+// taken, or the HTTP port taken, is a failure naming the key to change. A
+// nid running on the state directory holds them itself: then Temporal must
+// answer there.
+func TestDoctorPorts(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = taken.Close() })
+	port := taken.Addr().(*net.TCPAddr).Port
+	free := temporaltest.FreePort()
+	state := filepath.Join(t.TempDir(), "state")
+	yaml := fmt.Sprintf("state: %s\ntemporal: {port: %d, ui: {port: %d}}\nhttp: {listen: %q}\ngroups: {}\n", state, port, free, taken.Addr().String())
+	file := writeYAML(t, yaml)
+	checks, err := doctorChecks(t, file)
+	require.EqualError(t, err, "2 of 4 checks failed: mend what their lines say, then run nid doctor again")
+	require.Equal(t, fmt.Sprintf("fail: temporal.port 127.0.0.1:%d is taken by another program, so nid up cannot start its embedded server: "+
+		"stop it, or set temporal.port to a free port (listen tcp 127.0.0.1:%d: bind: address already in use)\n"+
+		"ok: temporal.ui.port 127.0.0.1:%d is free for nid up's embedded server", port, port, free), checks["temporal"])
+	require.Equal(t, fmt.Sprintf("fail: http.listen %s is taken by another program, so nid up cannot serve the dashboard and the agents' MCP endpoint: "+
+		"stop it, or set http.listen to a free port (listen tcp %s: bind: address already in use)", taken.Addr(), taken.Addr()), checks["http"])
+
+	// The running nid's own ports: its HTTP port is in use by it, and its
+	// Temporal must answer, which this one does not.
+	require.NoError(t, os.MkdirAll(state, 0o700))
+	require.NoError(t, writeRunning(state, false))
+	checks, err = doctorChecks(t, file)
+	require.Error(t, err)
+	require.Equal(t, fmt.Sprintf("ok: http.listen %s: the running nid (process %d) serves it", taken.Addr(), os.Getpid()), checks["http"])
+	require.Contains(t, checks["temporal"], fmt.Sprintf("fail: nid (process %d) runs on %s, but its Temporal server does not answer", os.Getpid(), state))
+}

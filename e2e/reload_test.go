@@ -143,8 +143,13 @@ func TestReloadChangesWhatTheNextTurnRuns(t *testing.T) {
 	}
 	s := newSite(t, group(first))
 	up := s.up()
+	// Until the first turn has written it there is no transcript yet.
+	transcript := func() string {
+		out, _, _ := s.nid("transcript", "web/tool")
+		return out
+	}
 	s.eventually("a turn of the first command", time.Minute, func() bool {
-		return strings.Contains(s.mustNid("transcript", "web/tool"), "first command")
+		return strings.Contains(transcript(), "first command")
 	})
 	s.groups = group(second)
 	s.writeConfig()
@@ -153,6 +158,6 @@ func TestReloadChangesWhatTheNextTurnRuns(t *testing.T) {
 		return strings.Contains(up.out.String(), "nid: reload: web/tool: agent settings changed")
 	})
 	s.eventually("a turn of the second command", time.Minute, func() bool {
-		return strings.Contains(s.mustNid("transcript", "web/tool"), "second command")
+		return strings.Contains(transcript(), "second command")
 	})
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -212,9 +213,13 @@ type harness struct {
 	learned []LearnedPoint
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessLogging(t, io.Discard) }
+
+// newHarnessLogging is newHarness with the workflows' log, from info up,
+// written to logs.
+func newHarnessLogging(t *testing.T, logs io.Writer) *harness {
 	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	env := suite.NewTestWorkflowEnvironment()
 	h := &harness{t: t, env: env, agent: newFakeAgent(env)}
 	h.agent.register()
@@ -1154,6 +1159,27 @@ func TestStopDuringARotationCancelsIt(t *testing.T) {
 	require.Empty(t, h.inbox, "a cancelled rotation is not a failure")
 	require.Contains(t, eventTexts(v, EventRotationFailed), "✗ handoff rotation (manual) cancelled: the session was stopped")
 	require.Contains(t, h.agent.stops, "conv-1", "the agent is stopped")
+}
+
+// A handoff request a stop cuts off is no warning on the worker's terminal
+// (nid's default log level): the feed says the rotation was cancelled.
+func TestAStopCuttingARotationWarnsNobody(t *testing.T) {
+	var logs bytes.Buffer
+	h := newHarnessLogging(t, &logs)
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+			if in.Kind != activities.TurnHandoffRequest {
+				return h.agent.RunTurn(ctx, in)
+			}
+			h.env.SignalWorkflow(SignalStop, StopRequest{})
+			return activities.TurnResult{}, temporal.NewCanceledError()
+		})
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff}) })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.Contains(t, eventTexts(v, EventRotationFailed), "✗ handoff rotation (manual) cancelled: the session was stopped")
+	require.NotContains(t, logs.String(), `level=WARN msg="handoff request turn failed"`)
 }
 
 // A kind that cannot compact (exec) goes straight to a handoff in auto mode,

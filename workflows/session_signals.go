@@ -46,6 +46,11 @@ func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {
 }
 
 func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
+	if s.st.Stopped && s.has(VersionStopDropsHandoffs) {
+		// Its agent was still answering a turn the stop cut off.
+		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "handoff written after the stop: ignored, so nid start goes on in the same conversation (nid start --fresh starts a fresh one)"})
+		return
+	}
 	if s.child != nil {
 		// A rotation is asking for this handoff: hand it to the child.
 		s.child.SignalChildWorkflow(ctx, SignalHandoffWrite, hw)
@@ -146,6 +151,13 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 		// Refused: the budget ran out first. Ask again once it is raised.
 		s.st.UsedSeq = s.st.ReserveSeq
 	}
+	if s.has(VersionSpentBudgetStartsNothing) && b.costSpent() && s.granted() && !s.busy() {
+		// Granted before a tokens or usd limit was reached, not started:
+		// starting it now would only spend further past the limit. Its
+		// turn goes back to the group; it asks again once it is raised.
+		s.st.UsedSeq = s.st.ReserveSeq
+		s.charge(ctx, Charge{Turns: -1})
+	}
 	mine := b.HeldBy(s.in.Name)
 	if mine != nil && (before == nil || before.HeldBy(s.in.Name) == nil || before.HeldBy(s.in.Name).ID != mine.ID) {
 		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("claimed task %s: %s", mine.ID, clip(mine.Title, 60))})
@@ -166,6 +178,9 @@ func (s *session) onStop(ctx workflow.Context, req StopRequest) {
 	s.st.Stopped = true
 	s.st.Messages = nil
 	s.st.PendingRotate = nil
+	if s.has(VersionStopDropsHandoffs) {
+		s.st.HandoffPending, s.st.Handoff = false, ""
+	}
 	text := "stopped: its claims and locks are released"
 	if req.Why != "" {
 		text = "stopped (" + req.Why + "): its claims and locks are released"

@@ -283,7 +283,12 @@ type fakeGroup struct {
 	// budget just before this session's reservation number othersTakeFrom
 	// (and later ones) arrives, which is then refused.
 	othersTakeFrom int64
-	last           BoardView
+	// exhaustAfterGrant makes another session spend what is left of a
+	// tokens limit just after this session's reservation number
+	// exhaustAfterGrant is granted, before the session starts what it
+	// reserved for.
+	exhaustAfterGrant int64
+	last              BoardView
 }
 
 func (g *fakeGroup) push() {
@@ -333,6 +338,10 @@ func (g *fakeGroup) reserve(r Reserve) {
 	g.push()
 	if g.staleAfterGrant && before.Rev > 0 {
 		g.h.env.SignalWorkflow(SignalBoard, before)
+	}
+	if g.exhaustAfterGrant > 0 && r.Seq == g.exhaustAfterGrant {
+		g.board.charge(Charge{Session: "other", Tokens: g.board.Budget.Tokens})
+		g.push()
 	}
 }
 
@@ -1300,6 +1309,38 @@ func TestRotationsReserveTheirTurnOfBudget(t *testing.T) {
 	require.Equal(t, 2, v.Context.Rotations)
 	require.Len(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), 2)
 	require.Equal(t, StatusPaused, v.Status)
+}
+
+// A turn or a rotation granted just before another session's turn spent
+// the last of a tokens limit does not start once the session hears it:
+// after "budget exhausted" only what already runs spends, and the turn
+// reserved for it goes back.
+func TestASpentTokensLimitStartsNothingGrantedBefore(t *testing.T) {
+	tests := []struct {
+		name     string
+		maxTurns int
+		seq      int64 // the reservation the limit is spent right after
+	}{
+		{"a policy rotation", 2, 3}, // turns 1 and 2, then the rotation's
+		{"a work turn", 0, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.group.board.Budget = config.Budget{Tokens: 10_000_000}
+			h.group.exhaustAfterGrant = tt.seq
+			h.agent.perTurn = 1000
+			in := sessionInput(policy(config.ModeHandoff, 85, tt.maxTurns))
+			in.Goal = "Spend it all"
+			v := h.run(in, time.Hour)
+
+			require.Empty(t, rotations(v), "nothing starts past the limit")
+			require.Equal(t, 2, v.Context.TotalTurns)
+			require.Equal(t, StatusPaused, v.Status)
+			require.EqualValues(t, 2, chargedTurns(h.group.charges), "the reserved turn went back")
+			require.Contains(t, eventTexts(v, EventBudget), "budget exhausted (tokens): paused")
+		})
+	}
 }
 
 // A session whose reservation the spent budget refused while it waited

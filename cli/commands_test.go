@@ -790,6 +790,10 @@ func TestStop(t *testing.T) {
 	require.Equal(t, []string{"lead"}, g.Stopped)
 	require.Empty(t, g.Board.Locks)
 	require.Equal(t, workflows.TaskTodo, g.Board.Tasks[0].Status, "the task is free for another session")
+	// Listed as stopped from the moment the stop is taken, though its
+	// agent's turn (an hour long) still runs.
+	temporaltest.Settle(t, s.c)
+	require.Regexp(t, `(?m)^web/lead\s+sim\s+stopped\s`, s.mustNid("ls", "web"))
 
 	require.Equal(t, "stopped api/exec; it held no tasks or locks\n", s.mustNid("stop", "api/exec"))
 	temporaltest.WaitSession(t, s.c, "api", "exec", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })

@@ -237,6 +237,12 @@ func TestAPITranscript(t *testing.T) {
 	require.Equal(t, "did it", entries[0].(map[string]any)["text"])
 	require.Equal(t, "handoff", entries[1].(map[string]any)["method"])
 
+	// limit keeps the last entries, as docs/api.md's example shows.
+	got = s.ok(t, MethodSessionTranscript, `{"session": "web/lead", "limit": 2}`)
+	entries = got["entries"].([]any)
+	require.Len(t, entries, 2)
+	require.Equal(t, []any{2.0, 3.0}, []any{entries[0].(map[string]any)["seq"], entries[1].(map[string]any)["seq"]})
+
 	got = s.ok(t, MethodSessionTranscript, `{"session": "web/worker"}`)
 	require.Equal(t, []any{}, got["entries"], "a running session without a transcript yet has none")
 }

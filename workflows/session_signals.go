@@ -164,11 +164,29 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 	}
 	if before != nil && before.Exhausted != b.Exhausted {
 		if b.Exhausted != "" {
-			s.record(ctx, Event{Kind: EventBudget, Text: "budget exhausted (" + b.Exhausted + "): paused"})
+			s.record(ctx, Event{Kind: EventBudget, Text: "budget exhausted (" + b.Exhausted + "): " + s.pauseText()})
 		} else {
 			s.record(ctx, Event{Kind: EventBudget, Text: "budget raised: resuming"})
 		}
 	}
+}
+
+// pauseText says when a session that just heard its budget is spent
+// pauses: at once, or (since VersionSpentBudgetStartsNothing says it) once
+// the step it runs, or the turn its group granted within a turns limit, is
+// over.
+func (s *session) pauseText() string {
+	switch {
+	case !s.has(VersionSpentBudgetStartsNothing):
+		return "paused"
+	case s.st.Status == StatusRotating:
+		return "it pauses when the running rotation ends"
+	case s.busy():
+		return "it pauses when the running turn ends"
+	case s.granted():
+		return "it pauses after the turn it was granted within the limit"
+	}
+	return "paused"
 }
 
 func (s *session) onStop(ctx workflow.Context, req StopRequest) {

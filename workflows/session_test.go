@@ -1343,6 +1343,27 @@ func TestASpentTokensLimitStartsNothingGrantedBefore(t *testing.T) {
 	}
 }
 
+// A session that hears the budget is spent while its turn runs says it
+// pauses when that turn ends, and does.
+func TestTheFeedSaysWhenASpentBudgetPauses(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.Budget = config.Budget{Tokens: 10_000_000}
+	turns := 0
+	h.agent.onTurn = func(activities.TurnInput) {
+		if turns++; turns == 2 {
+			// Another session's turn spends the rest meanwhile.
+			h.group.update(func(b *BoardState) { b.Spent.Tokens = b.Budget.Tokens })
+		}
+	}
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Goal = "Spend it all"
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, []string{"budget exhausted (tokens): it pauses when the running turn ends"}, eventTexts(v, EventBudget))
+	require.Equal(t, 2, v.Context.TotalTurns)
+	require.Equal(t, StatusPaused, v.Status)
+}
+
 // A session whose reservation the spent budget refused while it waited
 // shows paused, like its siblings, not idle.
 func TestASessionRefusedItsTurnShowsPaused(t *testing.T) {

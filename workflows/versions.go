@@ -118,8 +118,10 @@ const (
 	// before a tokens or usd limit was reached, and not started when the
 	// session hears the limit is reached, does not start: its reserved turn
 	// goes back to the group, so once "budget exhausted" is in the feed only
-	// the steps already running (and a manual rotation) spend. A turns
-	// limit is unchanged: the turn it granted last is within it.
+	// the steps already running (and a manual rotation) spend, and the
+	// feed says when the session pauses: at once, or when the step it runs
+	// ends. A turns limit is unchanged: the turn it granted last is within
+	// it.
 	// Histories: none recorded yet.
 	VersionSpentBudgetStartsNothing Version = 11
 

@@ -166,8 +166,8 @@ func newStopCommand(a *app) *cli.Command {
 		Description: "Stops the session's agent; the session takes no more turns or rotations.\n" +
 			"Its claimed tasks go back to the board and its locks are released; nid says\n" +
 			"which. The session stays listed as stopped, with its history. Given a GROUP,\n" +
-			"stops each of its sessions (a group removed from nid.yaml keeps running until\n" +
-			"then).",
+			"stops each of its sessions (nid up and nid reload stop those of a group that\n" +
+			"left nid.yaml themselves, unless nid up was given --keep-removed).",
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
 			if err != nil {

@@ -425,7 +425,7 @@ func TestGroupShow(t *testing.T) {
 		"thresholds  lead 85% = 170k of 200k (contextPercent); worker unknown until it reports its window\n"+
 		"learned     claude/claude-sonnet-4-5 at 75% (set)\n"+
 		"budget      turns 1 of 1 spent (0 left), tokens N spent (no limit), usd 0.00 spent (no limit) — exhausted (turns): sessions paused\n"+
-		"            a manual nid rotate runs even when the budget is spent and costs one turn; a tokens or usd limit is passed by the turns already running when it is reached\n"+
+		"            a manual nid rotate runs even when the budget is spent: it costs one turn, and the tokens and dollars its model calls spend; a tokens or usd limit is passed by the turns and rotations already running when it is reached\n"+
 		"sessions    lead, worker (stopped)\n"+
 		"tasks       0 todo, 0 claimed, 0 done\n"+
 		"inbox       1 item\n",
@@ -797,6 +797,10 @@ func TestStop(t *testing.T) {
 	require.Equal(t, []string{"lead"}, g.Stopped)
 	require.Empty(t, g.Board.Locks)
 	require.Equal(t, workflows.TaskTodo, g.Board.Tasks[0].Status, "the task is free for another session")
+	// Listed as stopped from the moment the stop is taken, though its
+	// agent's turn (an hour long) still runs.
+	temporaltest.Settle(t, s.c)
+	require.Regexp(t, `(?m)^web/lead\s+sim\s+stopped\s`, s.mustNid("ls", "web"))
 
 	require.Equal(t, "stopped api/exec; it held no tasks or locks\n", s.mustNid("stop", "api/exec"))
 	temporaltest.WaitSession(t, s.c, "api", "exec", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })

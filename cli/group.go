@@ -226,7 +226,7 @@ func budgetNote(b config.Budget) string {
 	if b.Turns <= 0 && b.Tokens <= 0 && b.USD <= 0 {
 		return "no limits: sessions run until stopped"
 	}
-	return "a manual nid rotate runs even when the budget is spent and costs one turn; a tokens or usd limit is passed by the turns already running when it is reached"
+	return "a manual nid rotate runs even when the budget is spent: it costs one turn, and the tokens and dollars its model calls spend; a tokens or usd limit is passed by the turns and rotations already running when it is reached"
 }
 
 func cmpOr(s, fallback string) string {

@@ -227,13 +227,19 @@ func (g Group) problems(name string, ks kinds) []problem {
 	if g.Rotate.Mode == ModeCompact {
 		for _, s := range g.Sessions {
 			if k, ok := ks.named(s.Agent); ok && !k.Compacts {
-				ps = append(ps, problem{path + ".rotate.mode", fmt.Sprintf(
-					"compact never works for session %s: %s agents cannot compact; use handoff, or auto (which hands them off)", s.Name, s.Agent)})
+				ps = append(ps, problem{path + ".rotate.mode", CompactNever(s.Name, s.Agent)})
 				break
 			}
 		}
 	}
 	return ps
+}
+
+// CompactNever says why rotate mode compact cannot be a group's that has
+// session, of an agent kind that cannot compact: validation says it of the
+// file, nid group set of a running group.
+func CompactNever(session, kind string) string {
+	return fmt.Sprintf("compact never works for session %s: %s agents cannot compact; use handoff, or auto (which hands them off)", session, kind)
 }
 
 func (s Session) problems(path string, ks kinds) []problem {

@@ -131,7 +131,14 @@ func TestDashboardInABrowser(t *testing.T) {
       - agent: sim
         name: full
         sim: {window: 100000, tokensPerTurn: 40000, turnDelay: 100ms}
+  wild:
+    rotate: {mode: off}
+    sessions:
+      - {agent: exec, name: over, command: ./over.sh, permissions: full}
 `)
+	// An agent that reports more context than its window.
+	require.NoError(t, os.WriteFile(filepath.Join(s.dir, "over.sh"),
+		[]byte("#!/bin/sh\ncat >/dev/null\necho '{\"nid\":\"usage\",\"used\":300000,\"window\":100000}'\n"), 0o755))
 	up := s.up()
 	tokenFile := filepath.Join(s.dir, ".nid", "http-token")
 	require.Contains(t, up.out.String(), tokenFile, "nid up says where the API token is")
@@ -164,6 +171,10 @@ func TestDashboardInABrowser(t *testing.T) {
 	s.mustNid("send", "ops/full", "and fill it more")
 	waitText(t, ctx, "a full context", `#sessions tr[data-session="full"] .ctx.warn`, regexp.MustCompile(`^ctx (7[5-9]|[89]\d|100)% of 100k$`))
 	require.Equal(t, "rotate: mode=off contextPercent=85 maxTurns=never maxConcurrentRotations=1", text(t, ctx, "#policy"), "the policy as nid group show words it")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/wild")))
+	s.mustNid("send", "wild/over", "report")
+	waitText(t, ctx, "a context past its window", `#sessions tr[data-session="over"] .ctx`,
+		regexp.MustCompile(`^ctx 300% of 100k \(more than the window, as the agent reports it\)$`))
 
 	// The session page: the meter, then Rotate with a mode.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/sessions/web/lead")))

@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -124,8 +125,12 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 	// The group validates too; checking both here first names the setting
 	// without a round trip through its history.
 	if rotate != "" {
-		if _, err := config.ApplyRotateJSON(v.Policy, rotate); err != nil {
+		p, err := config.ApplyRotateJSON(v.Policy, rotate)
+		if err != nil {
 			return res, settingError("rotate", err)
+		}
+		if err := compactForAll(ctx, c, group, p); err != nil {
+			return res, err
 		}
 	}
 	if budget != "" {
@@ -154,6 +159,25 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 		}
 	}
 	return res, nil
+}
+
+// compactForAll refuses a policy of mode compact for a group with a session
+// whose agent kind cannot compact, as validation refuses it in nid.yaml:
+// every rotation of that session would fail.
+func compactForAll(ctx context.Context, c client.Client, group string, p config.Rotate) error {
+	if p.Mode != config.ModeCompact {
+		return nil
+	}
+	sessions, err := ListSessions(ctx, c, group)
+	if err != nil {
+		return &UnavailableError{Who: "Temporal", Err: err}
+	}
+	for _, s := range sessions {
+		if !activities.KindOf(s.Agent).Compacts {
+			return &InvalidError{Field: "rotate", Message: "rotate: mode: " + config.CompactNever(s.Name, s.Agent)}
+		}
+	}
+	return nil
 }
 
 // settingError is a setting's validation error as an *InvalidError whose

@@ -227,6 +227,29 @@ func TestSetGroup(t *testing.T) {
 	require.Equal(t, "group", nf.Kind)
 }
 
+// A group with a session of a kind that cannot compact (exec) refuses
+// compact mode, as validation of nid.yaml does: every rotation of that
+// session would fail.
+func TestSetGroupRefusesCompactWhereASessionCannotCompact(t *testing.T) {
+	t.Parallel()
+	c := start(t, `  web:
+    rotate: {mode: auto}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+      - {agent: exec, name: lint, command: /bin/true, permissions: full}
+`)
+	ctx := context.Background()
+	_, err := nidclient.SetGroup(ctx, c, "web", nidclient.GroupSettings{RotateJSON: `{"mode": "compact"}`})
+	bad := requireError[*nidclient.InvalidError](t, err,
+		"rotate: mode: compact never works for session lint: exec agents cannot compact; use handoff, or auto (which hands them off)")
+	require.Equal(t, "rotate", bad.Field)
+	require.Equal(t, config.ModeAuto, temporaltest.Group(t, c, "web").Policy.Mode, "the policy is unchanged")
+
+	res, err := nidclient.SetGroup(ctx, c, "web", nidclient.GroupSettings{RotateJSON: `{"mode": "handoff"}`})
+	require.NoError(t, err)
+	require.Equal(t, config.ModeHandoff, res.Rotate.Mode)
+}
+
 func TestInboxAndClear(t *testing.T) {
 	t.Parallel()
 	c := start(t, `  web:

@@ -283,6 +283,12 @@ func TestAPITranscript(t *testing.T) {
 	require.Equal(t, "did it", entries[0].(map[string]any)["text"])
 	require.Equal(t, "handoff", entries[1].(map[string]any)["method"])
 
+	// limit keeps the last entries, as docs/api.md's example shows.
+	got = s.ok(t, MethodSessionTranscript, `{"session": "web/lead", "limit": 2}`)
+	entries = got["entries"].([]any)
+	require.Len(t, entries, 2)
+	require.Equal(t, []any{2.0, 3.0}, []any{entries[0].(map[string]any)["seq"], entries[1].(map[string]any)["seq"]})
+
 	got = s.ok(t, MethodSessionTranscript, `{"session": "web/worker"}`)
 	require.Equal(t, []any{}, got["entries"], "a running session without a transcript yet has none")
 }
@@ -626,12 +632,25 @@ func TestAPIEventsBadFilter(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, q)
 		require.Equal(t, CodeInvalid, got.Code, q)
 	}
-	req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/api/events?session=web/nobody", nil)
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	// What is not running is not found, before any stream starts.
+	for q, want := range map[string]string{
+		"?session=web/nobody": `no session "web/nobody"; sessions in web: lead, worker`,
+		"?group=nosuch":       `no group "nosuch"; running groups: web`,
+	} {
+		req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/api/events"+q, nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var got APIError
+		if resp.StatusCode != http.StatusOK {
+			// An OK is a stream, which would never end.
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+		}
+		resp.Body.Close()
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, q)
+		require.Equal(t, CodeNotFound, got.Code, q)
+		require.Equal(t, want, got.Message, q)
+	}
 }
 
 func TestAPITokenSource(t *testing.T) {

@@ -36,6 +36,13 @@ type BoardState struct {
 // they start and a turn limit holds exactly, however many sessions there are.
 func budgetLimited(b config.Budget) bool { return b.Turns > 0 || b.Tokens > 0 || b.USD > 0 }
 
+// costSpent says a tokens or usd limit of the board's budget is reached:
+// limits known only after the turns that pass them, unlike a turns limit,
+// which reservations hold exactly.
+func (v BoardView) costSpent() bool {
+	return v.Budget.Tokens > 0 && v.Spent.Tokens >= v.Budget.Tokens || v.Budget.USD > 0 && v.Spent.USD >= v.Budget.USD
+}
+
 func (b *BoardState) task(id string) *Task {
 	for i := range b.Tasks {
 		if b.Tasks[i].ID == id {

@@ -349,8 +349,10 @@ func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 			if s := r.receiveHandoff(ctx, wait); s != "" {
 				return s, SummaryFromAgent
 			}
-		} else {
-			workflow.GetLogger(ctx).Warn("handoff request turn failed", "error", err)
+		} else if !r.cancelled(ctx) {
+			// Not a warning on the worker's terminal: the handoff falls back
+			// to what nid builds, and the rotation's receipt says so.
+			workflow.GetLogger(ctx).Info("handoff request turn failed", "error", err)
 		}
 	}
 	if s := r.receiveHandoff(ctx, 0); s != "" {

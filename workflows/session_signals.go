@@ -46,6 +46,11 @@ func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {
 }
 
 func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
+	if s.st.Stopped && s.has(VersionStopDropsHandoffs) {
+		// Its agent was still answering a turn the stop cut off.
+		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "handoff written after the stop: ignored, so nid start goes on in the same conversation (nid start --fresh starts a fresh one)"})
+		return
+	}
 	if s.child != nil {
 		// A rotation is asking for this handoff: hand it to the child.
 		s.child.SignalChildWorkflow(ctx, SignalHandoffWrite, hw)
@@ -148,17 +153,42 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 		// Refused: the budget ran out first. Ask again once it is raised.
 		s.st.UsedSeq = s.st.ReserveSeq
 	}
+	if s.has(VersionSpentBudgetStartsNothing) && b.costSpent() && s.granted() && !s.busy() {
+		// Granted before a tokens or usd limit was reached, not started:
+		// starting it now would only spend further past the limit. Its
+		// turn goes back to the group; it asks again once it is raised.
+		s.st.UsedSeq = s.st.ReserveSeq
+		s.charge(ctx, Charge{Turns: -1})
+	}
 	mine := b.HeldBy(s.in.Name)
 	if mine != nil && (before == nil || before.HeldBy(s.in.Name) == nil || before.HeldBy(s.in.Name).ID != mine.ID) {
 		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("claimed task %s: %s", mine.ID, clip(mine.Title, 60))})
 	}
 	if before != nil && before.Exhausted != b.Exhausted {
 		if b.Exhausted != "" {
-			s.record(ctx, Event{Kind: EventBudget, Text: "budget exhausted (" + b.Exhausted + "): paused"})
+			s.record(ctx, Event{Kind: EventBudget, Text: "budget exhausted (" + b.Exhausted + "): " + s.pauseText()})
 		} else {
 			s.record(ctx, Event{Kind: EventBudget, Text: "budget raised: resuming"})
 		}
 	}
+}
+
+// pauseText says when a session that just heard its budget is spent
+// pauses: at once, or (since VersionSpentBudgetStartsNothing says it) once
+// the step it runs, or the turn its group granted within a turns limit, is
+// over.
+func (s *session) pauseText() string {
+	switch {
+	case !s.has(VersionSpentBudgetStartsNothing):
+		return "paused"
+	case s.st.Status == StatusRotating:
+		return "it pauses when the running rotation ends"
+	case s.busy():
+		return "it pauses when the running turn ends"
+	case s.granted():
+		return "it pauses after the turn it was granted within the limit"
+	}
+	return "paused"
 }
 
 func (s *session) onStop(ctx workflow.Context, req StopRequest) {
@@ -168,6 +198,9 @@ func (s *session) onStop(ctx workflow.Context, req StopRequest) {
 	s.st.Stopped = true
 	s.st.Messages = nil
 	s.st.PendingRotate = nil
+	if s.has(VersionStopDropsHandoffs) {
+		s.st.HandoffPending, s.st.Handoff = false, ""
+	}
 	text := "stopped: its claims and locks are released"
 	if req.Why != "" {
 		text = "stopped (" + req.Why + "): its claims and locks are released"

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -212,9 +213,13 @@ type harness struct {
 	learned []LearnedPoint
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessLogging(t, io.Discard) }
+
+// newHarnessLogging is newHarness with the workflows' log, from info up,
+// written to logs.
+func newHarnessLogging(t *testing.T, logs io.Writer) *harness {
 	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	env := suite.NewTestWorkflowEnvironment()
 	h := &harness{t: t, env: env, agent: newFakeAgent(env)}
 	h.agent.register()
@@ -273,7 +278,12 @@ type fakeGroup struct {
 	// budget just before this session's reservation number othersTakeFrom
 	// (and later ones) arrives, which is then refused.
 	othersTakeFrom int64
-	last           BoardView
+	// exhaustAfterGrant makes another session spend what is left of a
+	// tokens limit just after this session's reservation number
+	// exhaustAfterGrant is granted, before the session starts what it
+	// reserved for.
+	exhaustAfterGrant int64
+	last              BoardView
 }
 
 func (g *fakeGroup) push() {
@@ -323,6 +333,10 @@ func (g *fakeGroup) reserve(r Reserve) {
 	g.push()
 	if g.staleAfterGrant && before.Rev > 0 {
 		g.h.env.SignalWorkflow(SignalBoard, before)
+	}
+	if g.exhaustAfterGrant > 0 && r.Seq == g.exhaustAfterGrant {
+		g.board.charge(Charge{Session: "other", Tokens: g.board.Budget.Tokens})
+		g.push()
 	}
 }
 
@@ -1219,6 +1233,27 @@ func TestStopDuringARotationCancelsIt(t *testing.T) {
 	require.Contains(t, h.agent.stops, "conv-1", "the agent is stopped")
 }
 
+// A handoff request a stop cuts off is no warning on the worker's terminal
+// (nid's default log level): the feed says the rotation was cancelled.
+func TestAStopCuttingARotationWarnsNobody(t *testing.T) {
+	var logs bytes.Buffer
+	h := newHarnessLogging(t, &logs)
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+			if in.Kind != activities.TurnHandoffRequest {
+				return h.agent.RunTurn(ctx, in)
+			}
+			h.env.SignalWorkflow(SignalStop, StopRequest{})
+			return activities.TurnResult{}, temporal.NewCanceledError()
+		})
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff}) })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.Contains(t, eventTexts(v, EventRotationFailed), "✗ handoff rotation (manual) cancelled: the session was stopped")
+	require.NotContains(t, logs.String(), `level=WARN msg="handoff request turn failed"`)
+}
+
 // A kind that cannot compact (exec) goes straight to a handoff in auto mode,
 // with no failure recorded, and nid does not wait for a handoff_write it
 // cannot call.
@@ -1349,6 +1384,59 @@ func TestRotationsReserveTheirTurnOfBudget(t *testing.T) {
 			require.Equal(t, StatusPaused, v.Status)
 		})
 	}
+}
+
+// A turn or a rotation granted just before another session's turn spent
+// the last of a tokens limit does not start once the session hears it:
+// after "budget exhausted" only what already runs spends, and the turn
+// reserved for it goes back.
+func TestASpentTokensLimitStartsNothingGrantedBefore(t *testing.T) {
+	tests := []struct {
+		name     string
+		maxTurns int
+		seq      int64 // the reservation the limit is spent right after
+	}{
+		{"a policy rotation", 2, 3}, // turns 1 and 2, then the rotation's
+		{"a work turn", 0, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.group.board.Budget = config.Budget{Tokens: 10_000_000}
+			h.group.exhaustAfterGrant = tt.seq
+			h.agent.perTurn = 1000
+			in := sessionInput(policy(config.ModeHandoff, 85, tt.maxTurns))
+			in.Goal = "Spend it all"
+			v := h.run(in, time.Hour)
+
+			require.Empty(t, rotations(v), "nothing starts past the limit")
+			require.Equal(t, 2, v.Context.TotalTurns)
+			require.Equal(t, StatusPaused, v.Status)
+			require.EqualValues(t, 2, chargedTurns(h.group.charges), "the reserved turn went back")
+			require.Contains(t, eventTexts(v, EventBudget), "budget exhausted (tokens): paused")
+		})
+	}
+}
+
+// A session that hears the budget is spent while its turn runs says it
+// pauses when that turn ends, and does.
+func TestTheFeedSaysWhenASpentBudgetPauses(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.Budget = config.Budget{Tokens: 10_000_000}
+	turns := 0
+	h.agent.onTurn = func(activities.TurnInput) {
+		if turns++; turns == 2 {
+			// Another session's turn spends the rest meanwhile.
+			h.group.update(func(b *BoardState) { b.Spent.Tokens = b.Budget.Tokens })
+		}
+	}
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Goal = "Spend it all"
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, []string{"budget exhausted (tokens): it pauses when the running turn ends"}, eventTexts(v, EventBudget))
+	require.Equal(t, 2, v.Context.TotalTurns)
+	require.Equal(t, StatusPaused, v.Status)
 }
 
 // A session whose reservation the spent budget refused while it waited

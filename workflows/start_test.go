@@ -62,3 +62,39 @@ func TestGroupStartsAStoppedSession(t *testing.T) {
 	require.Len(t, v.Inbox, 1)
 	require.Equal(t, "web/lead stopped: it left nid.yaml", v.Inbox[0].Text)
 }
+
+// A stopped session keeps no handoff of its agent, written during the turn
+// the stop came in or by a tool call that arrived after it: started again,
+// it goes on in the same conversation, as nid start says.
+func TestAStoppedSessionKeepsNoHandoff(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		h := newHarness(t)
+		if after {
+			h.send(time.Minute, 1)
+			h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalStop, StopRequest{}) })
+			h.at(12*time.Minute, func() { h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "late"}) })
+		} else {
+			first := true
+			h.agent.onTurn = func(activities.TurnInput) {
+				if first {
+					first = false
+					h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "mine"})
+					h.env.SignalWorkflow(SignalStop, StopRequest{})
+				}
+			}
+			h.send(time.Minute, 1)
+		}
+		h.at(20*time.Minute, func() { h.env.SignalWorkflow(SignalStart, SessionStart{Session: "lead"}) })
+		h.send(30*time.Minute, 1)
+		v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+		require.Empty(t, rotations(v), "after=%v: no rotation after the start", after)
+		work := h.agent.turnsOfKind(activities.TurnWork)
+		require.Len(t, work, 2)
+		require.Equal(t, "conv-1", work[1].Conversation, "the same conversation")
+		if after {
+			require.Contains(t, eventTexts(v, EventHandoffWritten),
+				"handoff written after the stop: ignored, so nid start goes on in the same conversation (nid start --fresh starts a fresh one)")
+		}
+	}
+}

@@ -116,11 +116,7 @@ func (s *session) rotationDue() (RotateRequest, trigger, bool) {
 // firstDue is the first trigger due; governed says whether a rotation
 // waiting for its slot counts as not due yet.
 func (s *session) firstDue(governed bool) (RotateRequest, trigger, bool) {
-	switch s.st.Status {
-	case StatusWorking, StatusRateLimited, StatusRotating:
-		return RotateRequest{}, trigger{}, false
-	}
-	if s.st.Stopped {
+	if s.busy() || s.st.Stopped {
 		return RotateRequest{}, trigger{}, false
 	}
 	for _, t := range s.triggers() {
@@ -132,6 +128,15 @@ func (s *session) firstDue(governed bool) (RotateRequest, trigger, bool) {
 		}
 	}
 	return RotateRequest{}, trigger{}, false
+}
+
+// busy says a turn or a rotation is running.
+func (s *session) busy() bool {
+	switch s.st.Status {
+	case StatusWorking, StatusRateLimited, StatusRotating:
+		return true
+	}
+	return false
 }
 
 // rotationAffordable says a rotation for reason may start as far as the

@@ -124,8 +124,27 @@ const (
 	// it replaced. Histories: none yet.
 	VersionRotateWhileHalted Version = 11
 
+	// VersionSpentBudgetStartsNothing: a turn or rotation the group granted
+	// before a tokens or usd limit was reached, and not started when the
+	// session hears the limit is reached, does not start: its reserved turn
+	// goes back to the group, so once "budget exhausted" is in the feed only
+	// the steps already running (and a manual rotation) spend, and the
+	// feed says when the session pauses: at once, or when the step it runs
+	// ends. A turns limit is unchanged: the turn it granted last is within
+	// it.
+	// Histories: none recorded yet.
+	VersionSpentBudgetStartsNothing Version = 12
+
+	// VersionStopDropsHandoffs: a stopped session keeps no handoff of its
+	// agent, neither one written before the stop nor one written after it
+	// (a handoff request the stop cut off), so nid start goes on in the
+	// same conversation as it says, and the feed no longer promises a
+	// rotation a stopped session will not run. Histories: none recorded
+	// yet.
+	VersionStopDropsHandoffs Version = 13
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionRotateWhileHalted
+	versionLatest = VersionStopDropsHandoffs
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

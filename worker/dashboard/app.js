@@ -56,11 +56,14 @@ function tokens(n) {
 }
 function tenthsText(t) { return t % 10 === 0 ? String(t / 10) : (t / 10).toFixed(1); }
 
-// ctxText is "ctx 62% of 200k", or "ctx —" when the agent reports nothing.
+// ctxText is "ctx 62% of 200k", or "ctx —" when the agent reports nothing;
+// as nid ls says it.
 function ctxText(c) {
   if (c.percent === undefined || c.percent === null) return "ctx —";
   let s = "ctx " + Math.floor(c.percent) + "%";
   if (c.windowTokens > 0) s += " of " + tokens(c.windowTokens);
+  // Not a fuller meter: the agent says it holds more than its window.
+  if (c.percent > 100) s += " (more than the window, as the agent reports it)";
   return s;
 }
 function ctxCell(c) {

@@ -18,6 +18,7 @@ import (
 // its working directory, and returns where its agent ran, or the refusal.
 func workedIn(t *testing.T, acts *Activities, kind, asked string) (string, error) {
 	t.Helper()
+	readyHost(t, kind)
 	where := ""
 	acts.Agents = map[string]Agent{kind: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
 		where = req.Process.WorkDir

@@ -111,7 +111,7 @@ try nid --config ""
 	for _, c := range []string{"up", "server", "worker", "ls", "rotate", "group", "reload", "doctor", "version", "completion"} {
 		require.Contains(t, commands, c)
 	}
-	require.Equal(t, []string{"nid --config :", "nid group s:set show", "nid r:reload rotate", "nid up --dry:--dry-run"}, sorted(lines[2:]))
+	require.Equal(t, []string{"nid --config :", "nid group s:set show", "nid r:reload rotate rotations", "nid up --dry:--dry-run"}, sorted(lines[2:]))
 }
 
 func sorted(lines []string) []string {

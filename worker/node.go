@@ -95,6 +95,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	// deferred clean-up runs.
 	started := &Node{logger: logger}
 	n = started
+	// Before any worker starts: a turn it picks up at once reads the
+	// agent settings from the configuration in force.
+	n.cfg.Store(cfg)
 	defer func() {
 		if err != nil {
 			_ = started.Stop()
@@ -194,7 +197,6 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	// the workflows over before the node says it serves.
 	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
 
-	n.cfg.Store(cfg)
 	n.startsGroups = opts.StartGroups
 	if opts.StartGroups {
 		if n.Applied, err = n.apply(ctx, cfg, nil, opts.KeepRemoved); err != nil {

@@ -702,7 +702,7 @@ func TestUp(t *testing.T) {
     sessions:
       - {agent: sim, name: bot, sim: {turnDelay: 0s}}
 `)
-	require.NoError(t, worker.StartGroups(context.Background(), s.c, old, worker.HostQueue()))
+	require.NoError(t, worker.StartGroups(context.Background(), s.c, old))
 	temporaltest.Session(t, s.c, "old", "bot")
 	temporaltest.Listed(t, s.c, old)
 	temporaltest.Settle(t, s.c)

@@ -45,6 +45,20 @@ func TestLoadReportsBadInput(t *testing.T) {
 		worker bool
 	}{
 		{
+			name: "bad worker keys",
+			yaml: "worker: {host: 'my host', maxSessions: -1, heartbeat: 1ms}\n",
+			want: []string{
+				`worker.host: "my host" must be letters, digits, '.', '-' or '_' (at most 63, starting with a letter or digit)`,
+				`worker.maxSessions: -1 must be 0 (take no sessions) or more`,
+				`worker.heartbeat: 1ms is outside 500ms..5m0s`,
+			},
+		},
+		{
+			name: "bad host on a group and a session",
+			yaml: "groups:\n  web:\n    host: -x\n    sessions:\n      - agent: sim\n        host: a/b\n",
+			want: []string{`groups.web.host: "-x" must be letters`, `groups.web.sessions[0].host: "a/b" must be letters`},
+		},
+		{
 			name: "negative budget",
 			yaml: group("    budget: {turns: -1, usd: -2.5}\n" + oneSim),
 			want: []string{`groups.web.budget.turns: -1 must be 0 (no limit) or more`, `groups.web.budget.usd: -2.5 must be 0 (no limit) or more`},
@@ -159,7 +173,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name:    "group not a mapping",
 			yaml:    "groups:\n  web: 5\n",
-			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network)`},
+			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network, host)`},
 			notWant: []string{`groups.web.sessions`},
 		},
 		{
@@ -175,12 +189,12 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in a group",
 			yaml: group("    rotat: {mode: off}\n" + oneSim),
-			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network)`},
+			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network, host)`},
 		},
 		{
 			name: "unknown key at the top",
 			yaml: "colour: blue\n",
-			want: []string{`colour: unknown key (allowed: state, temporal, http, groups, agents)`},
+			want: []string{`colour: unknown key (allowed: state, temporal, http, worker, groups, agents)`},
 		},
 		{
 			name: "unknown key in rotate",
@@ -418,7 +432,7 @@ func TestLoadFile(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, config.DefaultFile), []byte("stat: x\n"), 0o600))
 		t.Chdir(dir)
 		_, err := config.Load(config.LoadOptions{Kinds: kinds(), Environ: []string{}})
-		require.EqualError(t, err, "nid.yaml: stat: unknown key (allowed: state, temporal, http, groups, agents)")
+		require.EqualError(t, err, "nid.yaml: stat: unknown key (allowed: state, temporal, http, worker, groups, agents)")
 	})
 }
 
@@ -585,6 +599,7 @@ func TestSampleFile(t *testing.T) {
 		State:    filepath.Join(top, ".nid"),
 		Temporal: config.Temporal{Namespace: "default", Port: 7233, UI: config.UI{Port: 8233}},
 		HTTP:     config.HTTP{Listen: "127.0.0.1:7777"},
+		Worker:   config.Worker{Host: config.DefaultHost(), MaxSessions: config.DefaultMaxSessions(), Heartbeat: config.Duration(config.DefaultHeartbeat)},
 		Groups: map[string]config.Group{
 			"web": {
 				Goal:   "Add dark mode to the settings page",

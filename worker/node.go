@@ -69,16 +69,11 @@ type Node struct {
 	logger   *slog.Logger
 	stopped  bool
 	groupErr error
-}
-
-// HostQueue is the task queue for the activities of sessions whose worktrees
-// live on this host.
-func HostQueue() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	return "nid@" + host
+	// beat is this host's heartbeat; stopBeat ends it. A node that takes
+	// no sessions (worker.maxSessions 0) has neither.
+	beat     *workflows.HostBeat
+	stopBeat context.CancelFunc
+	beating  sync.WaitGroup
 }
 
 // Start brings a node up and returns once it is serving: the embedded server
@@ -176,15 +171,35 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	n.acts = acts
 	wfw := sdkworker.New(n.Client, workflows.TaskQueue, sdkworker.Options{})
 	RegisterWorkflows(wfw)
-	// On Ctrl-C a turn in flight gets a moment to finish rather than being
-	// cut and run again by the next worker.
-	actw := sdkworker.New(n.Client, HostQueue(), sdkworker.Options{WorkerStopTimeout: 5 * time.Second})
-	RegisterActivities(actw, acts)
-	for _, w := range []sdkworker.Worker{wfw, actw} {
+	ws := []sdkworker.Worker{wfw}
+	if cfg.Worker.MaxSessions > 0 {
+		// On Ctrl-C a turn in flight gets a moment to finish rather than
+		// being cut and run again by the next worker.
+		actw := sdkworker.New(n.Client, workflows.HostQueue(cfg.Worker.Host), sdkworker.Options{WorkerStopTimeout: 5 * time.Second})
+		RegisterActivities(actw, acts)
+		ws = append(ws, actw)
+	}
+	for _, w := range ws {
 		if err := w.Start(); err != nil {
 			return nil, fmt.Errorf("temporal worker: %w", err)
 		}
 		n.workers = append(n.workers, w)
+	}
+	if cfg.Worker.MaxSessions > 0 {
+		// Registered before any group starts, so this host is there to
+		// place sessions on.
+		b := hostBeat(cfg.Worker, n.HTTP)
+		if err := Beat(ctx, n.Client, b); err != nil {
+			return nil, err
+		}
+		n.beat = &b
+		bctx, cancel := context.WithCancel(context.Background())
+		n.stopBeat = cancel
+		n.beating.Add(1)
+		go func() {
+			defer n.beating.Done()
+			heartbeat(bctx, n.Client, b, logger)
+		}()
 	}
 
 	// The server (one that outlived its worker, or an embedded one that
@@ -233,7 +248,7 @@ func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved 
 	if err != nil {
 		return plan, err
 	}
-	if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {
+	if err := StartGroups(ctx, n.Client, cfg); err != nil {
 		return plan, err
 	}
 	return plan, StopRemoved(ctx, n.Client, plan)
@@ -260,6 +275,19 @@ func (n *Node) Stop() error {
 	}
 	n.stopped = true
 	var errs []error
+	if n.beat != nil {
+		// Said at once, so the sessions here wait for this host rather
+		// than for its beats to be missed.
+		n.stopBeat()
+		n.beating.Wait()
+		leave := *n.beat
+		leave.Leaving = true
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := Beat(ctx, n.Client, leave); err != nil {
+			n.logger.Warn("Could not tell the hosts registry this host stops", "host", leave.Host, "error", err)
+		}
+		cancel()
+	}
 	// Workers first: a turn finishing during the stop may still need the
 	// MCP endpoint.
 	for i := len(n.workers) - 1; i >= 0; i-- {

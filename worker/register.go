@@ -26,6 +26,7 @@ func RegisterWorkflows(r Registry) {
 	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.RotationWorkflow, workflow.RegisterOptions{Name: workflows.RotationWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.GroupWorkflow, workflow.RegisterOptions{Name: workflows.GroupWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.HostsWorkflow, workflow.RegisterOptions{Name: workflows.HostsWorkflowName})
 }
 
 // RegisterActivities registers every activity under its stable type name.

@@ -23,12 +23,20 @@ const (
 	SessionWorkflowName  = "nid.Session"
 	RotationWorkflowName = "nid.Rotation"
 	GroupWorkflowName    = "nid.Group"
+	HostsWorkflowName    = "nid.Hosts"
 )
 
 // TaskQueue is the queue every worker polls for workflow tasks. Activities
 // run on a per-host queue (SessionInput.ActivityQueue) because worktrees and
 // agent processes live on one host.
 const TaskQueue = "nid"
+
+// HostQueue is the task queue of host's activities: the turns, rotations
+// and git work of the sessions placed there.
+func HostQueue(host string) string { return "nid@" + host }
+
+// HostsID is the workflow id of the hosts registry.
+const HostsID = "nid/hosts"
 
 // SessionID is the workflow id of a session: nid/<group>/<session>.
 func SessionID(group, name string) string { return "nid/" + group + "/" + name }
@@ -86,6 +94,9 @@ const (
 	SignalStop = "stop"
 	// SignalStart carries a SessionStart: a stopped session works again.
 	SignalStart = "start"
+	// SignalHost carries a HostState from the hosts registry: the
+	// session's host went down or came back.
+	SignalHost = "host"
 )
 
 // Queries a session answers.
@@ -155,6 +166,10 @@ type SessionInput struct {
 	Spec          activities.AgentSpec `json:"spec"`
 	Policy        config.Rotate        `json:"policy"`
 	ActivityQueue string               `json:"activityQueue"`
+	// Host is where the session runs, as the hosts registry placed it
+	// (VersionHosts); its activities go to HostQueue(Host). Empty in a
+	// session started before hosts: ActivityQueue says where it runs.
+	Host string `json:"host,omitempty"`
 	// Repo is the group's git repository (each session gets a worktree);
 	// WorkDir the shared working directory without one.
 	Repo    string `json:"repo,omitempty"`
@@ -211,6 +226,10 @@ type SessionView struct {
 	// Task is the task it holds; Locks the locks it holds.
 	Task  *Task    `json:"task,omitempty"`
 	Locks []string `json:"locks,omitempty"`
+	// Host is the host it runs on (empty before VersionHosts); HostDown
+	// is true while that host's worker is gone, and the session waits.
+	Host     string `json:"host,omitempty"`
+	HostDown bool   `json:"hostDown,omitempty"`
 }
 
 // Session statuses.
@@ -228,6 +247,9 @@ const (
 	// StatusWaitingToRotate: a rotation is due, and the session waits for
 	// one of its group's rotation slots (maxConcurrentRotations).
 	StatusWaitingToRotate = "waiting-to-rotate"
+	// StatusHostDown: the session's host is down, and it waits for it
+	// (VersionHosts).
+	StatusHostDown = "host-down"
 )
 
 // Why a rotation happened.
@@ -301,6 +323,7 @@ const (
 	EventBudget         = "budget"
 	EventStopped        = "stopped"
 	EventRateLimited    = "rate-limited"
+	EventHost           = "host"
 )
 
 // RotationEvent is the rotation part of an Event.
@@ -688,6 +711,77 @@ const (
 	MaxTasks           = 300
 )
 
+// ======== Hosts registry: nid/hosts ========
+
+// Signals the hosts registry receives.
+const (
+	// SignalHeartbeat carries a HostBeat: a worker is alive, with its
+	// capacity.
+	SignalHeartbeat = "heartbeat"
+	// SignalHostAssign carries a HostAssign: a session says which host it
+	// is on.
+	SignalHostAssign = "host_assign"
+)
+
+// UpdatePlace takes a PlaceRequest and returns a Placement: where a new
+// session runs.
+const UpdatePlace = "place"
+
+// QueryHosts returns a HostsView.
+const QueryHosts = "hosts"
+
+// HostBeat is a worker's heartbeat. Every is how often it beats; the
+// registry counts the host down after hostMissedBeats beats missed, or at
+// once when it says it is Leaving (a clean stop).
+type HostBeat struct {
+	Host        string        `json:"host"`
+	MaxSessions int           `json:"maxSessions"`
+	Every       time.Duration `json:"every"`
+	HTTP        string        `json:"http,omitempty"`
+	Leaving     bool          `json:"leaving,omitempty"`
+}
+
+// HostAssign says session (group/name) is on Host.
+type HostAssign struct {
+	Session string `json:"session"`
+	Host    string `json:"host"`
+}
+
+// HostState tells a session whether its host is alive.
+type HostState struct {
+	Host  string `json:"host"`
+	Alive bool   `json:"alive"`
+}
+
+// PlaceRequest asks where session (group/name) runs; Want is the host
+// nid.yaml pins it to, if any.
+type PlaceRequest struct {
+	Session string `json:"session"`
+	Want    string `json:"want,omitempty"`
+}
+
+// Placement answers a PlaceRequest.
+type Placement struct {
+	Host string `json:"host"`
+}
+
+// HostsInput starts (or continues as new) the hosts registry.
+type HostsInput struct {
+	State *HostsState `json:"state,omitempty"`
+}
+
+// HostsView is the QueryHosts answer: every host the registry knows.
+type HostsView struct {
+	Hosts []HostView `json:"hosts"`
+}
+
+// HostView is one host: its record, and how many more sessions it takes
+// (negative past its capacity).
+type HostView struct {
+	HostRecord
+	Free int `json:"free"`
+}
+
 // ======== Search attributes and memo ========
 
 // Search attributes nid keeps current on every session workflow (and the
@@ -700,6 +794,7 @@ const (
 	SearchStatus         = "NidStatus"
 	SearchContextPercent = "NidContextPercent"
 	SearchRotations      = "NidRotations"
+	SearchHost           = "NidHost"
 )
 
 // SearchAttributes lists nid's custom search attributes and their types, for
@@ -712,6 +807,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		SearchStatus:         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SearchContextPercent: enumspb.INDEXED_VALUE_TYPE_DOUBLE,
 		SearchRotations:      enumspb.INDEXED_VALUE_TYPE_INT,
+		SearchHost:           enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 }
 

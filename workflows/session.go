@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -111,6 +112,14 @@ type SessionState struct {
 	// giving it back; SlotSeq numbers the requests (VersionGovernor).
 	SlotAsked bool  `json:"slotAsked,omitempty"`
 	SlotSeq   int64 `json:"slotSeq,omitempty"`
+
+	// Host is the host the session runs on, decided once (VersionHosts);
+	// HostDown is true while the registry says that host is down, since
+	// HostDownSince; HostDownTold once the inbox heard of it.
+	Host          string    `json:"host,omitempty"`
+	HostDown      bool      `json:"hostDown,omitempty"`
+	HostDownSince time.Time `json:"hostDownSince,omitempty"`
+	HostDownTold  bool      `json:"hostDownTold,omitempty"`
 }
 
 type session struct {
@@ -126,6 +135,9 @@ type session struct {
 	published published
 	// version is the rung of the version ladder this run follows.
 	version Version
+	// stopWatchingHost cancels the wait that tells the inbox of a host
+	// down too long.
+	stopWatchingHost workflow.CancelFunc
 }
 
 // SessionWorkflow is one agent seat in a group. It runs forever: it sends
@@ -163,6 +175,9 @@ func (s *session) setup(ctx workflow.Context) error {
 	listenSignals(ctx, s.signalSelector)
 	if s.st.NextSeq == 0 {
 		s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("session started (%s)", s.in.Spec.Kind)})
+	}
+	if s.has(VersionHosts) {
+		s.hostStart(ctx)
 	}
 	s.publish(ctx)
 	if s.has(VersionTeam) {
@@ -239,6 +254,12 @@ func (s *session) run(ctx workflow.Context) error {
 // budget runs out or is raised while it waits, so a waiting session shows
 // paused exactly while the budget is spent.
 func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
+	if s.has(VersionHosts) {
+		// Everything the loop does runs on the session's host, or waits
+		// for it (a stop too: the agent to stop is there).
+		work := ready
+		ready = func() bool { return !s.st.HostDown && work() }
+	}
 	if !s.has(VersionRotationBudget) {
 		if !ready() {
 			s.sitStill(ctx)

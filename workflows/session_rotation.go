@@ -32,7 +32,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 		Number:        n,
 		Session:       s.ref(),
 		Spec:          s.in.Spec,
-		ActivityQueue: s.in.ActivityQueue,
+		ActivityQueue: s.queue(),
 		Conversation:  s.st.Conversation,
 		Method:        req.Mode,
 		Reason:        req.Reason,

@@ -23,6 +23,7 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalBoard, s.onBoard)
 	onSignal(ctx, sel, SignalStop, s.onStop)
 	onSignal(ctx, sel, SignalStart, s.onStart)
+	onSignal(ctx, sel, SignalHost, s.onHost)
 	return sel
 }
 

@@ -114,8 +114,17 @@ const (
 	// point of the context chart. Histories: testdata/v5-*.json.
 	VersionVouchedHandoff Version = 10
 
+	// VersionHosts: sessions run on hosts. A session's host is decided
+	// once, by the hosts registry (nid/hosts) or nid.yaml's host:, and kept
+	// in its state; its turns, rotations and git work go to that host's
+	// queue. The registry tells it when its host goes down or comes back:
+	// while down it waits (status host-down, an inbox item after
+	// hostDownInboxAfter), then resumes where it was. The host is a search
+	// attribute (NidHost). Histories: recorded when this rung is released.
+	VersionHosts Version = 11
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionVouchedHandoff
+	versionLatest = VersionHosts
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

@@ -1,0 +1,90 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// A session's place among the hosts (VersionHosts): which host it runs on,
+// and waiting while that host is down.
+
+// hostDownInboxAfter is how long a session waits for its host before the
+// inbox hears of it: a worker restarting is no news, one gone for minutes
+// is.
+const hostDownInboxAfter = 2 * time.Minute
+
+// queue is the task queue the session's activities go to: its host's.
+func (s *session) queue() string {
+	if s.st.Host != "" {
+		return HostQueue(s.st.Host)
+	}
+	return s.in.ActivityQueue
+}
+
+// hostStart decides the session's host once, the first time a run at
+// VersionHosts starts: the one the registry placed it on, or, for a session
+// that ran before hosts, the host whose queue it ran on. Each run then tells
+// the registry where the session is, which answers whether that host is up.
+func (s *session) hostStart(ctx workflow.Context) {
+	if s.st.Host == "" {
+		s.st.Host = s.in.Host
+		if host, ok := strings.CutPrefix(s.in.ActivityQueue, HostQueue("")); ok && s.st.Host == "" {
+			s.st.Host = host
+		}
+	}
+	if s.st.Host == "" {
+		return
+	}
+	// A registry that is not there (a worker of before hosts runs it) is
+	// no reason to stop: the session runs on its host's queue regardless.
+	_ = workflow.SignalExternalWorkflow(ctx, HostsID, "", SignalHostAssign,
+		HostAssign{Session: s.in.Group + "/" + s.in.Name, Host: s.st.Host}).Get(ctx, nil)
+	if s.st.HostDown && !s.st.HostDownTold {
+		s.watchHostDown(ctx)
+	}
+}
+
+// onHost takes the registry's word on the session's host.
+func (s *session) onHost(ctx workflow.Context, h HostState) {
+	if !s.has(VersionHosts) || h.Host != s.st.Host || h.Alive != s.st.HostDown {
+		return
+	}
+	if !h.Alive {
+		s.st.HostDown, s.st.HostDownSince, s.st.HostDownTold = true, workflow.Now(ctx), false
+		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("host %s is down: waiting for it", h.Host)})
+		s.watchHostDown(ctx)
+	} else {
+		s.st.HostDown = false
+		if s.stopWatchingHost != nil {
+			s.stopWatchingHost()
+			s.stopWatchingHost = nil
+		}
+		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("host %s is back: resuming", h.Host)})
+	}
+	s.publish(ctx)
+}
+
+// watchHostDown tells the inbox once the host has been down for
+// hostDownInboxAfter.
+func (s *session) watchHostDown(ctx workflow.Context) {
+	wctx, cancel := workflow.WithCancel(ctx)
+	s.stopWatchingHost = cancel
+	since := s.st.HostDownSince
+	workflow.Go(wctx, func(ctx workflow.Context) {
+		if wait := since.Add(hostDownInboxAfter).Sub(workflow.Now(ctx)); wait > 0 {
+			if err := workflow.Sleep(ctx, wait); err != nil {
+				return
+			}
+		}
+		if !s.st.HostDown || !s.st.HostDownSince.Equal(since) || s.st.HostDownTold {
+			return
+		}
+		s.st.HostDownTold = true
+		ref := s.in.Group + "/" + s.in.Name
+		s.toInbox(ctx, EventHost, fmt.Sprintf("%s waits for host %s, down since %s: start nid worker --host %s again, or move the session with nid move %s HOST",
+			ref, s.st.Host, since.UTC().Format(time.RFC3339), s.st.Host, ref))
+	})
+}

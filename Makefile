@@ -21,10 +21,11 @@ test: deps ## Run every test (installs what they need first: see deps)
 
 # The Debian packages the tests drive, as package:program: Chromium for the
 # dashboard test, bubblewrap and socat for Claude Code's and Codex's sandboxes,
-# curl for the agent that probes its network in the adapter conformance suite.
-DEBS := chromium:/usr/bin/chromium bubblewrap:/usr/bin/bwrap socat:/usr/bin/socat curl:/usr/bin/curl
+# curl for the agent that probes its network in the adapter conformance suite,
+# PostgreSQL for the Temporal cluster of the several-hosts test.
+DEBS := chromium:/usr/bin/chromium bubblewrap:/usr/bin/bwrap socat:/usr/bin/socat curl:/usr/bin/curl postgresql:/usr/bin/pg_ctlcluster
 
-deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs (npm) and the Debian packages the tests drive (chromium, bubblewrap, socat, curl)
+deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs (npm) and the Debian packages the tests drive (chromium, bubblewrap, socat, curl, postgresql)
 	@missing=""; for d in $(DEBS); do test -x "$${d#*:}" || missing="$$missing $${d%%:*}"; done; \
 	test -z "$$missing" || { [ "$$(id -u)" = 0 ] && apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; } || \
 		{ echo "the tests need Debian's$$missing: apt-get install$$missing"; exit 1; }

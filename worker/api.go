@@ -40,6 +40,7 @@ const (
 	MethodBoardRead         = "board.read"
 	MethodInboxList         = "inbox.list"
 	MethodInboxClear        = "inbox.clear"
+	MethodHostList          = "host.list"
 )
 
 // Error codes of the API's JSON errors.
@@ -121,6 +122,7 @@ func NewAPI(c client.Client, opts APIOptions) *API {
 		MethodBoardRead:         a.boardRead,
 		MethodInboxList:         a.inboxList,
 		MethodInboxClear:        a.inboxClear,
+		MethodHostList:          a.hostList,
 	}
 	return a
 }
@@ -484,6 +486,23 @@ func (a *API) groupList(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return GroupList{Groups: nonNil(groups)}, nil
+}
+
+// HostList is the host.list answer.
+type HostList struct {
+	Hosts []workflows.HostView `json:"hosts"`
+}
+
+func (a *API) hostList(ctx context.Context, r *http.Request) (any, error) {
+	var req struct{}
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	v, err := nidclient.Hosts(ctx, a.c)
+	if err != nil {
+		return nil, err
+	}
+	return HostList{Hosts: v.Hosts}, nil
 }
 
 func (a *API) groupGet(ctx context.Context, r *http.Request) (any, error) {

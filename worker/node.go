@@ -69,9 +69,8 @@ type Node struct {
 	logger   *slog.Logger
 	stopped  bool
 	groupErr error
-	// beat is this host's heartbeat; stopBeat ends it. A node that takes
-	// no sessions (worker.maxSessions 0) has neither.
-	beat     *workflows.HostBeat
+	// stopBeat ends this host's heartbeat; a node that takes no sessions
+	// (worker.maxSessions 0) beats not.
 	stopBeat context.CancelFunc
 	beating  sync.WaitGroup
 }
@@ -169,6 +168,23 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	acts.Transcripts = logs
 	n.acts = acts
+	if cfg.Worker.MaxSessions > 0 {
+		// Registered before this node takes any workflow task: the
+		// registry, whose timer for this host may have fired while it was
+		// away, sees the beat in the same task and tells its sessions
+		// nothing; and the host is there to place sessions on.
+		b := hostBeat(cfg.Worker, n.HTTP)
+		if err := Beat(ctx, n.Client, b); err != nil {
+			return nil, err
+		}
+		bctx, cancel := context.WithCancel(context.Background())
+		n.stopBeat = cancel
+		n.beating.Add(1)
+		go func() {
+			defer n.beating.Done()
+			heartbeat(bctx, n.Client, b, logger)
+		}()
+	}
 	wfw := sdkworker.New(n.Client, workflows.TaskQueue, sdkworker.Options{})
 	RegisterWorkflows(wfw)
 	ws := []sdkworker.Worker{wfw}
@@ -184,22 +200,6 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 			return nil, fmt.Errorf("temporal worker: %w", err)
 		}
 		n.workers = append(n.workers, w)
-	}
-	if cfg.Worker.MaxSessions > 0 {
-		// Registered before any group starts, so this host is there to
-		// place sessions on.
-		b := hostBeat(cfg.Worker, n.HTTP)
-		if err := Beat(ctx, n.Client, b); err != nil {
-			return nil, err
-		}
-		n.beat = &b
-		bctx, cancel := context.WithCancel(context.Background())
-		n.stopBeat = cancel
-		n.beating.Add(1)
-		go func() {
-			defer n.beating.Done()
-			heartbeat(bctx, n.Client, b, logger)
-		}()
 	}
 
 	// The server (one that outlived its worker, or an embedded one that
@@ -275,18 +275,9 @@ func (n *Node) Stop() error {
 	}
 	n.stopped = true
 	var errs []error
-	if n.beat != nil {
-		// Said at once, so the sessions here wait for this host rather
-		// than for its beats to be missed.
+	if n.stopBeat != nil {
 		n.stopBeat()
 		n.beating.Wait()
-		leave := *n.beat
-		leave.Leaving = true
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := Beat(ctx, n.Client, leave); err != nil {
-			n.logger.Warn("Could not tell the hosts registry this host stops", "host", leave.Host, "error", err)
-		}
-		cancel()
 	}
 	// Workers first: a turn finishing during the stop may still need the
 	// MCP endpoint.

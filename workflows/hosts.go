@@ -93,6 +93,12 @@ func (r *hosts) selector(ctx workflow.Context) workflow.Selector {
 func (r *hosts) run(ctx workflow.Context) error {
 	sel := r.selector(ctx)
 	for {
+		// Beats first: a worker that restarts beats before it takes the
+		// registry's task, whose timer fired meanwhile, and must not be
+		// told down by it.
+		for sel.HasPending() {
+			sel.Select(ctx)
+		}
 		r.expire(ctx)
 		r.tell(ctx)
 		if historyFull(ctx, r.st.HistoryLimit) {
@@ -108,9 +114,6 @@ func (r *hosts) run(ctx workflow.Context) error {
 		}
 		if err != nil {
 			return err
-		}
-		for sel.HasPending() {
-			sel.Select(ctx)
 		}
 	}
 }
@@ -166,10 +169,9 @@ func (r *hosts) onBeat(ctx workflow.Context, b HostBeat) {
 	h := r.host(b.Host)
 	h.MaxSessions, h.Every, h.HTTP = max(b.MaxSessions, 0), b.Every, b.HTTP
 	h.LastSeen = workflow.Now(ctx)
-	alive := !b.Leaving
-	if h.Alive != alive {
-		h.Alive = alive
-		r.st.Pending = append(r.st.Pending, HostNotice{State: HostState{Host: h.Name, Alive: alive}})
+	if !h.Alive {
+		h.Alive = true
+		r.st.Pending = append(r.st.Pending, HostNotice{State: HostState{Host: h.Name, Alive: true}})
 	}
 }
 

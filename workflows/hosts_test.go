@@ -148,15 +148,14 @@ func TestHostsTellSessionsWhenTheirHostGoesAndComesBack(t *testing.T) {
 	h.at(6*time.Second, func() { h.env.SignalWorkflow(SignalHostAssign, HostAssign{Session: "web/lead", Host: "a"}) })
 	var down HostsView
 	h.at(3*time.Minute, func() { down = h.view() })
-	h.keepBeating(a, 5*time.Minute, 6*time.Minute) // restarted
-	h.beat(7*time.Minute, HostBeat{Host: "a", MaxSessions: 4, Every: 10 * time.Second, Leaving: true})
+	h.keepBeating(a, 5*time.Minute, 6*time.Minute) // restarted, then stopped
 	h.run(10 * time.Minute)
 
 	require.Equal(t, []HostState{
 		{Host: "a", Alive: true},  // the answer to its assignment
 		{Host: "a", Alive: false}, // its beats stopped
 		{Host: "a", Alive: true},  // back
-		{Host: "a", Alive: false}, // a clean stop says so at once
+		{Host: "a", Alive: false}, // stopped: no news until its beats are missed
 	}, h.toldOf(SessionID("web", "lead")))
 	require.False(t, down.Hosts[0].Alive)
 	require.Equal(t, []string{"web/lead"}, down.Hosts[0].Sessions, "a down host keeps its sessions")

@@ -731,14 +731,14 @@ const UpdatePlace = "place"
 const QueryHosts = "hosts"
 
 // HostBeat is a worker's heartbeat. Every is how often it beats; the
-// registry counts the host down after hostMissedBeats beats missed, or at
-// once when it says it is Leaving (a clean stop).
+// registry counts the host down after hostMissedBeats beats missed. A clean
+// stop says nothing: a worker restarting at once is no news to its
+// sessions, and one that stays away is counted down like a killed one.
 type HostBeat struct {
 	Host        string        `json:"host"`
 	MaxSessions int           `json:"maxSessions"`
 	Every       time.Duration `json:"every"`
 	HTTP        string        `json:"http,omitempty"`
-	Leaving     bool          `json:"leaving,omitempty"`
 }
 
 // HostAssign says session (group/name) is on Host.

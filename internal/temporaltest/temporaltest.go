@@ -99,7 +99,7 @@ func (e Env) Environ() []string {
 func (e Env) Config(t testing.TB, groups string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
-	yaml := fmt.Sprintf("state: %s\ntemporal:\n  address: %s\n  namespace: %s\nhttp:\n  listen: 127.0.0.1:0\n  token: %s\nworker:\n  host: %s\ngroups:\n%s",
+	yaml := fmt.Sprintf("state: %s\ntemporal:\n  address: %s\n  namespace: %s\nhttp:\n  listen: 127.0.0.1:0\n  token: %s\nworker:\n  host: %s\n  maxSessions: 8\ngroups:\n%s",
 		filepath.Join(dir, "state"), e.Address, e.Namespace, Token, Host, groups)
 	file := filepath.Join(dir, "nid.yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {

@@ -136,13 +136,14 @@ async function groupPage(group) {
     el("p", { class: "muted", id: "policy" }, "rotate: mode=" + g.policy.mode + " contextPercent=" + g.policy.contextPercent +
       (g.policy.contextTokens ? " contextTokens=" + g.policy.contextTokens : "") + " maxTurns=" + (g.policy.maxTurns || "never")),
     (g.learned || []).length ? el("p", { class: "muted", id: "learned" }, "learned: " + g.learned.map((l) => l.kind + "/" + l.model + " at " + l.percent + "%" + (l.set ? " (set)" : "")).join(", ")) : null,
-    el("table", { id: "sessions" }, el("thead", {}, el("tr", {}, ["session", "agent", "status", "context", "rotations", "turns"].map((h) => el("th", {}, h)))), body),
+    el("table", { id: "sessions" }, el("thead", {}, el("tr", {}, ["session", "agent", "status", "host", "context", "rotations", "turns"].map((h) => el("th", {}, h)))), body),
     el("h2", {}, "Feed"), feed);
   const render = (sessions) => {
     body.replaceChildren(...sessions.map((s) => el("tr", { "data-session": s.name },
       el("td", {}, el("a", { href: "/sessions/" + s.group + "/" + s.name }, s.name)),
       el("td", {}, s.agent),
       el("td", { class: "status-" + s.status }, s.status),
+      el("td", { class: "host" }, s.host || "—"),
       el("td", {}, ctxCell(s.context)),
       el("td", {}, "↻" + (s.context.rotations || 0)),
       el("td", {}, s.context.totalTurns || 0))));

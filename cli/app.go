@@ -119,6 +119,7 @@ func NewApp(d Deps) *cli.App {
 			newLsCommand(a),
 			newHostsCommand(a),
 			newRotateCommand(a),
+			newMoveCommand(a),
 			newGroupCommand(a),
 			newWatchCommand(a),
 			newSendCommand(a),

@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -78,6 +79,16 @@ func hostProblem(path, host string) []problem {
 		return nil
 	}
 	return []problem{{path, hostRule(host)}}
+}
+
+// scpRE matches git's scp-like remote syntax, user@host:path.
+var scpRE = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
+
+// IsRepoURL reports whether a group's repo is a remote (https://...,
+// ssh://..., file://..., git@host:path) rather than a path on this host:
+// each host then keeps its own clone.
+func IsRepoURL(repo string) bool {
+	return strings.Contains(repo, "://") || scpRE.MatchString(repo)
 }
 
 // SessionHost is the host nid.yaml pins a session to: its own host:, else

@@ -160,7 +160,8 @@ func (g Group) teamProblems(path string) []problem {
 func (c *Config) repoProblems() []problem {
 	var ps []problem
 	for _, name := range c.GroupNames() {
-		if repo := c.Groups[name].Repo; repo != "" {
+		// A URL is cloned by each host when a session first needs it.
+		if repo := c.Groups[name].Repo; repo != "" && !IsRepoURL(repo) {
 			if msg := gitRepoProblem(repo); msg != "" {
 				ps = append(ps, problem{"groups." + name + ".repo", msg})
 			}

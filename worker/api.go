@@ -41,6 +41,7 @@ const (
 	MethodInboxList         = "inbox.list"
 	MethodInboxClear        = "inbox.clear"
 	MethodHostList          = "host.list"
+	MethodSessionMove       = "session.move"
 )
 
 // Error codes of the API's JSON errors.
@@ -123,6 +124,7 @@ func NewAPI(c client.Client, opts APIOptions) *API {
 		MethodInboxList:         a.inboxList,
 		MethodInboxClear:        a.inboxClear,
 		MethodHostList:          a.hostList,
+		MethodSessionMove:       a.sessionMove,
 	}
 	return a
 }
@@ -486,6 +488,35 @@ func (a *API) groupList(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return GroupList{Groups: nonNil(groups)}, nil
+}
+
+type moveRequest struct {
+	Session string `json:"session"`
+	Host    string `json:"host"`
+}
+
+// MoveAnswer is the session.move answer: what the move does, as nid move
+// says it.
+type MoveAnswer struct {
+	Session string `json:"session"`
+	Host    string `json:"host"`
+	Text    string `json:"text"`
+}
+
+func (a *API) sessionMove(ctx context.Context, r *http.Request) (any, error) {
+	var req moveRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	group, name, err := sessionRef(req.Session)
+	if err != nil {
+		return nil, err
+	}
+	text, err := nidclient.Move(ctx, a.c, group, name, req.Host)
+	if err != nil {
+		return nil, err
+	}
+	return MoveAnswer{Session: group + "/" + name, Host: req.Host, Text: text}, nil
 }
 
 // HostList is the host.list answer.

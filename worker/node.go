@@ -159,6 +159,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		logger.Warn("Could not check every recorded agent process", "dir", activities.PidDir(cfg.State), "error", err)
 	}
 
+	// Before any worker starts: an activity waiting in this host's queue
+	// (a restart) runs the moment it does, and reads the configuration.
+	n.cfg.Store(cfg)
 	acts := &activities.Activities{
 		Agents:   Agents(),
 		Settings: agentSettings(n.config),
@@ -208,7 +211,6 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	// the workflows over before the node says it serves.
 	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
 
-	n.cfg.Store(cfg)
 	n.startsGroups = opts.StartGroups
 	if opts.StartGroups {
 		if n.Applied, err = n.apply(ctx, cfg, nil, opts.KeepRemoved); err != nil {

@@ -37,4 +37,5 @@ func RegisterActivities(r Registry, a *activities.Activities) {
 	r.RegisterActivityWithOptions(a.PrepareWorkspace, activity.RegisterOptions{Name: activities.PrepareWorkspaceName})
 	r.RegisterActivityWithOptions(a.GatherFacts, activity.RegisterOptions{Name: activities.FactsName})
 	r.RegisterActivityWithOptions(a.RescueHandoff, activity.RegisterOptions{Name: activities.RescueName})
+	r.RegisterActivityWithOptions(a.SaveWork, activity.RegisterOptions{Name: activities.SaveWorkName})
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,11 +11,13 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -227,4 +230,104 @@ func TestSessionOfBeforeHostsTakesTheHostOfItsQueue(t *testing.T) {
 	v := h.run(in, time.Hour)
 	require.Equal(t, "old-box", v.Host)
 	require.Equal(t, []string{HostQueue("old-box")}, h.agent.queues)
+}
+
+// moveHarness is a session harness whose host registry and git activities
+// are recorded: which queue each activity ran on, and what it was given.
+type moveHarness struct {
+	*harness
+	assigned []HostAssign
+	saves    []activities.SaveWorkInput
+	prepares []activities.WorkspaceInput
+	queues   map[string][]string // by activity
+}
+
+func newMoveHarness(t *testing.T) *moveHarness {
+	h := &moveHarness{harness: newHarness(t), queues: map[string][]string{}}
+	h.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.assigned = append(h.assigned, arg.(HostAssign))
+			return nil
+		})
+	h.env.RegisterActivityWithOptions(func(ctx context.Context, in activities.SaveWorkInput) (activities.SaveWorkResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.saves = append(h.saves, in)
+		h.queues["save"] = append(h.queues["save"], activity.GetInfo(ctx).TaskQueue)
+		return activities.SaveWorkResult{Salvage: activities.SalvageRef(in.Session, in.Number)}, nil
+	}, activity.RegisterOptions{Name: activities.SaveWorkName})
+	h.env.RegisterActivityWithOptions(func(ctx context.Context, in activities.WorkspaceInput) (activities.WorkspaceResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.prepares = append(h.prepares, in)
+		q := activity.GetInfo(ctx).TaskQueue
+		h.queues["prepare"] = append(h.queues["prepare"], q)
+		return activities.WorkspaceResult{Worktree: "/worktrees/" + q + "/web/lead", Branch: "nid/web/lead"}, nil
+	}, activity.RegisterOptions{Name: activities.PrepareWorkspaceName})
+	return h
+}
+
+func TestMoveHandsOffOntoTheOtherHostWithTheWork(t *testing.T) {
+	h := newMoveHarness(t)
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host, in.Repo = "a", "/repo"
+	h.send(time.Minute, 2)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalMove, MoveRequest{Host: "b"}) })
+	h.send(20*time.Minute, 1)
+	h.at(30*time.Minute, func() { h.env.SignalWorkflow(SignalMove, MoveRequest{Host: "b"}) })
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, "b", v.Host)
+	require.Empty(t, v.Moving)
+	require.Equal(t, "/worktrees/nid@b/web/lead", v.Worktree, "a fresh worktree on the new host")
+	rots := rotations(v)
+	require.Len(t, rots, 1, "the second request found the session on b already")
+	r := rots[0]
+	require.Equal(t, config.ModeHandoff, r.Method)
+	require.Equal(t, ReasonMove, r.Reason)
+	require.Equal(t, "a", r.FromHost)
+	require.Equal(t, "b", r.ToHost)
+	require.Equal(t, "refs/nid/salvage/web/lead/1", r.Salvage)
+	require.Equal(t, []string{HostQueue("a")}, h.queues["save"], "the work is saved where it was")
+	require.Equal(t, []activities.SaveWorkInput{{Session: activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"},
+		Repo: "/repo", Worktree: "/worktrees/nid@a/web/lead", Number: 1}}, h.saves)
+	require.Equal(t, []string{HostQueue("a"), HostQueue("b")}, h.queues["prepare"])
+	require.Equal(t, "refs/nid/salvage/web/lead/1", h.prepares[1].Salvage, "the salvage is laid over the fresh worktree")
+	require.Equal(t, []HostAssign{{"web/lead", "a"}, {"web/lead", "b"}}, h.assigned)
+
+	var kinds, queues []string
+	for i, turn := range h.agent.turns {
+		kinds = append(kinds, turn.Kind)
+		queues = append(queues, h.agent.queues[i])
+	}
+	require.Equal(t, []string{activities.TurnWork, activities.TurnWork, activities.TurnHandoffRequest, activities.TurnFresh, activities.TurnWork}, kinds)
+	require.Equal(t, []string{HostQueue("a"), HostQueue("a"), HostQueue("a"), HostQueue("b"), HostQueue("b")}, queues,
+		"the handoff is asked on the old host, the fresh conversation and what follows run on the new one")
+	require.Equal(t, "/worktrees/nid@b/web/lead", h.agent.turns[3].WorkDir)
+	require.Contains(t, eventTexts(v, EventRotation), "↻ handoff (move) host a → b")
+	require.Equal(t, []string{"moving from host a to host b: it hands off when its current turn ends", "moved from host a to host b",
+		"web/lead is on host b already"}, eventTexts(v, EventHost))
+}
+
+func TestMoveOffAHostThatIsDown(t *testing.T) {
+	h := newMoveHarness(t)
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host = "a"
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalHost, HostState{Host: "a", Alive: false}) })
+	h.at(11*time.Minute, func() { h.env.SignalWorkflow(SignalMove, MoveRequest{Host: "b"}) })
+	h.send(20*time.Minute, 1)
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, "b", v.Host)
+	require.Equal(t, StatusIdle, v.Status, "on a live host again")
+	require.Equal(t, 2, v.Context.TotalTurns)
+	require.Empty(t, h.saves, "nothing can be saved on a host that is down")
+	for i, turn := range h.agent.turns {
+		require.NotEqual(t, activities.TurnHandoffRequest, turn.Kind, "a host that is down is asked nothing")
+		if i > 0 {
+			require.Equal(t, HostQueue("b"), h.agent.queues[i])
+		}
+	}
+	require.Equal(t, SummaryFromLastOutput, rotations(v)[0].SummarySource)
 }

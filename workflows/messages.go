@@ -97,7 +97,15 @@ const (
 	// SignalHost carries a HostState from the hosts registry: the
 	// session's host went down or came back.
 	SignalHost = "host"
+	// SignalMove carries a MoveRequest from `nid move`: the session hands
+	// off onto another host.
+	SignalMove = "move"
 )
+
+// MoveRequest asks a session to move to Host.
+type MoveRequest struct {
+	Host string `json:"host"`
+}
 
 // Queries a session answers.
 const (
@@ -230,6 +238,8 @@ type SessionView struct {
 	// is true while that host's worker is gone, and the session waits.
 	Host     string `json:"host,omitempty"`
 	HostDown bool   `json:"hostDown,omitempty"`
+	// Moving is the host nid move asked for, until the move runs.
+	Moving string `json:"moving,omitempty"`
 }
 
 // Session statuses.
@@ -262,6 +272,8 @@ const (
 	// ReasonContextFull: the vendor refused a turn because the conversation
 	// no longer fits its window; only a handoff helps.
 	ReasonContextFull = "context-full"
+	// ReasonMove: nid move hands the session off onto another host.
+	ReasonMove = "move"
 )
 
 // ContextRecord is Session.context: how full the session's context is, where
@@ -350,6 +362,16 @@ type RotationEvent struct {
 	Facts        *FactsDigest `json:"facts,omitempty"`
 	Verified     string       `json:"verified,omitempty"`
 	VerifyNote   string       `json:"verifyNote,omitempty"`
+
+	// A move (nid move, VersionHosts): the host left and the host
+	// arrived on, the salvage ref of the uncommitted work (empty: none, or
+	// the old host was down), where the branch was pushed, and the fresh
+	// worktree on the new host.
+	FromHost string `json:"fromHost,omitempty"`
+	ToHost   string `json:"toHost,omitempty"`
+	Salvage  string `json:"salvage,omitempty"`
+	Pushed   string `json:"pushed,omitempty"`
+	Worktree string `json:"worktree,omitempty"`
 }
 
 // ContextPoint is the session's context after one turn or rotation, for
@@ -405,6 +427,21 @@ type RotationInput struct {
 	// Generation is the session's conversation generation: the old
 	// conversation's turns run with it, the fresh one's with one more.
 	Generation int `json:"generation,omitempty"`
+	// Move, when set, makes the handoff a move onto another host.
+	Move *MoveSpec `json:"move,omitempty"`
+}
+
+// MoveSpec is what a rotation needs to move a session: the hosts, whether
+// the one it leaves is down (nothing can be asked or saved there), and the
+// worktree to save and make again (empty without a repo).
+type MoveSpec struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	FromDown bool   `json:"fromDown,omitempty"`
+	Repo     string `json:"repo,omitempty"`
+	Worktree string `json:"worktree,omitempty"`
+	// Number numbers the session's moves, for its salvage ref.
+	Number int `json:"number"`
 }
 
 // RotationResult is a rotation's outcome.

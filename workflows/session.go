@@ -120,6 +120,12 @@ type SessionState struct {
 	HostDown      bool      `json:"hostDown,omitempty"`
 	HostDownSince time.Time `json:"hostDownSince,omitempty"`
 	HostDownTold  bool      `json:"hostDownTold,omitempty"`
+	// PendingMove is the host nid move asked for, until the move runs;
+	// Moves numbers the moves; Salvage is what a move saved that the next
+	// worktree made on the new host still has to take.
+	PendingMove string `json:"pendingMove,omitempty"`
+	Moves       int    `json:"moves,omitempty"`
+	Salvage     string `json:"salvage,omitempty"`
 }
 
 type session struct {
@@ -138,6 +144,8 @@ type session struct {
 	// stopWatchingHost cancels the wait that tells the inbox of a host
 	// down too long.
 	stopWatchingHost workflow.CancelFunc
+	// moving is the move the rotation starting now carries, if any.
+	moving *MoveSpec
 }
 
 // SessionWorkflow is one agent seat in a group. It runs forever: it sends
@@ -209,6 +217,10 @@ func (s *session) run(ctx workflow.Context) error {
 			s.stopAgent(ctx)
 			continue
 		}
+		if s.st.PendingMove != "" {
+			s.move(ctx)
+			continue
+		}
 		if s.slotNotWanted() {
 			s.giveSlotBack(ctx)
 			continue
@@ -257,8 +269,9 @@ func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
 	if s.has(VersionHosts) {
 		// Everything the loop does runs on the session's host, or waits
 		// for it (a stop too: the agent to stop is there).
+		// A move is the way off a host that is down.
 		work := ready
-		ready = func() bool { return !s.st.HostDown && work() }
+		ready = func() bool { return s.st.PendingMove != "" || !s.st.HostDown && work() }
 	}
 	if !s.has(VersionRotationBudget) {
 		if !ready() {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/config"
 )
 
 // A session's place among the hosts (VersionHosts): which host it runs on,
@@ -87,4 +89,63 @@ func (s *session) watchHostDown(ctx workflow.Context) {
 		s.toInbox(ctx, EventHost, fmt.Sprintf("%s waits for host %s, down since %s: start nid worker --host %s again, or move the session with nid move %s HOST",
 			ref, s.st.Host, since.UTC().Format(time.RFC3339), s.st.Host, ref))
 	})
+}
+
+// onMove takes nid move's request: the session hands off onto the host at
+// its next turn boundary. nidclient.Move has refused what makes no sense
+// already; the checks here keep a stray signal from doing harm.
+func (s *session) onMove(ctx workflow.Context, m MoveRequest) {
+	ref := s.in.Group + "/" + s.in.Name
+	switch {
+	case !s.has(VersionHosts) || s.st.Host == "":
+		s.record(ctx, Event{Kind: EventHost, Text: "move refused: " + ref + " runs before hosts; it can move once it has continued as new"})
+	case !config.ValidHost(m.Host):
+		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("move refused: %q is not a host name", m.Host)})
+	case s.st.Stopped:
+		s.record(ctx, Event{Kind: EventHost, Text: "move refused: " + ref + " is stopped; start it first"})
+	case m.Host == s.st.Host:
+		s.st.PendingMove = ""
+		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("%s is on host %s already", ref, m.Host)})
+	default:
+		s.st.PendingMove = m.Host
+		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moving from host %s to host %s: it hands off when its current turn ends", s.st.Host, m.Host)})
+	}
+}
+
+// move hands the session off onto the host nid move named: a handoff
+// rotation that saves the work on the old host and starts the fresh
+// conversation on the new one, in a fresh worktree of the same branch.
+func (s *session) move(ctx workflow.Context) {
+	to := s.st.PendingMove
+	s.st.PendingMove = ""
+	s.st.Moves++
+	s.moving = &MoveSpec{From: s.st.Host, To: to, FromDown: s.st.HostDown, Repo: s.in.Repo, Worktree: s.st.Worktree, Number: s.st.Moves}
+	defer func() { s.moving = nil }()
+	s.rotate(ctx, RotateRequest{Mode: config.ModeHandoff, Reason: ReasonMove}, "")
+}
+
+// arrive makes the host a move reached the session's host, with the
+// worktree made there; a move that left the old worktree behind it has no
+// other.
+func (s *session) arrive(ctx workflow.Context, res RotationResult) {
+	if res.ToHost == "" || !(res.OK || res.Stuck) {
+		return
+	}
+	s.st.Host, s.st.HostDown, s.st.HostDownTold = res.ToHost, false, false
+	if s.stopWatchingHost != nil {
+		s.stopWatchingHost()
+		s.stopWatchingHost = nil
+	}
+	if s.in.Repo != "" {
+		s.st.Worktree, s.st.Salvage = res.Worktree, ""
+		if res.Worktree == "" {
+			// Made by the next prepareWorkspace on the new host, with
+			// what was saved.
+			s.st.Salvage = res.Salvage
+		}
+	}
+	_ = workflow.SignalExternalWorkflow(ctx, HostsID, "", SignalHostAssign,
+		HostAssign{Session: s.in.Group + "/" + s.in.Name, Host: s.st.Host}).Get(ctx, nil)
+	s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moved from host %s to host %s", res.FromHost, res.ToHost)})
+	s.publish(ctx)
 }

@@ -24,6 +24,7 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalStop, s.onStop)
 	onSignal(ctx, sel, SignalStart, s.onStart)
 	onSignal(ctx, sel, SignalHost, s.onHost)
+	onSignal(ctx, sel, SignalMove, s.onMove)
 	return sel
 }
 

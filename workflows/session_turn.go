@@ -298,7 +298,7 @@ func (s *session) prepareWorkspace(ctx workflow.Context) {
 	actx := workflow.WithActivityOptions(ctx, activityOptions(s.queue(), 5*time.Minute))
 	var res activities.WorkspaceResult
 	err := workflow.ExecuteActivity(actx, activities.PrepareWorkspaceName, activities.WorkspaceInput{
-		Session: s.ref(), Repo: s.in.Repo,
+		Session: s.ref(), Repo: s.in.Repo, Salvage: s.st.Salvage,
 	}).Get(ctx, &res)
 	if err != nil {
 		s.record(ctx, Event{Kind: EventTurnFailed, Text: "worktree not prepared: " + ErrorText(err)})
@@ -306,7 +306,7 @@ func (s *session) prepareWorkspace(ctx workflow.Context) {
 		s.setStatus(ctx, StatusNeedsAttention)
 		return
 	}
-	s.st.Worktree, s.st.Branch = res.Worktree, res.Branch
+	s.st.Worktree, s.st.Branch, s.st.Salvage = res.Worktree, res.Branch, ""
 	s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("worktree %s on branch %s", res.Worktree, res.Branch)})
 }
 

@@ -34,6 +34,7 @@ func (s *session) view() (SessionView, error) {
 		WorkDir:        s.workDir(),
 		Host:           s.st.Host,
 		HostDown:       s.st.HostDown,
+		Moving:         s.st.PendingMove,
 	}
 	for _, m := range s.st.Messages {
 		v.QueuedBytes += len(m)

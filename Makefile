@@ -1,10 +1,10 @@
 # nid: `make help` lists the targets.
 GO ?= go
 
-.PHONY: help build check test deps fuzz bench bench-long clean
+.PHONY: help build check test deps fuzz bench bench-long bench-cluster clean
 
 help: ## Show this help
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## Build bin/nid (the first build compiles the Temporal server: minutes)
 	$(GO) build -o bin/nid ./cmd/nid
@@ -52,6 +52,9 @@ bench: ## Orchestration overhead per turn and nid ls over 1,000 sessions
 
 bench-long: ## One session for 10,000 turns: history bound, exact counters, time and memory (~15+ minutes)
 	$(GO) test -timeout 40m -run '^$$' -bench LongRun -benchtime 1x ./e2e
+
+bench-cluster: deps ## 50 and 200 sim sessions on the embedded server and on a PostgreSQL cluster with two hosts: turn overhead, nid ls (~30+ minutes)
+	$(GO) test -timeout 90m -run '^$$' -bench Cluster -benchtime 1x ./e2e
 
 clean: ## Remove built binaries
 	rm -rf bin

@@ -69,15 +69,12 @@ func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkRe
 		return res, classify(AgentFailed("saving the uncommitted work of %s/%s: %v", in.Session.Group, in.Session.Name, err))
 	}
 	res.Salvage = salvage
-	if _, err := git(ctx, repo, "remote", "get-url", "origin"); err == nil {
-		refs := []string{"refs/heads/" + branch + ":refs/heads/" + branch}
-		if salvage != "" {
-			refs = append(refs, salvage+":"+salvage)
-		}
-		if _, err := git(ctx, repo, append([]string{"push", "origin"}, refs...)...); err != nil {
-			return res, classify(AgentFailed("pushing %s's work: %v", in.Session.Group+"/"+in.Session.Name, err))
-		}
-		res.Pushed = "origin"
+	var extra []string
+	if salvage != "" {
+		extra = append(extra, salvage)
+	}
+	if res.Pushed, err = pushOrigin(ctx, repo, branch, extra...); err != nil {
+		return res, classify(AgentFailed("pushing %s's work: %v", in.Session.Group+"/"+in.Session.Name, err))
 	}
 	if _, err := git(ctx, repo, "worktree", "remove", "--force", in.Worktree); err != nil {
 		return res, classify(AgentFailed("%v", err))
@@ -179,4 +176,45 @@ func (a *Activities) repoDir(ctx context.Context, ref SessionRef, repo string) (
 		}
 	}
 	return dir, nil
+}
+
+// PushBranchName is the activity that pushes a session's branch to its
+// repository's origin.
+const PushBranchName = "nid.PushBranch"
+
+// PushBranchInput names the session whose branch is pushed.
+type PushBranchInput struct {
+	Session SessionRef `json:"session"`
+	Repo    string     `json:"repo"`
+}
+
+// PushBranch pushes the session's branch, nid/<group>/<session>, to the
+// origin of this host's repository (its clone, for a URL), so the work of a
+// task done is on the remote whatever becomes of this host. It says which
+// remote ("" when there is none).
+func (a *Activities) PushBranch(ctx context.Context, in PushBranchInput) (string, error) {
+	repo, err := a.repoDir(ctx, in.Session, in.Repo)
+	if err != nil {
+		return "", err
+	}
+	pushed, err := pushOrigin(ctx, repo, WorkspaceBranch(in.Session))
+	if err != nil {
+		return "", classify(AgentFailed("pushing %s: %v", WorkspaceBranch(in.Session), err))
+	}
+	return pushed, nil
+}
+
+// pushOrigin pushes branch and the refs named to origin, if repo has one.
+func pushOrigin(ctx context.Context, repo, branch string, refs ...string) (string, error) {
+	if _, err := git(ctx, repo, "remote", "get-url", "origin"); err != nil {
+		return "", nil
+	}
+	args := []string{"push", "--quiet", "origin", "refs/heads/" + branch + ":refs/heads/" + branch}
+	for _, r := range refs {
+		args = append(args, r+":"+r)
+	}
+	if _, err := git(ctx, repo, args...); err != nil {
+		return "", err
+	}
+	return "origin", nil
 }

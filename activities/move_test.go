@@ -77,3 +77,25 @@ func TestSaveWorkWithNothingUncommittedMakesNoSalvage(t *testing.T) {
 	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo, Salvage: "refs/heads/main"})
 	require.ErrorContains(t, err, `salvage "refs/heads/main" is not a salvage ref`)
 }
+
+func TestPushBranchSendsTheBranchToOrigin(t *testing.T) {
+	repo := newRepo(t)
+	bare := filepath.Join(t.TempDir(), "origin.git")
+	gitRun(t, repo, "clone", "-q", "--bare", repo, bare)
+	acts := &activities.Activities{StateDir: t.TempDir()}
+	url := "file://" + bare
+	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: url})
+	require.NoError(t, err)
+	gitRun(t, ws.Worktree, "-c", "user.name=agent", "-c", "user.email=agent@example.com", "commit", "-q", "--allow-empty", "-m", "Task t1 done")
+	pushed, err := acts.PushBranch(t.Context(), activities.PushBranchInput{Session: webLead, Repo: url})
+	require.NoError(t, err)
+	require.Equal(t, "origin", pushed)
+	require.Equal(t, "Task t1 done", gitRun(t, bare, "log", "-1", "--format=%s", "nid/web/lead"))
+
+	local := &activities.Activities{StateDir: t.TempDir()}
+	_, err = local.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	pushed, err = local.PushBranch(t.Context(), activities.PushBranchInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	require.Empty(t, pushed, "a repository without origin has nowhere to push")
+}

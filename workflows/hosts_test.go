@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -330,4 +331,39 @@ func TestMoveOffAHostThatIsDown(t *testing.T) {
 		}
 	}
 	require.Equal(t, SummaryFromLastOutput, rotations(v)[0].SummarySource)
+}
+
+func TestATaskDonePushesTheBranchOfAURLRepo(t *testing.T) {
+	for _, tt := range []struct {
+		repo   string
+		pushes int
+	}{{"https://git.example.com/app.git", 2}, {"/srv/app", 0}} {
+		t.Run(tt.repo, func(t *testing.T) {
+			h := newMoveHarness(t)
+			var pushes []string
+			h.env.RegisterActivityWithOptions(func(ctx context.Context, in activities.PushBranchInput) (string, error) {
+				pushes = append(pushes, activity.GetInfo(ctx).TaskQueue)
+				return "origin", nil
+			}, activity.RegisterOptions{Name: activities.PushBranchName})
+			h.group.board.add("Dark mode toggle", "")
+			h.group.board.add("Settings page", "")
+			h.agent.onTurn = func(in activities.TurnInput) {
+				if strings.HasPrefix(in.Prompt, "Continue with task ") {
+					id := strings.TrimSuffix(strings.Fields(in.Prompt)[3], ":")
+					h.group.update(func(b *BoardState) { b.done(id, time.Time{}) })
+				}
+			}
+			in := sessionInput(policy(config.ModeOff, 85, 0))
+			in.Host, in.Repo, in.Goal = "a", tt.repo, "Add dark mode"
+			v := h.run(in, time.Hour)
+
+			require.Len(t, pushes, tt.pushes, "one push per task done, only to a remote")
+			for _, q := range pushes {
+				require.Equal(t, HostQueue("a"), q, "pushed from the host whose clone has the work")
+			}
+			if tt.pushes > 0 {
+				require.Contains(t, eventTexts(v, EventTask), "task done: branch nid/web/lead pushed to origin")
+			}
+		})
+	}
 }

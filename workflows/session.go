@@ -126,6 +126,9 @@ type SessionState struct {
 	PendingMove string `json:"pendingMove,omitempty"`
 	Moves       int    `json:"moves,omitempty"`
 	Salvage     string `json:"salvage,omitempty"`
+	// PushPending is true from a task done until the branch is pushed to
+	// the remote of a URL repo.
+	PushPending bool `json:"pushPending,omitempty"`
 }
 
 type session struct {
@@ -221,6 +224,10 @@ func (s *session) run(ctx workflow.Context) error {
 			s.move(ctx)
 			continue
 		}
+		if s.st.PushPending {
+			s.pushBranch(ctx)
+			continue
+		}
 		if s.slotNotWanted() {
 			s.giveSlotBack(ctx)
 			continue
@@ -271,7 +278,7 @@ func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
 		// for it (a stop too: the agent to stop is there).
 		// A move is the way off a host that is down.
 		work := ready
-		ready = func() bool { return s.st.PendingMove != "" || !s.st.HostDown && work() }
+		ready = func() bool { return s.st.PendingMove != "" || !s.st.HostDown && (s.st.PushPending || work()) }
 	}
 	if !s.has(VersionRotationBudget) {
 		if !ready() {

@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -148,4 +149,41 @@ func (s *session) arrive(ctx workflow.Context, res RotationResult) {
 		HostAssign{Session: s.in.Group + "/" + s.in.Name, Host: s.st.Host}).Get(ctx, nil)
 	s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moved from host %s to host %s", res.FromHost, res.ToHost)})
 	s.publish(ctx)
+}
+
+// taskFinished says the task the session held on the board before is done
+// on the board now.
+func (s *session) taskFinished(before, now BoardView) bool {
+	held := before.HeldBy(s.in.Name)
+	if held == nil {
+		return false
+	}
+	for _, t := range now.Tasks {
+		if t.ID == held.ID {
+			return t.Status == TaskDone
+		}
+	}
+	return false
+}
+
+// pushBranch pushes the session's branch to its repository's remote, from
+// its host. A push that fails is said in the feed and the inbox; the work
+// is still in the host's clone, and the next task done or move pushes it.
+func (s *session) pushBranch(ctx workflow.Context) {
+	s.st.PushPending = false
+	actx := workflow.WithActivityOptions(ctx, activityOptions(s.queue(), 5*time.Minute))
+	var remote string
+	err := workflow.ExecuteActivity(actx, activities.PushBranchName, activities.PushBranchInput{
+		Session: s.ref(), Repo: s.in.Repo,
+	}).Get(ctx, &remote)
+	branch := activities.WorkspaceBranch(s.ref())
+	if err != nil {
+		text := fmt.Sprintf("branch %s not pushed: %s", branch, ErrorText(err))
+		s.record(ctx, Event{Kind: EventTask, Text: text})
+		s.toInbox(ctx, EventTask, s.in.Group+"/"+s.in.Name+": "+text)
+		return
+	}
+	if remote != "" {
+		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("task done: branch %s pushed to %s", branch, remote)})
+	}
 }

@@ -149,6 +149,11 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 		s.st.UsedSeq = s.st.ReserveSeq
 	}
 	mine := b.HeldBy(s.in.Name)
+	if s.has(VersionHosts) && before != nil && s.taskFinished(*before, b) && config.IsRepoURL(s.in.Repo) && s.st.Worktree != "" {
+		// Each host's clone is its own: the remote is where a task's
+		// work outlives the host.
+		s.st.PushPending = true
+	}
 	if mine != nil && (before == nil || before.HeldBy(s.in.Name) == nil || before.HeldBy(s.in.Name).ID != mine.ID) {
 		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("claimed task %s: %s", mine.ID, clip(mine.Title, 60))})
 	}

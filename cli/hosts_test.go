@@ -37,3 +37,25 @@ func TestHosts(t *testing.T) {
 	_, _, err = s.nid("hosts", "extra")
 	require.EqualError(t, err, `nid hosts takes no arguments (got "extra")`)
 }
+
+func TestMoveRefusesWhatMakesNoSense(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	temporaltest.Session(t, s.c, "web", "lead")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"web/lead"}, "nid move takes GROUP/SESSION HOST, e.g. nid move web/lead box-b (got 1 arguments)"},
+		{[]string{"web/lead", "testhost"}, "web/lead is on host testhost already"},
+		{[]string{"web/lead", "box-z"}, "no host box-z: the hosts are testhost (nid hosts)"},
+		{[]string{"web/lead", "a b"}, `host: "a b" is not a host name (letters, digits, '.', '-' or '_'; nid hosts lists them)`},
+		{[]string{"web/nobody", "testhost"}, `no session "web/nobody"; sessions in web: lead, worker`},
+	} {
+		_, _, err := s.nid(append([]string{"move"}, tt.args...)...)
+		require.EqualError(t, err, tt.want, "nid move %v", tt.args)
+	}
+	v := temporaltest.Session(t, s.c, "web", "lead")
+	require.Empty(t, v.Moving, "nothing refused reached the session")
+	require.Equal(t, temporaltest.Host, v.Host)
+}

@@ -85,10 +85,10 @@ func benchSessions(b *testing.B, backend string, n int) (median, p90, ls time.Du
 	for i := 0; i < n; i += 10 {
 		sample = append(sample, fmt.Sprintf("s%d", i))
 	}
-	s.eventually("the sample to take 20 turns each", 20*time.Minute, func() bool {
+	s.eventually("the sample to take 10 turns each", 30*time.Minute, func() bool {
 		rows := s.ls()
 		for _, name := range sample {
-			if rows["bench/"+name].Turns < 20 {
+			if rows["bench/"+name].Turns < 10 {
 				return false
 			}
 		}

@@ -48,7 +48,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 			name: "bad worker keys",
 			yaml: "worker: {host: 'my host', maxSessions: -1, heartbeat: 1ms}\n",
 			want: []string{
-				`worker.host: "my host" must be letters, digits, '.', '-' or '_' (at most 63, starting with a letter or digit)`,
+				`worker.host: "my host" must be letters, digits, '.', '-' or '_' (at most 253, starting with a letter or digit)`,
 				`worker.maxSessions: -1 must be 0 (take no sessions) or more`,
 				`worker.heartbeat: 1ms is outside 500ms..5m0s`,
 			},
@@ -853,4 +853,29 @@ groups:
 	require.NoError(t, err, "a read command does not need the repo")
 	_, err = config.Load(config.LoadOptions{Kinds: kinds(), File: "other/nid.yaml", Environ: []string{}, Worker: true})
 	require.ErrorContains(t, err, `groups.web.repo: "`+filepath.Join(other, "repo")+`" is not a git repository`)
+}
+
+func TestWorkerHostAndPins(t *testing.T) {
+	long := "build-agent-0042.eu-central-1.compute.internal.corp.example-company.com"
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nid.yaml")
+	yaml := "worker: {maxSessions: 0}\ngroups:\n  web:\n    host: box-a\n    sessions:\n      - {agent: sim, name: lead}\n      - {agent: sim, name: worker, host: box-b}\n"
+	require.NoError(t, os.WriteFile(file, []byte(yaml), 0o600))
+	c, err := config.Load(config.LoadOptions{Kinds: kinds(), File: file, Environ: []string{"NID_WORKER_HOST=" + long}})
+	require.NoError(t, err)
+	require.Equal(t, long, c.Worker.Host, "a fully qualified hostname over 63 characters is a host name")
+	require.Zero(t, c.Worker.MaxSessions, "0 is kept: a worker that takes no sessions")
+	lead, _ := c.Session("web", "lead")
+	worker, _ := c.Session("web", "worker")
+	require.Equal(t, "box-a", c.SessionHost("web", lead), "the group's host")
+	require.Equal(t, "box-b", c.SessionHost("web", worker), "the session's own wins")
+	require.True(t, config.IsRepoURL("https://git.example.com/app.git"))
+	require.True(t, config.IsRepoURL("git@github.com:nid-dev/nid.git"))
+	require.False(t, config.IsRepoURL("../app"))
+
+	url := "groups:\n  web:\n    repo: https://git.example.com/app.git\n    sessions:\n      - {agent: sim}\n"
+	require.NoError(t, os.WriteFile(file, []byte(url), 0o600))
+	c, err = config.Load(config.LoadOptions{Kinds: kinds(), File: file, Environ: []string{}, Worker: true})
+	require.NoError(t, err, "a URL is cloned by each host, not checked here")
+	require.Equal(t, "https://git.example.com/app.git", c.Groups["web"].Repo, "a URL is not a path")
 }

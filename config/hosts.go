@@ -34,15 +34,18 @@ const (
 
 // hostRE is the rule for host names: they become parts of task queue names
 // and of paths under the state directory.
-var hostRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+// A fully qualified hostname may be 253 characters long: the default host
+// name is the machine's own, and must stay what it was when sessions ran
+// on the queue named after it before hosts had names of their own.
+var hostRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
 
 // ValidHost reports whether s may name a host: letters, digits, '.', '-'
-// and '_', starting with a letter or digit, at most 63 characters.
+// and '_', starting with a letter or digit, at most 253 characters.
 func ValidHost(s string) bool { return hostRE.MatchString(s) }
 
 // hostRule is the message for a host name ValidHost refuses.
 func hostRule(name string) string {
-	return fmt.Sprintf("%q must be letters, digits, '.', '-' or '_' (at most 63, starting with a letter or digit)", name)
+	return fmt.Sprintf("%q must be letters, digits, '.', '-' or '_' (at most 253, starting with a letter or digit)", name)
 }
 
 // DefaultHost is the machine's hostname, or localhost when it has none nid

@@ -234,7 +234,7 @@ func (r *hosts) validatePlace(req PlaceRequest) error {
 		return err
 	}
 	if req.Want != "" && !config.ValidHost(req.Want) {
-		return fmt.Errorf("host %q: a host name is letters, digits, '.', '-' or '_' (at most 63, starting with a letter or digit)", req.Want)
+		return fmt.Errorf("host %q: a host name is letters, digits, '.', '-' or '_' (at most 253, starting with a letter or digit)", req.Want)
 	}
 	return nil
 }

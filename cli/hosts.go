@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,9 +28,10 @@ func newHostsCommand(a *app) *cli.Command {
 		ArgsUsage: " ",
 		Description: "Lists every host a worker registered under (nid up, nid worker --host NAME),\n" +
 			"or a session was pinned to: whether it is alive (its worker beat within three\n" +
-			"heartbeats), when it last beat, its sessions against its capacity\n" +
-			"(worker.maxSessions), and the sessions themselves. A down host's sessions wait\n" +
-			"for it (status host-down).",
+			"heartbeats), when it last beat, its running sessions against its capacity\n" +
+			"(worker.maxSessions), and the sessions placed there (a stopped one keeps its\n" +
+			"place and takes no capacity). A down host's sessions wait for it (status\n" +
+			"host-down).",
 		Flags: []cli.Flag{jsonFlag()},
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
@@ -64,10 +66,17 @@ func runHosts(ctx context.Context, c client.Client, opts hostsOptions, stdout, s
 		if !h.LastSeen.IsZero() {
 			seen = nidclient.HostSeenAgo(h, opts.Now).String() + " ago"
 		}
+		placed := make([]string, 0, len(h.Sessions))
+		for _, s := range h.Sessions {
+			if slices.Contains(h.Stopped, s) {
+				s += " (stopped)"
+			}
+			placed = append(placed, s)
+		}
 		rows = append(rows, []string{
 			printable(h.Name, true), alive, seen,
-			fmt.Sprintf("%d/%d", len(h.Sessions), h.MaxSessions), strconv.Itoa(h.Free),
-			printable(strings.Join(h.Sessions, " "), true),
+			fmt.Sprintf("%d/%d", len(h.Sessions)-len(h.Stopped), h.MaxSessions), strconv.Itoa(h.Free),
+			printable(strings.Join(placed, " "), true),
 		})
 	}
 	if err := writeTable(stdout, rows); err != nil {

@@ -49,13 +49,15 @@ type HostRecord struct {
 	HTTP     string    `json:"http,omitempty"`
 	LastSeen time.Time `json:"lastSeen"`
 	Alive    bool      `json:"alive"`
-	// Sessions placed here, as group/name, sorted.
+	// Sessions placed here, as group/name, sorted; Stopped those of them
+	// stopped, which keep their place but take no capacity.
 	Sessions []string `json:"sessions"`
+	Stopped  []string `json:"stopped,omitempty"`
 }
 
 // free is how many more sessions the host takes before it is full
 // (negative once sessions pinned to it passed its capacity).
-func (h HostRecord) free() int { return h.MaxSessions - len(h.Sessions) }
+func (h HostRecord) free() int { return h.MaxSessions - len(h.Sessions) + len(h.Stopped) }
 
 // deadline is when a host that beats no more counts as down.
 func (h HostRecord) deadline() time.Time { return h.LastSeen.Add(hostMissedBeats * h.Every) }
@@ -184,18 +186,28 @@ func (r *hosts) onAssign(ctx workflow.Context, a HostAssign) {
 	}
 	r.assign(a.Session, a.Host)
 	h := r.host(a.Host)
+	if a.Stopped {
+		h.Stopped = insertSorted(h.Stopped, a.Session)
+	}
 	r.st.Pending = append(r.st.Pending, HostNotice{Session: a.Session, State: HostState{Host: h.Name, Alive: h.Alive}})
 }
 
-// assign moves session onto host, off any other.
+// assign moves session onto host, off any other, as running.
 func (r *hosts) assign(session, host string) {
+	other := func(s string) bool { return s == session }
 	for i := range r.st.Hosts {
-		r.st.Hosts[i].Sessions = slices.DeleteFunc(r.st.Hosts[i].Sessions, func(s string) bool { return s == session })
+		r.st.Hosts[i].Sessions = slices.DeleteFunc(r.st.Hosts[i].Sessions, other)
+		r.st.Hosts[i].Stopped = slices.DeleteFunc(r.st.Hosts[i].Stopped, other)
 	}
 	h := r.host(host)
-	if i, found := slices.BinarySearch(h.Sessions, session); !found {
-		h.Sessions = slices.Insert(h.Sessions, i, session)
+	h.Sessions = insertSorted(h.Sessions, session)
+}
+
+func insertSorted(list []string, s string) []string {
+	if i, found := slices.BinarySearch(list, s); !found {
+		return slices.Insert(list, i, s)
 	}
+	return list
 }
 
 // where is the host session is placed on, if any.

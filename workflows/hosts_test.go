@@ -294,7 +294,7 @@ func TestMoveHandsOffOntoTheOtherHostWithTheWork(t *testing.T) {
 		Repo: "/repo", Worktree: "/worktrees/nid@a/web/lead", Number: 1}}, h.saves)
 	require.Equal(t, []string{HostQueue("a"), HostQueue("b")}, h.queues["prepare"])
 	require.Equal(t, "refs/nid/salvage/web/lead/1", h.prepares[1].Salvage, "the salvage is laid over the fresh worktree")
-	require.Equal(t, []HostAssign{{"web/lead", "a"}, {"web/lead", "b"}}, h.assigned)
+	require.Equal(t, []HostAssign{{Session: "web/lead", Host: "a"}, {Session: "web/lead", Host: "b"}}, h.assigned)
 
 	var kinds, queues []string
 	for i, turn := range h.agent.turns {
@@ -366,4 +366,41 @@ func TestATaskDonePushesTheBranchOfAURLRepo(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestHostsCountNoCapacityForStoppedSessions(t *testing.T) {
+	h := newHostsHarness(t)
+	a := HostBeat{Host: "a", MaxSessions: 2, Every: 10 * time.Second}
+	b := HostBeat{Host: "b", MaxSessions: 1, Every: 10 * time.Second}
+	h.keepBeating(a, time.Second, 10*time.Minute)
+	h.keepBeating(b, time.Second, 10*time.Minute)
+	h.place(time.Minute, "web/one", "a")
+	h.place(time.Minute+time.Second, "web/two", "a")
+	h.at(2*time.Minute, func() {
+		h.env.SignalWorkflow(SignalHostAssign, HostAssign{Session: "web/one", Host: "a", Stopped: true})
+	})
+	placed := h.place(3*time.Minute, "web/three", "")
+	var v HostsView
+	h.at(4*time.Minute, func() { v = h.view() })
+	h.run(10 * time.Minute)
+
+	require.Equal(t, "a", placed.value, "a's stopped session freed a place: a has 1 left, like b, and comes first")
+	require.Equal(t, []string{"web/one", "web/three", "web/two"}, v.Hosts[0].Sessions, "a stopped session keeps its place")
+	require.Equal(t, []string{"web/one"}, v.Hosts[0].Stopped)
+	require.Equal(t, 0, v.Hosts[0].Free)
+}
+
+func TestAStoppedSessionGivesItsHostsCapacityBack(t *testing.T) {
+	h := newMoveHarness(t)
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host = "a"
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalStop, StopRequest{}) })
+	h.at(20*time.Minute, func() { h.env.SignalWorkflow(SignalStart, SessionStart{Session: "lead"}) })
+	h.run(in, time.Hour)
+	require.Equal(t, []HostAssign{
+		{Session: "web/lead", Host: "a"},
+		{Session: "web/lead", Host: "a", Stopped: true},
+		{Session: "web/lead", Host: "a"},
+	}, h.assigned)
 }

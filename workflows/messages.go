@@ -778,10 +778,12 @@ type HostBeat struct {
 	HTTP        string        `json:"http,omitempty"`
 }
 
-// HostAssign says session (group/name) is on Host.
+// HostAssign says session (group/name) is on Host; Stopped that it is
+// stopped there, taking none of the host's capacity until it starts again.
 type HostAssign struct {
 	Session string `json:"session"`
 	Host    string `json:"host"`
+	Stopped bool   `json:"stopped,omitempty"`
 }
 
 // HostState tells a session whether its host is alive.

@@ -41,13 +41,22 @@ func (s *session) hostStart(ctx workflow.Context) {
 	if s.st.Host == "" {
 		return
 	}
-	// A registry that is not there (a worker of before hosts runs it) is
-	// no reason to stop: the session runs on its host's queue regardless.
-	_ = workflow.SignalExternalWorkflow(ctx, HostsID, "", SignalHostAssign,
-		HostAssign{Session: s.in.Group + "/" + s.in.Name, Host: s.st.Host}).Get(ctx, nil)
+	s.tellRegistry(ctx)
 	if s.st.HostDown && !s.st.HostDownTold {
 		s.watchHostDown(ctx)
 	}
+}
+
+// tellRegistry says where the session is, and whether it is stopped
+// there, to the hosts registry, which answers with that host's state. A
+// registry that is not there (a worker of before hosts runs it) is no
+// reason to stop: the session runs on its host's queue regardless.
+func (s *session) tellRegistry(ctx workflow.Context) {
+	if !s.has(VersionHosts) || s.st.Host == "" {
+		return
+	}
+	_ = workflow.SignalExternalWorkflow(ctx, HostsID, "", SignalHostAssign,
+		HostAssign{Session: s.in.Group + "/" + s.in.Name, Host: s.st.Host, Stopped: s.st.Stopped}).Get(ctx, nil)
 }
 
 // onHost takes the registry's word on the session's host.
@@ -145,8 +154,7 @@ func (s *session) arrive(ctx workflow.Context, res RotationResult) {
 			s.st.Salvage = res.Salvage
 		}
 	}
-	_ = workflow.SignalExternalWorkflow(ctx, HostsID, "", SignalHostAssign,
-		HostAssign{Session: s.in.Group + "/" + s.in.Name, Host: s.st.Host}).Get(ctx, nil)
+	s.tellRegistry(ctx)
 	s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moved from host %s to host %s", res.FromHost, res.ToHost)})
 	s.publish(ctx)
 }

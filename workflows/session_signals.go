@@ -207,4 +207,5 @@ func (s *session) onStart(ctx workflow.Context, req SessionStart) {
 	}
 	s.record(ctx, Event{Kind: EventResumed, Text: text})
 	s.publish(ctx)
+	s.tellRegistry(ctx)
 }

@@ -333,4 +333,6 @@ func (s *session) stopAgent(ctx workflow.Context) {
 		}
 	}
 	s.setStatus(ctx, StatusStopped)
+	// Its place on the host stays, its share of the capacity does not.
+	s.tellRegistry(ctx)
 }

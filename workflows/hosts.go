@@ -64,12 +64,15 @@ func (h HostRecord) deadline() time.Time { return h.LastSeen.Add(hostMissedBeats
 
 type hosts struct {
 	st *HostsState
+	// version is the rung this run follows: the registry is new at
+	// VersionHosts, and later changes to it branch on the ladder too.
+	version Version
 }
 
 // HostsWorkflow is the hosts registry, nid/hosts. Workers start it with
 // their first heartbeat (signal-with-start); it runs forever.
 func HostsWorkflow(ctx workflow.Context, in HostsInput) error {
-	r := &hosts{st: in.State}
+	r := &hosts{st: in.State, version: versionOf(ctx)}
 	if r.st == nil {
 		r.st = &HostsState{}
 	}
@@ -104,7 +107,7 @@ func (r *hosts) run(ctx workflow.Context) error {
 		r.expire(ctx)
 		r.tell(ctx)
 		if historyFull(ctx, r.st.HistoryLimit) {
-			return continueAsNew(ctx, versionLatest, r.selector, HostsWorkflowName, func() any {
+			return continueAsNew(ctx, r.version, r.selector, HostsWorkflowName, func() any {
 				return HostsInput{State: r.st}
 			})
 		}

@@ -1,10 +1,10 @@
 # nid: `make help` lists the targets.
 GO ?= go
 
-.PHONY: help build check test deps fuzz bench bench-long clean
+.PHONY: help build check test deps fuzz bench bench-long bench-cluster clean
 
 help: ## Show this help
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## Build bin/nid (the first build compiles the Temporal server: minutes)
 	$(GO) build -o bin/nid ./cmd/nid
@@ -22,10 +22,11 @@ test: deps ## Run every test (installs what they need first: see deps)
 # The Debian packages the tests drive, as package:program: Chromium for the
 # dashboard test, bubblewrap and socat for Claude Code's and Codex's sandboxes,
 # curl for the agent that probes its network in the adapter conformance suite,
-# zsh and fish for the shell completion tests (bash is there already).
-DEBS := chromium:/usr/bin/chromium bubblewrap:/usr/bin/bwrap socat:/usr/bin/socat curl:/usr/bin/curl zsh:/usr/bin/zsh fish:/usr/bin/fish
+# zsh and fish for the shell completion tests (bash is there already);
+# PostgreSQL for the Temporal cluster of the several-hosts test.
+DEBS := chromium:/usr/bin/chromium bubblewrap:/usr/bin/bwrap socat:/usr/bin/socat curl:/usr/bin/curl zsh:/usr/bin/zsh fish:/usr/bin/fish postgresql:/usr/bin/pg_ctlcluster
 
-deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs (npm) and the Debian packages the tests drive (chromium, bubblewrap, socat, curl, zsh, fish)
+deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs (npm) and the Debian packages the tests drive (chromium, bubblewrap, socat, curl, zsh, fish, postgresql)
 	@missing=""; for d in $(DEBS); do test -x "$${d#*:}" || missing="$$missing $${d%%:*}"; done; \
 	test -z "$$missing" || { [ "$$(id -u)" = 0 ] && apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; } || \
 		{ echo "the tests need Debian's$$missing: apt-get install$$missing"; exit 1; }
@@ -52,6 +53,9 @@ bench: ## Orchestration overhead per turn and nid ls over 1,000 sessions
 
 bench-long: ## One session for 10,000 turns: history bound, exact counters, time and memory (~15+ minutes)
 	$(GO) test -timeout 40m -run '^$$' -bench LongRun -benchtime 1x ./e2e
+
+bench-cluster: deps ## 50 and 200 sim sessions on the embedded server and on a PostgreSQL cluster with two hosts: turn overhead, nid ls (~30+ minutes)
+	$(GO) test -timeout 90m -run '^$$' -bench Cluster -benchtime 1x ./e2e
 
 clean: ## Remove built binaries
 	rm -rf bin

@@ -16,6 +16,10 @@ import (
 type WorkspaceInput struct {
 	Session SessionRef `json:"session"`
 	Repo    string     `json:"repo"`
+	// Salvage is a ref holding the uncommitted work the session left on
+	// its last host (SaveWork), laid over the fresh worktree as uncommitted
+	// changes again.
+	Salvage string `json:"salvage,omitempty"`
 }
 
 // WorkspaceResult is the session's own worktree and branch.
@@ -51,10 +55,18 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 	if in.Repo == "" || in.Session.Group == "" || in.Session.Name == "" {
 		return WorkspaceResult{}, classify(BadInput("a workspace needs a repo and a session"))
 	}
-	repo, err := filepath.Abs(in.Repo)
+	repo, err := a.repoDir(ctx, in.Session, in.Repo)
 	if err != nil {
-		return WorkspaceResult{}, classify(BadInput("repo %q: %v", in.Repo, err))
+		return WorkspaceResult{}, err
 	}
+	res, err := a.prepareWorktree(ctx, in, repo)
+	if err == nil && in.Salvage != "" {
+		err = a.applySalvage(ctx, repo, res.Worktree, in.Salvage)
+	}
+	return res, err
+}
+
+func (a *Activities) prepareWorktree(ctx context.Context, in WorkspaceInput, repo string) (WorkspaceResult, error) {
 	state, err := filepath.Abs(a.StateDir)
 	if err != nil {
 		return WorkspaceResult{}, classify(BadInput("state directory %q: %v", a.StateDir, err))
@@ -162,7 +174,15 @@ func (a *Activities) recordGitDirs(ctx context.Context, ref SessionRef, repo, wo
 }
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {
+	return gitEnv(ctx, dir, nil, args...)
+}
+
+// gitEnv is git with extra environment variables.
+func gitEnv(ctx context.Context, dir string, env []string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

@@ -124,7 +124,9 @@ func NewApp(d Deps) *cli.App {
 			newServerCommand(a),
 			newWorkerCommand(a),
 			newLsCommand(a),
+			newHostsCommand(a),
 			newRotateCommand(a),
+			newMoveCommand(a),
 			newGroupCommand(a),
 			newWatchCommand(a),
 			newSendCommand(a),
@@ -253,6 +255,12 @@ func (a *app) loadConfigFor(cCtx *cli.Context, worker bool) (*config.Config, err
 	}
 	if v, ok := globalFlag(cCtx, "namespace"); ok {
 		flags["temporal.namespace"] = v
+	}
+	if cCtx.IsSet("host") {
+		flags["worker.host"] = cCtx.String("host")
+	}
+	if cCtx.IsSet("max-sessions") {
+		flags["worker.maxSessions"] = cCtx.Int("max-sessions")
 	}
 	return config.Load(config.LoadOptions{File: file, Environ: a.environ(), Flags: flags, Worker: worker, Kinds: activities.ConfigKinds()})
 }

@@ -66,27 +66,27 @@ func TestLs(t *testing.T) {
 		{
 			name: "every session, sorted",
 			wantOut: "" +
-				"SESSION     AGENT  STATUS  TURNS  CONTEXT\n" +
-				"api/exec    sim    idle    1      — ↻1\n" +
-				"web/lead    sim    idle    2      62% of 200k\n" +
-				"web/worker  sim    idle    3      44% of 200k ↻2\n",
+				"SESSION     AGENT  STATUS  HOST      TURNS  CONTEXT\n" +
+				"api/exec    sim    idle    testhost  1      — ↻1\n" +
+				"web/lead    sim    idle    testhost  2      62% of 200k\n" +
+				"web/worker  sim    idle    testhost  3      44% of 200k ↻2\n",
 		},
 		{
 			name:     "pages are followed",
 			pageSize: 1,
 			wantOut: "" +
-				"SESSION     AGENT  STATUS  TURNS  CONTEXT\n" +
-				"api/exec    sim    idle    1      — ↻1\n" +
-				"web/lead    sim    idle    2      62% of 200k\n" +
-				"web/worker  sim    idle    3      44% of 200k ↻2\n",
+				"SESSION     AGENT  STATUS  HOST      TURNS  CONTEXT\n" +
+				"api/exec    sim    idle    testhost  1      — ↻1\n" +
+				"web/lead    sim    idle    testhost  2      62% of 200k\n" +
+				"web/worker  sim    idle    testhost  3      44% of 200k ↻2\n",
 		},
 		{
 			name:  "one group",
 			group: "web",
 			wantOut: "" +
-				"SESSION     AGENT  STATUS  TURNS  CONTEXT\n" +
-				"web/lead    sim    idle    2      62% of 200k\n" +
-				"web/worker  sim    idle    3      44% of 200k ↻2\n",
+				"SESSION     AGENT  STATUS  HOST      TURNS  CONTEXT\n" +
+				"web/lead    sim    idle    testhost  2      62% of 200k\n" +
+				"web/worker  sim    idle    testhost  3      44% of 200k ↻2\n",
 		},
 	}
 	for _, tt := range tests {
@@ -140,7 +140,7 @@ func TestLsEmptyAndUnknown(t *testing.T) {
 	empty := newSite(t, "")
 	out, errOut, err := empty.nid("ls")
 	require.NoError(t, err)
-	require.Equal(t, "SESSION  AGENT  STATUS  TURNS  CONTEXT\n", out)
+	require.Equal(t, "SESSION  AGENT  STATUS  HOST  TURNS  CONTEXT\n", out)
 	require.Equal(t, "no sessions (start some with nid up)\n", errOut)
 	_, _, err = empty.nid("ls", "mobile")
 	require.EqualError(t, err, `no group "mobile": no group is running (start them with nid up)`)
@@ -709,7 +709,7 @@ func TestUp(t *testing.T) {
     sessions:
       - {agent: sim, name: bot, sim: {turnDelay: 0s}}
 `)
-	require.NoError(t, worker.StartGroups(context.Background(), s.c, old, worker.HostQueue()))
+	require.NoError(t, worker.StartGroups(context.Background(), s.c, old))
 	temporaltest.Session(t, s.c, "old", "bot")
 	temporaltest.Listed(t, s.c, old)
 	temporaltest.Settle(t, s.c)

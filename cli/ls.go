@@ -29,7 +29,8 @@ func newLsCommand(a *app) *cli.Command {
 		Description: "Lists every running session, or those of GROUP, with its agent, status, turns\n" +
 			"and context: \"62% of 200k\" is how full the context window is, \"↻2\" counts\n" +
 			"rotations, \"—\" means the agent reports no usage. From 75% the percent is\n" +
-			"yellow on a terminal (never with NO_COLOR). One visibility query answers it.",
+			"yellow on a terminal (never with NO_COLOR). HOST is the host it runs on. One\n" +
+			"visibility query answers it.",
 		Flags: []cli.Flag{jsonFlag()},
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
@@ -59,6 +60,7 @@ type lsItem struct {
 	Name    string                  `json:"name"`
 	Agent   string                  `json:"agent"`
 	Status  string                  `json:"status"`
+	Host    string                  `json:"host"`
 	Turns   int                     `json:"turns"`
 	Context workflows.ContextRecord `json:"context"`
 }
@@ -73,15 +75,16 @@ func runLs(ctx context.Context, c client.Client, opts lsOptions, stdout, stderr 
 		for _, s := range sessions {
 			items = append(items, lsItem{
 				Session: s.Ref(), Group: s.Group, Name: s.Name, Agent: s.Agent,
-				Status: s.Status, Turns: s.Context.TotalTurns, Context: s.Context,
+				Status: s.Status, Host: s.Host, Turns: s.Context.TotalTurns, Context: s.Context,
 			})
 		}
 		return writeJSON(stdout, items)
 	}
-	rows := [][]string{{"SESSION", "AGENT", "STATUS", "TURNS", "CONTEXT"}}
+	rows := [][]string{{"SESSION", "AGENT", "STATUS", "HOST", "TURNS", "CONTEXT"}}
 	for _, s := range sessions {
 		rows = append(rows, []string{
-			printable(s.Ref(), true), printable(s.Agent, true), printable(s.Status, true), strconv.Itoa(s.Context.TotalTurns), contextText(s.Context, opts.Color),
+			printable(s.Ref(), true), printable(s.Agent, true), printable(s.Status, true), hostText(s.Host),
+			strconv.Itoa(s.Context.TotalTurns), contextText(s.Context, opts.Color),
 		})
 	}
 	if err := writeTable(stdout, rows); err != nil {

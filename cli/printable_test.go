@@ -96,7 +96,7 @@ func hostileSite(t *testing.T) (*site, string) {
 	// runs this one.
 	_, err := s.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: workflows.SessionID("ext", "bot"), TaskQueue: "elsewhere",
-		TypedSearchAttributes: workflows.SessionSearchAttributes("ext", hostile, "claude"+hostile),
+		TypedSearchAttributes: workflows.SessionSearchAttributes("ext", hostile, "claude"+hostile, ""),
 	}, workflows.SessionWorkflowName, workflows.SessionInput{Group: "ext", Name: "bot"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

@@ -65,11 +65,20 @@ type upOptions struct {
 	Reread  func() (*config.Config, error)
 }
 
-// upFlags are nid up's own flags; nid worker starts no groups and has none.
+// upFlags are nid up's own flags, with the host flags it shares with nid
+// worker.
 func upFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.BoolFlag{Name: "dry-run", Usage: "Print what applying nid.yaml would change of the running groups, and change nothing"},
 		&cli.BoolFlag{Name: "keep-removed", Usage: "Leave running the sessions and groups that left nid.yaml (default: stop them)"},
+	}, hostFlags()...)
+}
+
+// hostFlags name the host a worker serves under and its capacity.
+func hostFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "host", Usage: "Serve under host `NAME` (default: worker.host, else the machine's hostname) [$NID_WORKER_HOST]"},
+		&cli.IntFlag{Name: "max-sessions", Usage: "Take at most `N` sessions placed by nid; 0 takes none (default: worker.maxSessions, else one per core, at least 2) [$NID_WORKER_MAXSESSIONS]"},
 	}
 }
 
@@ -108,7 +117,10 @@ func newWorkerCommand(a *app) *cli.Command {
 		Description: "Runs nid's workflows, activities, agent processes and HTTP server against the\n" +
 			"Temporal server at temporal.address (default 127.0.0.1:7233), without starting\n" +
 			"one and without starting groups: several workers on several hosts share the\n" +
-			"work. Prints where it connected, then the event feed. Ctrl-C stops it.",
+			"work. Each serves under a host name (--host) with a capacity (--max-sessions)\n" +
+			"and registers itself; sessions placed on it run their turns here. Prints where\n" +
+			"it connected, then the event feed. Ctrl-C stops it.",
+		Flags: hostFlags(),
 		Action: action(func(cCtx *cli.Context) error {
 			opts, err := a.upOptions(cCtx, nil, false, "Ctrl-C stops this worker.")
 			if err != nil {

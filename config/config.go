@@ -141,6 +141,7 @@ type Config struct {
 	State    string           `koanf:"state" json:"state"`
 	Temporal Temporal         `koanf:"temporal" json:"temporal"`
 	HTTP     HTTP             `koanf:"http" json:"http"`
+	Worker   Worker           `koanf:"worker" json:"worker"`
 	Groups   map[string]Group `koanf:"groups" json:"groups"`
 	// Agents holds defaults for every session of an agent kind, by kind.
 	Agents map[string]AgentSettings `koanf:"agents" json:"agents,omitempty"`
@@ -156,7 +157,8 @@ func Default() *Config {
 			Port:      DefaultFrontendPort,
 			UI:        UI{Port: DefaultUIPort},
 		},
-		HTTP: HTTP{Listen: DefaultHTTPListen},
+		HTTP:   HTTP{Listen: DefaultHTTPListen},
+		Worker: Worker{Host: DefaultHost(), MaxSessions: DefaultMaxSessions(), Heartbeat: Duration(DefaultHeartbeat)},
 	}
 }
 
@@ -254,6 +256,8 @@ type Group struct {
 	// group that does not set its own (see AgentSettings).
 	Permissions string `koanf:"permissions" json:"permissions,omitempty"`
 	Network     *bool  `koanf:"network" json:"network,omitempty"`
+	// Host pins every session of the group that names none to that host.
+	Host string `koanf:"host" json:"host,omitempty"`
 }
 
 // Rotate is a group's rotation policy. It is also the payload of
@@ -287,6 +291,9 @@ type Session struct {
 	TurnTimeout Duration          `koanf:"turnTimeout" json:"turnTimeout,omitempty"`
 	Permissions string            `koanf:"permissions" json:"permissions,omitempty"`
 	Network     *bool             `koanf:"network" json:"network,omitempty"`
+	// Host pins the session to a host when nid first places it; empty
+	// lets nid choose the live host with the most room.
+	Host string `koanf:"host" json:"host,omitempty"`
 }
 
 // AgentSettings says how to run an agent's command: which program, with

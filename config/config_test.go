@@ -45,6 +45,20 @@ func TestLoadReportsBadInput(t *testing.T) {
 		worker bool
 	}{
 		{
+			name: "bad worker keys",
+			yaml: "worker: {host: 'my host', maxSessions: -1, heartbeat: 1ms}\n",
+			want: []string{
+				`worker.host: "my host" must be letters, digits, '.', '-' or '_' (at most 253, starting with a letter or digit)`,
+				`worker.maxSessions: -1 must be 0 (take no sessions) or more`,
+				`worker.heartbeat: 1ms is outside 500ms..5m0s`,
+			},
+		},
+		{
+			name: "bad host on a group and a session",
+			yaml: "groups:\n  web:\n    host: -x\n    sessions:\n      - agent: sim\n        host: a/b\n",
+			want: []string{`groups.web.host: "-x" must be letters`, `groups.web.sessions[0].host: "a/b" must be letters`},
+		},
+		{
 			name: "negative budget",
 			yaml: group("    budget: {turns: -1, usd: -2.5}\n" + oneSim),
 			want: []string{`groups.web.budget.turns: -1 must be 0 (no limit) or more`, `groups.web.budget.usd: -2.5 must be 0 (no limit) or more`},
@@ -190,7 +204,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name:    "group not a mapping",
 			yaml:    "groups:\n  web: 5\n",
-			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network)`},
+			want:    []string{`groups.web: 5 is not a mapping (allowed keys: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network, host)`},
 			notWant: []string{`groups.web.sessions`},
 		},
 		{
@@ -206,12 +220,12 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "unknown key in a group",
 			yaml: group("    rotat: {mode: off}\n" + oneSim),
-			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network)`},
+			want: []string{`groups.web.rotat: unknown key (allowed: goal, rotate, repo, workdir, tasks, budget, prompts, sessions, permissions, network, host)`},
 		},
 		{
 			name: "unknown key at the top",
 			yaml: "colour: blue\n",
-			want: []string{`colour: unknown key (allowed: state, temporal, http, groups, agents)`},
+			want: []string{`colour: unknown key (allowed: state, temporal, http, worker, groups, agents)`},
 		},
 		{
 			name: "unknown key in rotate",
@@ -449,7 +463,7 @@ func TestLoadFile(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, config.DefaultFile), []byte("stat: x\n"), 0o600))
 		t.Chdir(dir)
 		_, err := config.Load(config.LoadOptions{Kinds: kinds(), Environ: []string{}})
-		require.EqualError(t, err, "nid.yaml: stat: unknown key (allowed: state, temporal, http, groups, agents)")
+		require.EqualError(t, err, "nid.yaml: stat: unknown key (allowed: state, temporal, http, worker, groups, agents)")
 	})
 }
 
@@ -616,6 +630,7 @@ func TestSampleFile(t *testing.T) {
 		State:    filepath.Join(top, ".nid"),
 		Temporal: config.Temporal{Namespace: "default", Port: 7233, UI: config.UI{Port: 8233}},
 		HTTP:     config.HTTP{Listen: "127.0.0.1:7777"},
+		Worker:   config.Worker{Host: config.DefaultHost(), MaxSessions: config.DefaultMaxSessions(), Heartbeat: config.Duration(config.DefaultHeartbeat)},
 		Groups: map[string]config.Group{
 			"web": {
 				Goal:   "Add dark mode to the settings page",
@@ -887,4 +902,29 @@ groups:
 	require.NoError(t, err, "a read command does not need the repo")
 	_, err = config.Load(config.LoadOptions{Kinds: kinds(), File: "other/nid.yaml", Environ: []string{}, Worker: true})
 	require.ErrorContains(t, err, `groups.web.repo: "`+filepath.Join(other, "repo")+`" is not a git repository`)
+}
+
+func TestWorkerHostAndPins(t *testing.T) {
+	long := "build-agent-0042.eu-central-1.compute.internal.corp.example-company.com"
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nid.yaml")
+	yaml := "worker: {maxSessions: 0}\ngroups:\n  web:\n    host: box-a\n    sessions:\n      - {agent: sim, name: lead}\n      - {agent: sim, name: worker, host: box-b}\n"
+	require.NoError(t, os.WriteFile(file, []byte(yaml), 0o600))
+	c, err := config.Load(config.LoadOptions{Kinds: kinds(), File: file, Environ: []string{"NID_WORKER_HOST=" + long}})
+	require.NoError(t, err)
+	require.Equal(t, long, c.Worker.Host, "a fully qualified hostname over 63 characters is a host name")
+	require.Zero(t, c.Worker.MaxSessions, "0 is kept: a worker that takes no sessions")
+	lead, _ := c.Session("web", "lead")
+	worker, _ := c.Session("web", "worker")
+	require.Equal(t, "box-a", c.SessionHost("web", lead), "the group's host")
+	require.Equal(t, "box-b", c.SessionHost("web", worker), "the session's own wins")
+	require.True(t, config.IsRepoURL("https://git.example.com/app.git"))
+	require.True(t, config.IsRepoURL("git@github.com:nid-dev/nid.git"))
+	require.False(t, config.IsRepoURL("../app"))
+
+	url := "groups:\n  web:\n    repo: https://git.example.com/app.git\n    sessions:\n      - {agent: sim}\n"
+	require.NoError(t, os.WriteFile(file, []byte(url), 0o600))
+	c, err = config.Load(config.LoadOptions{Kinds: kinds(), File: file, Environ: []string{}, Worker: true})
+	require.NoError(t, err, "a URL is cloned by each host, not checked here")
+	require.Equal(t, "https://git.example.com/app.git", c.Groups["web"].Repo, "a URL is not a path")
 }

@@ -188,7 +188,10 @@ func (c *Config) resolvePaths(dir string) {
 		return cmd
 	}
 	for name, g := range c.Groups {
-		g.Repo, g.WorkDir = abs(g.Repo), abs(g.WorkDir)
+		if !IsRepoURL(g.Repo) {
+			g.Repo = abs(g.Repo)
+		}
+		g.WorkDir = abs(g.WorkDir)
 		for i := range g.Sessions {
 			g.Sessions[i].Command = command(g.Sessions[i].Command)
 		}

@@ -239,7 +239,8 @@ func Within(path, dir string) bool {
 func (c *Config) repoProblems() []problem {
 	var ps []problem
 	for _, name := range c.GroupNames() {
-		if repo := c.Groups[name].Repo; repo != "" {
+		// A URL is cloned by each host when a session first needs it.
+		if repo := c.Groups[name].Repo; repo != "" && !IsRepoURL(repo) {
 			if msg := GitRepoProblem(repo); msg != "" {
 				ps = append(ps, problem{"groups." + name + ".repo", msg})
 			}

@@ -68,6 +68,7 @@ func (c *Config) problems(ks kinds) []problem {
 	if msg := listenProblem(c.HTTP.Listen); msg != "" {
 		add("http.listen", "%s", msg)
 	}
+	ps = append(ps, c.Worker.problems()...)
 
 	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
 		path := "agents." + name
@@ -205,6 +206,7 @@ func (g Group) problems(name string, ks kinds) []problem {
 	ps = append(ps, g.Rotate.problems(path+".rotate")...)
 	ps = append(ps, g.teamProblems(path)...)
 	ps = append(ps, permissionsProblem(path+".permissions", g.Permissions)...)
+	ps = append(ps, hostProblem(path+".host", g.Host)...)
 	if len(g.Sessions) == 0 {
 		ps = append(ps, problem{path + ".sessions", "a group needs at least one session"})
 	}
@@ -212,6 +214,7 @@ func (g Group) problems(name string, ks kinds) []problem {
 	for i, s := range g.Sessions {
 		sp := fmt.Sprintf("%s.sessions[%d]", path, i)
 		ps = append(ps, s.problems(sp, ks)...)
+		ps = append(ps, hostProblem(sp+".host", s.Host)...)
 		if s.Name == "" {
 			continue
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -163,7 +164,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/web")))
 	waitText(t, ctx, "the lead's context", `#sessions tr[data-session="lead"]`, regexp.MustCompile(`ctx \d+% of 200k`))
 	row := waitText(t, ctx, "the worker's context", `#sessions tr[data-session="worker"]`, regexp.MustCompile(`ctx \d+% of 1M`))
-	require.Regexp(t, `^worker\s+sim\s+(idle|working)\s+ctx \d+% of 1M\s+↻0\s+\d+$`, row)
+	require.Regexp(t, `^worker\s+sim\s+(idle|working)\s+`+regexp.QuoteMeta(config.DefaultHost())+`\s+ctx \d+% of 1M\s+↻0\s+\d+$`, row, "its host between status and context")
 
 	// A context from 75% up is yellow.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/ops")))

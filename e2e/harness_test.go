@@ -37,6 +37,9 @@ type site struct {
 	// cluster is the address of a Temporal server the site uses instead of
 	// starting its own.
 	cluster string
+	// worker is the site's worker: section (YAML, indented as under
+	// "worker:"), if any.
+	worker string
 }
 
 // newSite writes nid.yaml with the given groups section (YAML, indented as
@@ -58,8 +61,12 @@ func (s *site) writeConfig() {
 	if s.cluster != "" {
 		address = "  address: " + s.cluster + "\n"
 	}
-	cfg := fmt.Sprintf("state: %s\ntemporal:\n%s  port: %d\n  ui: {port: %d}\nhttp:\n  listen: 127.0.0.1:%d\ngroups:\n%s",
-		filepath.Join(s.dir, ".nid"), address, s.frontend, s.ui, s.http, s.groups)
+	worker := ""
+	if s.worker != "" {
+		worker = "worker:\n" + s.worker
+	}
+	cfg := fmt.Sprintf("state: %s\ntemporal:\n%s  port: %d\n  ui: {port: %d}\nhttp:\n  listen: 127.0.0.1:%d\n%sgroups:\n%s",
+		filepath.Join(s.dir, ".nid"), address, s.frontend, s.ui, s.http, worker, s.groups)
 	require.NoError(s.t, os.WriteFile(filepath.Join(s.dir, "nid.yaml"), []byte(cfg), 0o644))
 }
 
@@ -182,6 +189,7 @@ type lsRow struct {
 	Name    string                  `json:"name"`
 	Agent   string                  `json:"agent"`
 	Status  string                  `json:"status"`
+	Host    string                  `json:"host"`
 	Turns   int                     `json:"turns"`
 	Context workflows.ContextRecord `json:"context"`
 }

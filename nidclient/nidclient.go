@@ -36,6 +36,9 @@ type Session struct {
 	Agent   string                  `json:"agent"`
 	Status  string                  `json:"status"`
 	Context workflows.ContextRecord `json:"context"`
+	// Host is the host the session runs on (empty: a session of before
+	// hosts, not yet continued as new).
+	Host string `json:"host,omitempty"`
 }
 
 // Ref is the session's address, group/name.
@@ -115,6 +118,7 @@ func SessionFrom(e *workflowpb.WorkflowExecutionInfo) Session {
 		Name:   searchString(sa, workflows.SearchSession),
 		Agent:  searchString(sa, workflows.SearchAgent),
 		Status: searchString(sa, workflows.SearchStatus),
+		Host:   searchString(sa, workflows.SearchHost),
 	}
 	if s.Group == "" || s.Name == "" {
 		// Before its first search attribute upsert is visible, the id

@@ -400,7 +400,7 @@ func TestSessions(t *testing.T) {
 	api, err := nidclient.Sessions(ctx, c, "api")
 	require.NoError(t, err)
 	require.Equal(t, []nidclient.Session{{Group: "api", Name: "exec", Agent: "sim", Status: workflows.StatusIdle,
-		Context: temporaltest.Session(t, c, "api", "exec").Context}}, api)
+		Context: temporaltest.Session(t, c, "api", "exec").Context, Host: temporaltest.Host}}, api)
 
 	_, err = nidclient.Sessions(ctx, c, "mobile")
 	nf := requireError[*nidclient.NotFoundError](t, err, `no group "mobile"; running groups: api, web`)

@@ -30,6 +30,10 @@ const (
 // user's code, whose modes Prepare leaves as git made them.
 const Worktrees = "worktrees"
 
+// Repos holds this host's clones of the groups whose repo is a URL, one
+// per group: the user's code too, its modes left as git made them.
+const Repos = "repos"
+
 // gitignore keeps the whole directory out of git, itself included, so a
 // `git add -A` in a repository that contains the state directory stages
 // none of it.
@@ -39,7 +43,7 @@ const gitignore = "*\n"
 // .gitignore). A directory that already holds files, none of them these,
 // is someone else's: Prepare refuses it rather than hide it from git or
 // change its modes.
-var known = []string{"http-token", "mcp.key", "temporal.db", "transcripts", "pids", Worktrees, "sim", "exec"}
+var known = []string{"http-token", "mcp.key", "temporal.db", "transcripts", "pids", Worktrees, Repos, "sim", "exec"}
 
 // Prepare creates dir with DirMode, or tightens an existing one: the
 // directory and everything nid keeps in it lose their group and other
@@ -115,7 +119,7 @@ func tighten(dir string) error {
 				return err
 			}
 		}
-		if d.IsDir() && path == filepath.Join(dir, Worktrees) {
+		if d.IsDir() && (path == filepath.Join(dir, Worktrees) || path == filepath.Join(dir, Repos)) {
 			return filepath.SkipDir
 		}
 		return nil

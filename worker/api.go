@@ -41,6 +41,8 @@ const (
 	MethodBoardRead         = "board.read"
 	MethodInboxList         = "inbox.list"
 	MethodInboxClear        = "inbox.clear"
+	MethodHostList          = "host.list"
+	MethodSessionMove       = "session.move"
 )
 
 // Error codes of the API's JSON errors.
@@ -123,6 +125,8 @@ func NewAPI(c client.Client, opts APIOptions) *API {
 		MethodBoardRead:         onGroup(required, a.boardRead),
 		MethodInboxList:         onGroup(optional, a.inboxList),
 		MethodInboxClear:        onGroup(optional, a.inboxClear),
+		MethodHostList:          a.hostList,
+		MethodSessionMove:       onSession(a.sessionMove),
 	}
 	return a
 }
@@ -510,6 +514,46 @@ func (a *API) groupList(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return GroupList{Groups: nonNil(groups)}, nil
+}
+
+type moveRequest struct {
+	Session string `json:"session"`
+	Host    string `json:"host"`
+}
+
+func (r *moveRequest) sessionField() string { return r.Session }
+
+// MoveAnswer is the session.move answer: what the move does, as nid move
+// says it.
+type MoveAnswer struct {
+	Session string `json:"session"`
+	Host    string `json:"host"`
+	Text    string `json:"text"`
+}
+
+func (a *API) sessionMove(ctx context.Context, group, name string, req moveRequest) (any, error) {
+	text, err := nidclient.Move(ctx, a.c, group, name, req.Host)
+	if err != nil {
+		return nil, err
+	}
+	return MoveAnswer{Session: group + "/" + name, Host: req.Host, Text: text}, nil
+}
+
+// HostList is the host.list answer.
+type HostList struct {
+	Hosts []workflows.HostView `json:"hosts"`
+}
+
+func (a *API) hostList(ctx context.Context, r *http.Request) (any, error) {
+	var req struct{}
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	v, err := nidclient.Hosts(ctx, a.c)
+	if err != nil {
+		return nil, err
+	}
+	return HostList{Hosts: v.Hosts}, nil
 }
 
 // GroupAnswer is the group.get answer: the group's view, with its policy

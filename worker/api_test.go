@@ -94,8 +94,8 @@ func TestAPIReads(t *testing.T) {
 
 	got := s.ok(t, MethodSessionList, `{}`)
 	require.Equal(t, map[string]any{"sessions": []any{
-		map[string]any{"group": "web", "name": "lead", "agent": "sim", "status": "idle", "context": asJSON(t, lead.Context)},
-		map[string]any{"group": "web", "name": "worker", "agent": "sim", "status": "idle", "context": asJSON(t, worker.Context)},
+		map[string]any{"group": "web", "name": "lead", "agent": "sim", "status": "idle", "host": temporaltest.Host, "context": asJSON(t, lead.Context)},
+		map[string]any{"group": "web", "name": "worker", "agent": "sim", "status": "idle", "host": temporaltest.Host, "context": asJSON(t, worker.Context)},
 	}}, got, "each session with its context record as the session keeps it")
 	ctx := got["sessions"].([]any)[0].(map[string]any)["context"].(map[string]any)
 	require.Equal(t, "reported", ctx["source"])

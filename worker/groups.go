@@ -18,7 +18,10 @@ import (
 // running and leaves their state alone: a restart resumes each session where
 // it was. The file's goal, sessions and (when the file changed it) policy
 // reach a running group through a validated update.
-func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activityQueue string) error {
+//
+// A session is placed on a host (Place) before it starts; one running
+// keeps the host it has.
+func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error {
 	for _, name := range cfg.GroupNames() {
 		g := cfg.Groups[name]
 		sessions := make([]string, 0, len(g.Sessions))
@@ -53,14 +56,18 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 		}
 		for _, s := range g.Sessions {
 			spec := AgentSpec(cfg, name, s)
+			host, err := Place(ctx, c, name+"/"+s.Name, cfg.SessionHost(name, s))
+			if err != nil {
+				return err
+			}
 			// Start it, or tell the running session what the file says now;
 			// its state stays as it was.
-			_, err := c.SignalWithStartWorkflow(ctx, workflows.SessionID(name, s.Name),
+			_, err = c.SignalWithStartWorkflow(ctx, workflows.SessionID(name, s.Name),
 				workflows.SignalConfig, workflows.SessionConfig{Goal: g.Goal, Spec: spec},
 				client.StartWorkflowOptions{
 					TaskQueue:                workflows.TaskQueue,
 					WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-					TypedSearchAttributes:    workflows.SessionSearchAttributes(name, s.Name, s.Agent),
+					TypedSearchAttributes:    workflows.SessionSearchAttributes(name, s.Name, s.Agent, host),
 					StaticSummary:            workflows.SessionSummary(name, s.Name, s.Agent),
 					StaticDetails: fmt.Sprintf("The nid session %s/%s: one %s agent seat in group %s. It sends the agent "+
 						"its turns, tracks how full its context is, and rotates the conversation (compaction or handoff) "+
@@ -72,7 +79,8 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config, activ
 					Spec:          spec,
 					Policy:        view.Policy,
 					Learned:       view.Learned,
-					ActivityQueue: activityQueue,
+					ActivityQueue: workflows.HostQueue(host),
+					Host:          host,
 					Repo:          g.Repo,
 					WorkDir:       g.WorkDir,
 				})

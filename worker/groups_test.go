@@ -31,7 +31,7 @@ func TestASessionThatJoinsLaterRunsTheGroupsPolicy(t *testing.T) {
 	require.Equal(t, config.ModeHandoff, group.Policy.Mode)
 
 	joined := env.Config(t, "  web:\n    rotate: {mode: compact}\n    sessions:\n"+lead+"      - {agent: sim, name: late, sim: {turnDelay: 0s}}\n")
-	require.NoError(t, StartGroups(t.Context(), c, joined, HostQueue()))
+	require.NoError(t, StartGroups(t.Context(), c, joined))
 	v := temporaltest.TakeTurns(t, c, "web", "late", "hello")
 	require.Equal(t, group.Policy, v.Policy, "the group's policy, not the file's")
 	require.Equal(t, &workflows.Threshold{Tokens: 100_000, Percent: 50, By: "learned"}, v.Context.Threshold,

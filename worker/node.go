@@ -69,16 +69,10 @@ type Node struct {
 	logger   *slog.Logger
 	stopped  bool
 	groupErr error
-}
-
-// HostQueue is the task queue for the activities of sessions whose worktrees
-// live on this host.
-func HostQueue() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	return "nid@" + host
+	// stopBeat ends this host's heartbeat; a node that takes no sessions
+	// (worker.maxSessions 0) beats not.
+	stopBeat context.CancelFunc
+	beating  sync.WaitGroup
 }
 
 // Start brings a node up and returns once it is serving: the embedded server
@@ -168,6 +162,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		logger.Warn("Could not check every recorded agent process", "dir", activities.PidDir(cfg.State), "error", err)
 	}
 
+	// Before any worker starts: an activity waiting in this host's queue
+	// (a restart) runs the moment it does, and reads the configuration.
+	n.cfg.Store(cfg)
 	acts := &activities.Activities{
 		Agents:   Agents(),
 		Settings: agentSettings(n.config),
@@ -178,13 +175,34 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	acts.Transcripts = logs
 	n.acts = acts
+	if cfg.Worker.MaxSessions > 0 {
+		// Registered before this node takes any workflow task: the
+		// registry, whose timer for this host may have fired while it was
+		// away, sees the beat in the same task and tells its sessions
+		// nothing; and the host is there to place sessions on.
+		b := hostBeat(cfg.Worker, n.HTTP)
+		if err := Beat(ctx, n.Client, b); err != nil {
+			return nil, err
+		}
+		bctx, cancel := context.WithCancel(context.Background())
+		n.stopBeat = cancel
+		n.beating.Add(1)
+		go func() {
+			defer n.beating.Done()
+			heartbeat(bctx, n.Client, b, logger)
+		}()
+	}
 	wfw := sdkworker.New(n.Client, workflows.TaskQueue, sdkworker.Options{})
 	RegisterWorkflows(wfw)
-	// On Ctrl-C a turn in flight gets a moment to finish rather than being
-	// cut and run again by the next worker.
-	actw := sdkworker.New(n.Client, HostQueue(), sdkworker.Options{WorkerStopTimeout: 5 * time.Second})
-	RegisterActivities(actw, acts)
-	for _, w := range []sdkworker.Worker{wfw, actw} {
+	ws := []sdkworker.Worker{wfw}
+	if cfg.Worker.MaxSessions > 0 {
+		// On Ctrl-C a turn in flight gets a moment to finish rather than
+		// being cut and run again by the next worker.
+		actw := sdkworker.New(n.Client, workflows.HostQueue(cfg.Worker.Host), sdkworker.Options{WorkerStopTimeout: 5 * time.Second})
+		RegisterActivities(actw, acts)
+		ws = append(ws, actw)
+	}
+	for _, w := range ws {
 		if err := w.Start(); err != nil {
 			return nil, fmt.Errorf("temporal worker: %w", err)
 		}
@@ -238,7 +256,7 @@ func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved 
 	if err != nil {
 		return plan, err
 	}
-	if err := StartGroups(ctx, n.Client, cfg, HostQueue()); err != nil {
+	if err := StartGroups(ctx, n.Client, cfg); err != nil {
 		return plan, err
 	}
 	plan.Attention = activities.Failing(SessionChecks(ctx, cfg, false))
@@ -266,6 +284,10 @@ func (n *Node) Stop() error {
 	}
 	n.stopped = true
 	var errs []error
+	if n.stopBeat != nil {
+		n.stopBeat()
+		n.beating.Wait()
+	}
 	// Workers first: a turn finishing during the stop may still need the
 	// MCP endpoint.
 	for i := len(n.workers) - 1; i >= 0; i-- {

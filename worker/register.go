@@ -26,6 +26,7 @@ func RegisterWorkflows(r Registry) {
 	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.RotationWorkflow, workflow.RegisterOptions{Name: workflows.RotationWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.GroupWorkflow, workflow.RegisterOptions{Name: workflows.GroupWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.HostsWorkflow, workflow.RegisterOptions{Name: workflows.HostsWorkflowName})
 }
 
 // RegisterActivities registers every activity under its stable type name.
@@ -36,4 +37,6 @@ func RegisterActivities(r Registry, a *activities.Activities) {
 	r.RegisterActivityWithOptions(a.PrepareWorkspace, activity.RegisterOptions{Name: activities.PrepareWorkspaceName})
 	r.RegisterActivityWithOptions(a.GatherFacts, activity.RegisterOptions{Name: activities.FactsName})
 	r.RegisterActivityWithOptions(a.RescueHandoff, activity.RegisterOptions{Name: activities.RescueName})
+	r.RegisterActivityWithOptions(a.SaveWork, activity.RegisterOptions{Name: activities.SaveWorkName})
+	r.RegisterActivityWithOptions(a.PushBranch, activity.RegisterOptions{Name: activities.PushBranchName})
 }

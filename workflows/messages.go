@@ -23,12 +23,20 @@ const (
 	SessionWorkflowName  = "nid.Session"
 	RotationWorkflowName = "nid.Rotation"
 	GroupWorkflowName    = "nid.Group"
+	HostsWorkflowName    = "nid.Hosts"
 )
 
 // TaskQueue is the queue every worker polls for workflow tasks. Activities
 // run on a per-host queue (SessionInput.ActivityQueue) because worktrees and
 // agent processes live on one host.
 const TaskQueue = "nid"
+
+// HostQueue is the task queue of host's activities: the turns, rotations
+// and git work of the sessions placed there.
+func HostQueue(host string) string { return "nid@" + host }
+
+// HostsID is the workflow id of the hosts registry.
+const HostsID = "nid/hosts"
 
 // SessionID is the workflow id of a session: nid/<group>/<session>.
 func SessionID(group, name string) string { return "nid/" + group + "/" + name }
@@ -86,7 +94,18 @@ const (
 	SignalStop = "stop"
 	// SignalStart carries a SessionStart: a stopped session works again.
 	SignalStart = "start"
+	// SignalHost carries a HostState from the hosts registry: the
+	// session's host went down or came back.
+	SignalHost = "host"
+	// SignalMove carries a MoveRequest from `nid move`: the session hands
+	// off onto another host.
+	SignalMove = "move"
 )
+
+// MoveRequest asks a session to move to Host.
+type MoveRequest struct {
+	Host string `json:"host"`
+}
 
 // Queries a session answers.
 const (
@@ -159,6 +178,10 @@ type SessionInput struct {
 	// rotates before them as its siblings do. Read on first start only.
 	Learned       []LearnedPoint `json:"learned,omitempty"`
 	ActivityQueue string         `json:"activityQueue"`
+	// Host is where the session runs, as the hosts registry placed it
+	// (VersionHosts); its activities go to HostQueue(Host). Empty in a
+	// session started before hosts: ActivityQueue says where it runs.
+	Host string `json:"host,omitempty"`
 	// Repo is the group's git repository (each session gets a worktree);
 	// WorkDir the shared working directory without one.
 	Repo    string `json:"repo,omitempty"`
@@ -221,6 +244,12 @@ type SessionView struct {
 	// an upgrade is answered as it acts. Zero, in a view a test builds,
 	// is the newest.
 	Rung Version `json:"rung,omitempty"`
+	// Host is the host it runs on (empty before VersionHosts); HostDown
+	// is true while that host's worker is gone, and the session waits.
+	Host     string `json:"host,omitempty"`
+	HostDown bool   `json:"hostDown,omitempty"`
+	// Moving is the host nid move asked for, until the move runs.
+	Moving string `json:"moving,omitempty"`
 }
 
 // Session statuses.
@@ -238,6 +267,9 @@ const (
 	// StatusWaitingToRotate: a rotation is due, and the session waits for
 	// one of its group's rotation slots (maxConcurrentRotations).
 	StatusWaitingToRotate = "waiting-to-rotate"
+	// StatusHostDown: the session's host is down, and it waits for it
+	// (VersionHosts).
+	StatusHostDown = "host-down"
 )
 
 // Why a rotation happened.
@@ -250,6 +282,8 @@ const (
 	// ReasonContextFull: the vendor refused a turn because the conversation
 	// no longer fits its window; only a handoff helps.
 	ReasonContextFull = "context-full"
+	// ReasonMove: nid move hands the session off onto another host.
+	ReasonMove = "move"
 )
 
 // ContextRecord is Session.context: how full the session's context is, where
@@ -311,6 +345,7 @@ const (
 	EventBudget         = "budget"
 	EventStopped        = "stopped"
 	EventRateLimited    = "rate-limited"
+	EventHost           = "host"
 )
 
 // RotationEvent is the rotation part of an Event.
@@ -341,6 +376,16 @@ type RotationEvent struct {
 	// receipts a session keeps (SessionView.Receipts), whose summary text
 	// is left to the event and the transcript.
 	At time.Time `json:"at,omitzero"`
+
+	// A move (nid move, VersionHosts): the host left and the host
+	// arrived on, the salvage ref of the uncommitted work (empty: none, or
+	// the old host was down), where the branch was pushed, and the fresh
+	// worktree on the new host.
+	FromHost string `json:"fromHost,omitempty"`
+	ToHost   string `json:"toHost,omitempty"`
+	Salvage  string `json:"salvage,omitempty"`
+	Pushed   string `json:"pushed,omitempty"`
+	Worktree string `json:"worktree,omitempty"`
 }
 
 // ContextPoint is the session's context after one turn or rotation, for
@@ -396,6 +441,21 @@ type RotationInput struct {
 	// Generation is the session's conversation generation: the old
 	// conversation's turns run with it, the fresh one's with one more.
 	Generation int `json:"generation,omitempty"`
+	// Move, when set, makes the handoff a move onto another host.
+	Move *MoveSpec `json:"move,omitempty"`
+}
+
+// MoveSpec is what a rotation needs to move a session: the hosts, whether
+// the one it leaves is down (nothing can be asked or saved there), and the
+// worktree to save and make again (empty without a repo).
+type MoveSpec struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	FromDown bool   `json:"fromDown,omitempty"`
+	Repo     string `json:"repo,omitempty"`
+	Worktree string `json:"worktree,omitempty"`
+	// Number numbers the session's moves, for its salvage ref.
+	Number int `json:"number"`
 }
 
 // RotationResult is a rotation's outcome.
@@ -702,6 +762,79 @@ const (
 	MaxTasks           = 300
 )
 
+// ======== Hosts registry: nid/hosts ========
+
+// Signals the hosts registry receives.
+const (
+	// SignalHeartbeat carries a HostBeat: a worker is alive, with its
+	// capacity.
+	SignalHeartbeat = "heartbeat"
+	// SignalHostAssign carries a HostAssign: a session says which host it
+	// is on.
+	SignalHostAssign = "host_assign"
+)
+
+// UpdatePlace takes a PlaceRequest and returns a Placement: where a new
+// session runs.
+const UpdatePlace = "place"
+
+// QueryHosts returns a HostsView.
+const QueryHosts = "hosts"
+
+// HostBeat is a worker's heartbeat. Every is how often it beats; the
+// registry counts the host down after hostMissedBeats beats missed. A clean
+// stop says nothing: a worker restarting at once is no news to its
+// sessions, and one that stays away is counted down like a killed one.
+type HostBeat struct {
+	Host        string        `json:"host"`
+	MaxSessions int           `json:"maxSessions"`
+	Every       time.Duration `json:"every"`
+	HTTP        string        `json:"http,omitempty"`
+}
+
+// HostAssign says session (group/name) is on Host; Stopped that it is
+// stopped there, taking none of the host's capacity until it starts again.
+type HostAssign struct {
+	Session string `json:"session"`
+	Host    string `json:"host"`
+	Stopped bool   `json:"stopped,omitempty"`
+}
+
+// HostState tells a session whether its host is alive.
+type HostState struct {
+	Host  string `json:"host"`
+	Alive bool   `json:"alive"`
+}
+
+// PlaceRequest asks where session (group/name) runs; Want is the host
+// nid.yaml pins it to, if any.
+type PlaceRequest struct {
+	Session string `json:"session"`
+	Want    string `json:"want,omitempty"`
+}
+
+// Placement answers a PlaceRequest.
+type Placement struct {
+	Host string `json:"host"`
+}
+
+// HostsInput starts (or continues as new) the hosts registry.
+type HostsInput struct {
+	State *HostsState `json:"state,omitempty"`
+}
+
+// HostsView is the QueryHosts answer: every host the registry knows.
+type HostsView struct {
+	Hosts []HostView `json:"hosts"`
+}
+
+// HostView is one host: its record, and how many more sessions it takes
+// (negative past its capacity).
+type HostView struct {
+	HostRecord
+	Free int `json:"free"`
+}
+
 // ======== Search attributes and memo ========
 
 // Search attributes nid keeps current on every session workflow (and the
@@ -714,6 +847,7 @@ const (
 	SearchStatus         = "NidStatus"
 	SearchContextPercent = "NidContextPercent"
 	SearchRotations      = "NidRotations"
+	SearchHost           = "NidHost"
 )
 
 // SearchAttributes lists nid's custom search attributes and their types, for
@@ -726,6 +860,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		SearchStatus:         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SearchContextPercent: enumspb.INDEXED_VALUE_TYPE_DOUBLE,
 		SearchRotations:      enumspb.INDEXED_VALUE_TYPE_INT,
+		SearchHost:           enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 }
 

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,6 +26,9 @@ type rotation struct {
 	// kind is what the session's agent kind can do.
 	kind activities.Kind
 	ladder
+	// queue and workDir are where the agent runs: the session's, until a
+	// move puts the fresh conversation on its new host.
+	queue, workDir string
 }
 
 // RotationWorkflow rotates one session's conversation once: compaction, or a
@@ -33,7 +37,7 @@ type rotation struct {
 // reached and the rotation happens exactly once.
 func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, error) {
 	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite), ack: workflow.GetSignalChannel(ctx, SignalHandoffAck),
-		kind: activities.KindOf(in.Spec.Kind), ladder: ladder{versionOf(ctx)}}
+		kind: activities.KindOf(in.Spec.Kind), ladder: ladder{versionOf(ctx)}, queue: in.ActivityQueue, workDir: in.WorkDir}
 	r.res.RotationEvent = RotationEvent{
 		Number:          in.Number,
 		Method:          in.Method,
@@ -87,7 +91,7 @@ func (r *rotation) run(ctx workflow.Context) (RotationResult, error) {
 }
 
 func (r *rotation) activityCtx(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, activityOptions(r.in.ActivityQueue, turnTimeout(r.in.Spec)))
+	return workflow.WithActivityOptions(ctx, activityOptions(r.queue, turnTimeout(r.in.Spec)))
 }
 
 // compact asks the vendor to compact in place. It succeeds only when the
@@ -137,27 +141,33 @@ func (r *rotation) compact(ctx workflow.Context) bool {
 func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 	r.res.Method = config.ModeHandoff
 	vouched := r.has(VersionVouchedHandoff)
+	// A host that is down can be asked nothing: its agent, transcript and
+	// worktree are out of reach.
+	reachable := r.in.Move == nil || !r.in.Move.FromDown
 	summary, source := r.in.Summary, SummaryFromAgent
-	if summary == "" {
+	if summary == "" && reachable {
 		summary, source = r.requestHandoff(ctx)
+	} else if summary == "" {
+		summary, source = r.in.LastOutput, SummaryFromLastOutput
 	}
 	var facts *activities.Facts
 	if vouched && !r.cancelled(ctx) {
-		if source != SummaryFromAgent {
+		if source != SummaryFromAgent && reachable {
 			if rescued := r.rescue(ctx); rescued != "" {
 				summary, source = rescued, SummaryFromNid
 			}
 		}
-		facts = r.gatherFacts(ctx)
+		if r.in.Move == nil {
+			facts = r.gatherFacts(ctx)
+		}
 		r.res.SummaryBytes = len(summary)
-		r.res.Facts = digestFacts(facts)
 	}
 	r.res.Summary, r.res.SummarySource = summary, source
 	if r.cancelled(ctx) {
 		return r.res, nil
 	}
 
-	if r.in.Conversation != "" {
+	if r.in.Conversation != "" && reachable {
 		err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.StopAgentName, activities.StopInput{
 			Session: r.in.Session, Spec: r.in.Spec, Conversation: r.in.Conversation,
 		}).Get(ctx, nil)
@@ -171,6 +181,19 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 	if r.cancelled(ctx) {
 		return r.res, nil
 	}
+	if r.in.Move != nil {
+		if !r.moveWork(ctx) {
+			return r.res, nil
+		}
+		if vouched {
+			// What arrived on the new host is what the fresh
+			// conversation resumes from.
+			facts = r.gatherFacts(ctx)
+		}
+	}
+	if vouched {
+		r.res.Facts = digestFacts(facts)
+	}
 	message := Fresh{Ref: r.in.Session, Reason: r.in.Reason, Summary: summary, Source: source, Board: r.in.Board}
 	if vouched {
 		message.Facts, message.Tasks, message.Locks, message.Ack = facts, r.in.HeldTasks, r.in.HeldLocks, r.kind.Tools
@@ -181,7 +204,7 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 		Spec:       r.in.Spec,
 		Prompt:     message.Text(),
 		Kind:       activities.TurnFresh,
-		WorkDir:    r.in.WorkDir,
+		WorkDir:    r.workDir,
 		Generation: r.in.Generation + 1,
 	}).Get(ctx, &fresh)
 	if err == nil {
@@ -297,10 +320,10 @@ func (r *rotation) rescue(ctx workflow.Context) string {
 
 // gatherFacts reads where the session's work stands; nil when it cannot.
 func (r *rotation) gatherFacts(ctx workflow.Context) *activities.Facts {
-	actx := workflow.WithActivityOptions(ctx, readOptions(r.in.ActivityQueue))
+	actx := workflow.WithActivityOptions(ctx, readOptions(r.queue))
 	var f activities.Facts
 	err := workflow.ExecuteActivity(actx, activities.FactsName, activities.FactsInput{
-		Session: r.in.Session, WorkDir: r.in.WorkDir,
+		Session: r.in.Session, WorkDir: r.workDir,
 	}).Get(ctx, &f)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("no facts of the session's work", "error", err)
@@ -383,4 +406,45 @@ func (r *rotation) receiveHandoff(ctx workflow.Context, wait time.Duration) stri
 		return ""
 	}
 	return hw.Summary
+}
+
+// moveWork carries the session's work to its new host: saved on the old
+// one (its uncommitted changes on a salvage ref, the branch and salvage
+// pushed, the old worktree removed), then a fresh worktree of the same
+// branch on the new one with the salvage laid over it. From there the
+// fresh conversation runs on the new host. It says false, with the error
+// in the result, when the work could not be carried: the session stays.
+func (r *rotation) moveWork(ctx workflow.Context) bool {
+	m := r.in.Move
+	r.res.FromHost, r.res.ToHost = m.From, m.To
+	if m.Repo != "" && m.Worktree != "" && !m.FromDown {
+		actx := workflow.WithActivityOptions(ctx, activityOptions(r.in.ActivityQueue, 5*time.Minute))
+		var saved activities.SaveWorkResult
+		err := workflow.ExecuteActivity(actx, activities.SaveWorkName, activities.SaveWorkInput{
+			Session: r.in.Session, Repo: m.Repo, Worktree: m.Worktree, Number: m.Number,
+		}).Get(ctx, &saved)
+		if err != nil {
+			r.res.Error = fmt.Sprintf("the work on %s could not be saved, so the session stays there: %s", m.From, ErrorText(err))
+			return false
+		}
+		r.res.Salvage, r.res.Pushed = saved.Salvage, saved.Pushed
+	}
+	r.queue = HostQueue(m.To)
+	if m.Repo != "" {
+		actx := workflow.WithActivityOptions(ctx, activityOptions(r.queue, 5*time.Minute))
+		var ws activities.WorkspaceResult
+		err := workflow.ExecuteActivity(actx, activities.PrepareWorkspaceName, activities.WorkspaceInput{
+			Session: r.in.Session, Repo: m.Repo, Salvage: r.res.Salvage,
+		}).Get(ctx, &ws)
+		if err != nil {
+			// The work is saved (branch and salvage), but has nowhere to
+			// go: the session has no working conversation left.
+			r.res.Stuck = true
+			r.res.Error = fmt.Sprintf("no worktree on %s: %s (the work is on branch %s and %s)", m.To, ErrorText(err),
+				activities.WorkspaceBranch(r.in.Session), cmp.Or(r.res.Salvage, "no salvage"))
+			return false
+		}
+		r.workDir, r.res.Worktree = ws.Worktree, ws.Worktree
+	}
+	return true
 }

@@ -14,15 +14,21 @@ var (
 	statusKey    = temporal.NewSearchAttributeKeyKeyword(SearchStatus)
 	percentKey   = temporal.NewSearchAttributeKeyFloat64(SearchContextPercent)
 	rotationsKey = temporal.NewSearchAttributeKeyInt64(SearchRotations)
+	hostKey      = temporal.NewSearchAttributeKeyKeyword(SearchHost)
 )
 
 // SessionSearchAttributes are the attributes a session workflow starts with,
-// so it is listed before its first task runs.
-func SessionSearchAttributes(group, name, agent string) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(
+// so it is listed before its first task runs; host is where it was placed
+// (empty: none yet).
+func SessionSearchAttributes(group, name, agent, host string) temporal.SearchAttributes {
+	attrs := []temporal.SearchAttributeUpdate{
 		groupKey.ValueSet(group), sessionKey.ValueSet(name), agentKey.ValueSet(agent),
 		statusKey.ValueSet(StatusIdle), rotationsKey.ValueSet(0),
-	)
+	}
+	if host != "" {
+		attrs = append(attrs, hostKey.ValueSet(host))
+	}
+	return temporal.NewSearchAttributes(attrs...)
 }
 
 // SessionSummary is a session workflow's one-line summary in the Temporal
@@ -50,6 +56,7 @@ type published struct {
 	percent   *float64
 	rotations int
 	context   ContextRecord
+	host      string
 	valid     bool
 }
 
@@ -75,6 +82,9 @@ func (s *session) publish(ctx workflow.Context) {
 	if !p.valid || p.rotations != c.Rotations {
 		updates = append(updates, rotationsKey.ValueSet(int64(c.Rotations)))
 	}
+	if s.st.Host != "" && (!p.valid || p.host != s.st.Host) {
+		updates = append(updates, hostKey.ValueSet(s.st.Host))
+	}
 	if len(updates) > 0 {
 		if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 			workflow.GetLogger(ctx).Warn("search attributes not updated", "error", err)
@@ -85,7 +95,7 @@ func (s *session) publish(ctx workflow.Context) {
 			workflow.GetLogger(ctx).Warn("memo not updated", "error", err)
 		}
 	}
-	s.published = published{status: s.status(), percent: c.Percent, rotations: c.Rotations, context: c, valid: true}
+	s.published = published{status: s.status(), percent: c.Percent, rotations: c.Rotations, context: c, host: s.st.Host, valid: true}
 	// Current details cost no history: the Web UI reads them by query.
 	workflow.SetCurrentDetails(ctx, s.details())
 }
@@ -118,6 +128,9 @@ func (s *session) details() string {
 		ctx = fmt.Sprintf("context %.0f%% of %d tokens (%s)", *c.Percent, c.WindowTokens, c.Source)
 	}
 	d := fmt.Sprintf("%s; %s; %d turns (%d since the last rotation), %d rotations", s.status(), ctx, c.TotalTurns, c.Turns, c.Rotations)
+	if s.st.Host != "" {
+		d += "; on host " + s.st.Host
+	}
 	if r := c.LastRotation; r != nil {
 		outcome := "ok"
 		if !r.OK {

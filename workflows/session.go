@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -111,6 +112,23 @@ type SessionState struct {
 	// giving it back; SlotSeq numbers the requests (VersionGovernor).
 	SlotAsked bool  `json:"slotAsked,omitempty"`
 	SlotSeq   int64 `json:"slotSeq,omitempty"`
+
+	// Host is the host the session runs on, decided once (VersionHosts);
+	// HostDown is true while the registry says that host is down, since
+	// HostDownSince; HostDownTold once the inbox heard of it.
+	Host          string    `json:"host,omitempty"`
+	HostDown      bool      `json:"hostDown,omitempty"`
+	HostDownSince time.Time `json:"hostDownSince,omitempty"`
+	HostDownTold  bool      `json:"hostDownTold,omitempty"`
+	// PendingMove is the host nid move asked for, until the move runs;
+	// Moves numbers the moves; Salvage is what a move saved that the next
+	// worktree made on the new host still has to take.
+	PendingMove string `json:"pendingMove,omitempty"`
+	Moves       int    `json:"moves,omitempty"`
+	Salvage     string `json:"salvage,omitempty"`
+	// PushPending is true from a task done until the branch is pushed to
+	// the remote of a URL repo.
+	PushPending bool `json:"pushPending,omitempty"`
 }
 
 type session struct {
@@ -126,6 +144,11 @@ type session struct {
 	published published
 	// ladder is the rung of the version ladder this run follows.
 	ladder
+	// stopWatchingHost cancels the wait that tells the inbox of a host
+	// down too long.
+	stopWatchingHost workflow.CancelFunc
+	// moving is the move the rotation starting now carries, if any.
+	moving *MoveSpec
 }
 
 // SessionWorkflow is one agent seat in a group. It runs forever: it sends
@@ -165,6 +188,9 @@ func (s *session) setup(ctx workflow.Context) error {
 	if s.st.NextSeq == 0 {
 		s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("session started (%s)", s.in.Spec.Kind)})
 	}
+	if s.has(VersionHosts) {
+		s.hostStart(ctx)
+	}
 	s.publish(ctx)
 	if s.has(VersionTeam) {
 		s.teamStart(ctx)
@@ -190,6 +216,14 @@ func (s *session) run(ctx workflow.Context) error {
 		}
 		if s.st.Stopped {
 			s.stopAgent(ctx)
+			continue
+		}
+		if s.st.PendingMove != "" {
+			s.move(ctx)
+			continue
+		}
+		if s.st.PushPending {
+			s.pushBranch(ctx)
 			continue
 		}
 		if s.slotNotWanted() {
@@ -237,6 +271,13 @@ func (s *session) run(ctx workflow.Context) error {
 // budget runs out or is raised while it waits, so a waiting session shows
 // paused exactly while the budget is spent.
 func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
+	if s.has(VersionHosts) {
+		// Everything the loop does runs on the session's host, or waits
+		// for it (a stop too: the agent to stop is there).
+		// A move is the way off a host that is down.
+		work := ready
+		ready = func() bool { return s.st.PendingMove != "" || !s.st.HostDown && (s.st.PushPending || work()) }
+	}
 	if !s.has(VersionRotationBudget) {
 		if !ready() {
 			s.sitStill(ctx)

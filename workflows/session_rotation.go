@@ -32,7 +32,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 		Number:        n,
 		Session:       s.ref(),
 		Spec:          s.in.Spec,
-		ActivityQueue: s.in.ActivityQueue,
+		ActivityQueue: s.queue(),
 		Conversation:  s.st.Conversation,
 		Method:        req.Mode,
 		Reason:        req.Reason,
@@ -44,6 +44,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 		Generation:    s.st.Generation,
 		HeldTasks:     s.heldTasks(),
 		HeldLocks:     s.heldLocks(),
+		Move:          s.moving,
 	})
 	var res RotationResult
 	err := s.child.Get(ctx, &res)
@@ -75,6 +76,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 	}
 	s.charge(ctx, cost)
 	s.applyRotation(ctx, res)
+	s.arrive(ctx, res)
 }
 
 // boardText is the board as the session last saw it, for a fresh
@@ -118,7 +120,11 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	}
 	s.applyUsage(res.Usage)
 	rec := s.st.Context
-	s.record(ctx, Event{Kind: EventRotation, Text: fmt.Sprintf("↻ %s (%s)", res.Method, res.Reason), Rotation: &ev, Context: &rec})
+	text := fmt.Sprintf("↻ %s (%s)", res.Method, res.Reason)
+	if res.ToHost != "" {
+		text += fmt.Sprintf(" host %s → %s", res.FromHost, res.ToHost)
+	}
+	s.record(ctx, Event{Kind: EventRotation, Text: text, Rotation: &ev, Context: &rec})
 	if s.has(VersionVouchedHandoff) {
 		s.keepReceipt(ev, workflow.Now(ctx))
 		s.plot(res.Method, res.Reason)

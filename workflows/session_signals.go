@@ -23,6 +23,8 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalBoard, s.onBoard)
 	onSignal(ctx, sel, SignalStop, s.onStop)
 	onSignal(ctx, sel, SignalStart, s.onStart)
+	onSignal(ctx, sel, SignalHost, s.onHost)
+	onSignal(ctx, sel, SignalMove, s.onMove)
 	return sel
 }
 
@@ -161,6 +163,11 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 		s.charge(ctx, Charge{Turns: -1})
 	}
 	mine := b.HeldBy(s.in.Name)
+	if s.has(VersionHosts) && before != nil && s.taskFinished(*before, b) && config.IsRepoURL(s.in.Repo) && s.st.Worktree != "" {
+		// Each host's clone is its own: the remote is where a task's
+		// work outlives the host.
+		s.st.PushPending = true
+	}
 	if mine != nil && (before == nil || before.HeldBy(s.in.Name) == nil || before.HeldBy(s.in.Name).ID != mine.ID) {
 		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("claimed task %s: %s", mine.ID, clip(mine.Title, 60))})
 	}
@@ -235,4 +242,5 @@ func (s *session) onStart(ctx workflow.Context, req SessionStart) {
 	}
 	s.record(ctx, Event{Kind: EventResumed, Text: text})
 	s.publish(ctx)
+	s.tellRegistry(ctx)
 }

@@ -53,7 +53,9 @@ type fakeAgent struct {
 	onTurn    func(in activities.TurnInput)
 	onCompact func()
 	turns     []activities.TurnInput
-	stops     []string
+	// queues are the task queues the turns were sent to.
+	queues []string
+	stops  []string
 	// ack is how a fresh conversation answers the request to call
 	// handoff_ack, as the sim's switch says ("": correctly).
 	ack string
@@ -96,9 +98,10 @@ func (f *fakeAgent) RescueHandoff(_ context.Context, in activities.RescueInput) 
 	return activities.RescueResult{Summary: f.rescued}, nil
 }
 
-func (f *fakeAgent) RunTurn(_ context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+func (f *fakeAgent) RunTurn(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
 	f.mu.Lock()
 	f.turns = append(f.turns, in)
+	f.queues = append(f.queues, activity.GetInfo(ctx).TaskQueue)
 	conv := in.Conversation
 	if conv == "" {
 		f.convs++

@@ -137,7 +137,7 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 	// Whether the group already counted this turn is known now; a board
 	// arriving during the turn must not change the answer.
 	reserved := s.granted()
-	actx := workflow.WithActivityOptions(ctx, activityOptions(s.in.ActivityQueue, turnTimeout(s.in.Spec)))
+	actx := workflow.WithActivityOptions(ctx, activityOptions(s.queue(), turnTimeout(s.in.Spec)))
 	var res activities.TurnResult
 	err := workflow.ExecuteActivity(actx, activities.RunTurnName, activities.TurnInput{
 		Session:      s.ref(),
@@ -295,10 +295,10 @@ func (s *session) prepareWorkspace(ctx workflow.Context) {
 	if !s.has(VersionTeam) || s.in.Repo == "" || s.st.Worktree != "" {
 		return
 	}
-	actx := workflow.WithActivityOptions(ctx, activityOptions(s.in.ActivityQueue, 5*time.Minute))
+	actx := workflow.WithActivityOptions(ctx, activityOptions(s.queue(), 5*time.Minute))
 	var res activities.WorkspaceResult
 	err := workflow.ExecuteActivity(actx, activities.PrepareWorkspaceName, activities.WorkspaceInput{
-		Session: s.ref(), Repo: s.in.Repo,
+		Session: s.ref(), Repo: s.in.Repo, Salvage: s.st.Salvage,
 	}).Get(ctx, &res)
 	if err != nil {
 		s.record(ctx, Event{Kind: EventTurnFailed, Text: "worktree not prepared: " + ErrorText(err)})
@@ -306,7 +306,7 @@ func (s *session) prepareWorkspace(ctx workflow.Context) {
 		s.setStatus(ctx, StatusNeedsAttention)
 		return
 	}
-	s.st.Worktree, s.st.Branch = res.Worktree, res.Branch
+	s.st.Worktree, s.st.Branch, s.st.Salvage = res.Worktree, res.Branch, ""
 	s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("worktree %s on branch %s", res.Worktree, res.Branch)})
 }
 
@@ -325,7 +325,7 @@ func (s *session) stopAgent(ctx workflow.Context) {
 	}
 	s.st.StopDone = true
 	if s.st.Conversation != "" {
-		actx := workflow.WithActivityOptions(ctx, activityOptions(s.in.ActivityQueue, time.Minute))
+		actx := workflow.WithActivityOptions(ctx, activityOptions(s.queue(), time.Minute))
 		if err := workflow.ExecuteActivity(actx, activities.StopAgentName, activities.StopInput{
 			Session: s.ref(), Spec: s.in.Spec, Conversation: s.st.Conversation,
 		}).Get(ctx, nil); err != nil {
@@ -333,4 +333,6 @@ func (s *session) stopAgent(ctx workflow.Context) {
 		}
 	}
 	s.setStatus(ctx, StatusStopped)
+	// Its place on the host stays, its share of the capacity does not.
+	s.tellRegistry(ctx)
 }

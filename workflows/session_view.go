@@ -35,6 +35,9 @@ func (s *session) view() (SessionView, error) {
 		Branch:         s.st.Branch,
 		WorkDir:        s.workDir(),
 		Rung:           s.version,
+		Host:           s.st.Host,
+		HostDown:       s.st.HostDown,
+		Moving:         s.st.PendingMove,
 	}
 	for _, m := range s.st.Messages {
 		v.QueuedBytes += len(m)
@@ -43,6 +46,8 @@ func (s *session) view() (SessionView, error) {
 		// Stopped from the moment the stop is taken, though its agent
 		// stops when the step it is in ends.
 		v.Status = StatusStopped
+	} else if s.st.HostDown {
+		v.Status = StatusHostDown
 	}
 	if b := s.st.Board; b != nil && !s.st.Stopped {
 		// A stopped session's claims and locks went back to the board.
@@ -98,6 +103,10 @@ func (s *session) toInbox(ctx workflow.Context, kind, text string) {
 func (s *session) status() string {
 	if s.st.Stopped && s.has(VersionStopAtOnce) {
 		return StatusStopped
+	}
+	if s.st.HostDown {
+		// Whatever it was doing waits for the host; it resumes as it was.
+		return StatusHostDown
 	}
 	return s.st.Status
 }

@@ -143,8 +143,22 @@ const (
 	// yet.
 	VersionStopDropsHandoffs Version = 13
 
+	// VersionHosts: sessions run on hosts. A session's host is decided
+	// once, by the hosts registry (nid/hosts) or nid.yaml's host:, and kept
+	// in its state; its turns, rotations and git work go to that host's
+	// queue. The registry tells it when its host goes down or comes back:
+	// while down it waits (status host-down, an inbox item after
+	// hostDownInboxAfter), then resumes where it was. nid move hands a
+	// session off onto another host (RotationInput.Move: the work saved on
+	// the old host, a fresh worktree with the salvage on the new one); a
+	// task done pushes the branch of a URL repo; a stopped session gives
+	// its host's capacity back. The host is a search attribute (NidHost).
+	// The registry workflow itself starts at this rung. Histories: to be
+	// recorded when this rung is released.
+	VersionHosts Version = 14
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionStopDropsHandoffs
+	versionLatest = VersionHosts
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

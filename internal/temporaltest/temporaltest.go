@@ -46,6 +46,10 @@ import (
 // Token is the HTTP API token of every Config.
 const Token = "temporaltest-token-0123456789"
 
+// Host is the host name a test's worker serves under, so what nid prints of
+// hosts is the same on every machine.
+const Host = "testhost"
+
 // readyTimeout bounds the server's start and a namespace's readiness: a cold
 // start on a busy machine takes seconds.
 const readyTimeout = 2 * time.Minute
@@ -95,8 +99,8 @@ func (e Env) Environ() []string {
 func (e Env) Config(t testing.TB, groups string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
-	yaml := fmt.Sprintf("state: %s\ntemporal:\n  address: %s\n  namespace: %s\nhttp:\n  listen: 127.0.0.1:0\n  token: %s\ngroups:\n%s",
-		filepath.Join(dir, "state"), e.Address, e.Namespace, Token, groups)
+	yaml := fmt.Sprintf("state: %s\ntemporal:\n  address: %s\n  namespace: %s\nhttp:\n  listen: 127.0.0.1:0\n  token: %s\nworker:\n  host: %s\n  maxSessions: 8\ngroups:\n%s",
+		filepath.Join(dir, "state"), e.Address, e.Namespace, Token, Host, groups)
 	file := filepath.Join(dir, "nid.yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)

@@ -193,7 +193,7 @@ async function groupPage(group) {
     g.goal ? el("p", {}, g.goal) : null,
     el("p", { class: "muted", id: "policy" }, "rotate: " + g.policyText),
     (g.learned || []).length ? el("p", { class: "muted", id: "learned" }, "learned: " + g.learnedText) : null,
-    el("table", { id: "sessions" }, el("thead", {}, el("tr", {}, ["session", "agent", "status", "context", "rotations", "turns"].map((h) => el("th", {}, h)))), body),
+    el("table", { id: "sessions" }, el("thead", {}, el("tr", {}, ["session", "agent", "status", "host", "context", "rotations", "turns"].map((h) => el("th", {}, h)))), body),
     el("h2", {}, "Rotations"),
     el("table", { id: "rotation-stats" }, el("thead", {}, el("tr", {},
       ["session", "compact", "handoff", "vendor compact", "failed", "handoffs verified", "reclaimed per rotation"].map((h) => el("th", {}, h)))), stats),
@@ -214,6 +214,7 @@ async function groupPage(group) {
       el("td", {}, el("a", { href: "/sessions/" + s.group + "/" + s.name }, s.name)),
       el("td", {}, s.agent),
       el("td", { class: "status-" + s.status }, s.status),
+      el("td", { class: "host" }, s.host || "—"),
       el("td", {}, ctxCell(s.context)),
       el("td", {}, "↻" + (s.context.rotations || 0)),
       el("td", {}, s.context.totalTurns || 0))));

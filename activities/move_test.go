@@ -1,0 +1,101 @@
+package activities_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/activities"
+)
+
+// A session leaving a host takes its work along without a commit on its
+// branch: the uncommitted changes (a new file included) go to a salvage
+// ref, the old worktree goes, and the new host's fresh worktree of the same
+// branch has them back as uncommitted changes.
+func TestMoveCarriesCommittedAndUncommittedWork(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		url  bool
+	}{{"a repository both hosts share", false}, {"a URL each host clones", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			repo := newRepo(t)
+			if tt.url {
+				bare := filepath.Join(t.TempDir(), "origin.git")
+				gitRun(t, repo, "clone", "-q", "--bare", repo, bare)
+				repo = "file://" + bare
+			}
+			hostA := &activities.Activities{StateDir: t.TempDir()}
+			hostB := &activities.Activities{StateDir: t.TempDir()}
+			ws, err := hostA.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+			require.NoError(t, err)
+			gitRun(t, ws.Worktree, "config", "user.name", "agent")
+			gitRun(t, ws.Worktree, "config", "user.email", "agent@example.com")
+			writeFile(t, ws.Worktree, "parser.go", "package parser\n")
+			committed := commit(t, ws.Worktree, "Parser skeleton")
+			head := gitRun(t, ws.Worktree, "rev-parse", "HEAD")
+			writeFile(t, ws.Worktree, "README.md", "the project, half rewritten\n")
+			writeFile(t, ws.Worktree, "notes/todo.txt", "lexer next\n")
+
+			saved, err := hostA.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Repo: repo, Worktree: ws.Worktree, Number: 1})
+			require.NoError(t, err)
+			require.Equal(t, "refs/nid/salvage/web/lead/1", saved.Salvage)
+			require.Equal(t, head, saved.Head)
+			if tt.url {
+				require.Equal(t, "origin", saved.Pushed)
+			} else {
+				require.Empty(t, saved.Pushed, "a repository without origin keeps the refs itself")
+				require.Equal(t, head, gitRun(t, repo, "rev-parse", "refs/heads/nid/web/lead"), "nothing was committed on the branch")
+			}
+			_, err = os.Stat(ws.Worktree)
+			require.True(t, os.IsNotExist(err), "the worktree left the host")
+			again, err := hostA.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Repo: repo, Worktree: ws.Worktree, Number: 1})
+			require.NoError(t, err)
+			require.Empty(t, again.Salvage, "a retry finds nothing left to save")
+
+			moved, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo, Salvage: saved.Salvage})
+			require.NoError(t, err)
+			require.Equal(t, "nid/web/lead", moved.Branch)
+			require.Equal(t, committed, gitRun(t, moved.Worktree, "log", "-1", "--format=%h %s"), "the branch arrived")
+			require.Equal(t, "M README.md\n?? notes/", gitRun(t, moved.Worktree, "status", "--porcelain"), "the uncommitted work arrived uncommitted (git status --porcelain, trimmed)")
+			b, err := os.ReadFile(filepath.Join(moved.Worktree, "notes", "todo.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "lexer next\n", string(b))
+		})
+	}
+}
+
+func TestSaveWorkWithNothingUncommittedMakesNoSalvage(t *testing.T) {
+	repo := newRepo(t)
+	acts := &activities.Activities{StateDir: t.TempDir()}
+	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	saved, err := acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Repo: repo, Worktree: ws.Worktree, Number: 1})
+	require.NoError(t, err)
+	require.Empty(t, saved.Salvage)
+	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo, Salvage: "refs/heads/main"})
+	require.ErrorContains(t, err, `salvage "refs/heads/main" is not a salvage ref`)
+}
+
+func TestPushBranchSendsTheBranchToOrigin(t *testing.T) {
+	repo := newRepo(t)
+	bare := filepath.Join(t.TempDir(), "origin.git")
+	gitRun(t, repo, "clone", "-q", "--bare", repo, bare)
+	acts := &activities.Activities{StateDir: t.TempDir()}
+	url := "file://" + bare
+	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: url})
+	require.NoError(t, err)
+	gitRun(t, ws.Worktree, "-c", "user.name=agent", "-c", "user.email=agent@example.com", "commit", "-q", "--allow-empty", "-m", "Task t1 done")
+	pushed, err := acts.PushBranch(t.Context(), activities.PushBranchInput{Session: webLead, Repo: url})
+	require.NoError(t, err)
+	require.Equal(t, "origin", pushed)
+	require.Equal(t, "Task t1 done", gitRun(t, bare, "log", "-1", "--format=%s", "nid/web/lead"))
+
+	local := &activities.Activities{StateDir: t.TempDir()}
+	_, err = local.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	pushed, err = local.PushBranch(t.Context(), activities.PushBranchInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	require.Empty(t, pushed, "a repository without origin has nowhere to push")
+}

@@ -1,0 +1,85 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// hostsStart is how the registry is started when a heartbeat or a
+// placement finds none.
+func hostsStart() client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       workflows.HostsID,
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            "nid hosts registry",
+		StaticDetails: "The hosts nid's workers serve under: their capacity and heartbeats. It places new sessions " +
+			"on the live host with the most room and tells a host's sessions when it goes down or comes back.",
+	}
+}
+
+// Beat tells the registry this host is alive (or, leaving, that it stops).
+func Beat(ctx context.Context, c client.Client, b workflows.HostBeat) error {
+	_, err := c.SignalWithStartWorkflow(ctx, workflows.HostsID, workflows.SignalHeartbeat, b, hostsStart(),
+		workflows.HostsWorkflowName, workflows.HostsInput{})
+	if err != nil {
+		return fmt.Errorf("hosts registry: %w", err)
+	}
+	return nil
+}
+
+// Place asks the registry where a session runs: where it already is, else
+// want, else the live host with the most room.
+func Place(ctx context.Context, c client.Client, session, want string) (string, error) {
+	start := c.NewWithStartWorkflowOperation(hostsStart(), workflows.HostsWorkflowName, workflows.HostsInput{})
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID:   workflows.HostsID,
+			UpdateName:   workflows.UpdatePlace,
+			Args:         []interface{}{workflows.PlaceRequest{Session: session, Want: want}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	var p workflows.Placement
+	if err == nil {
+		err = h.Get(ctx, &p)
+	}
+	if err != nil {
+		return "", fmt.Errorf("placing %s: %s", session, workflows.ErrorText(err))
+	}
+	return p.Host, nil
+}
+
+// heartbeat beats for this host every w.Heartbeat until ctx ends. A beat
+// that fails is logged and tried again at the next one: the registry counts
+// a host down only after several are missed.
+func heartbeat(ctx context.Context, c client.Client, b workflows.HostBeat, logger *slog.Logger) {
+	t := time.NewTicker(b.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		bctx, cancel := context.WithTimeout(ctx, b.Every)
+		if err := Beat(bctx, c, b); err != nil && ctx.Err() == nil {
+			logger.Warn("Heartbeat not delivered", "host", b.Host, "error", err)
+		}
+		cancel()
+	}
+}
+
+// hostBeat is this node's heartbeat.
+func hostBeat(w config.Worker, httpURL string) workflows.HostBeat {
+	return workflows.HostBeat{Host: w.Host, MaxSessions: w.MaxSessions, Every: w.Heartbeat.D(), HTTP: httpURL}
+}

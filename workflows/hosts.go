@@ -1,0 +1,287 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// The hosts registry: one workflow, nid/hosts, that every worker with
+// capacity beats into and that places new sessions. Placement is decided
+// here, one update at a time, so two sessions starting together never both
+// take a host's last seat; liveness is decided here too, so every session of
+// a host hears that it went down (or came back) from one place, and `nid
+// hosts` shows what the sessions were told.
+
+// hostMissedBeats is how many heartbeats a host may miss before it counts
+// as down.
+const hostMissedBeats = 3
+
+// HostsState is everything the registry carries across continue-as-new.
+type HostsState struct {
+	// Hosts are sorted by name.
+	Hosts []HostRecord `json:"hosts"`
+	// Pending are the changes not yet told to the sessions they concern,
+	// in the order they happened; they travel across continue-as-new.
+	Pending []HostNotice `json:"pending,omitempty"`
+	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
+	HistoryLimit int `json:"historyLimit,omitempty"`
+}
+
+// HostNotice is a host's state to tell one session (Session, group/name),
+// or every session on the host (Session empty).
+type HostNotice struct {
+	Session string    `json:"session,omitempty"`
+	State   HostState `json:"state"`
+}
+
+// HostRecord is one host as the registry knows it.
+type HostRecord struct {
+	Name        string        `json:"name"`
+	MaxSessions int           `json:"maxSessions"`
+	Every       time.Duration `json:"every"`
+	// HTTP is the host's own HTTP server (dashboard, API, MCP endpoint).
+	HTTP     string    `json:"http,omitempty"`
+	LastSeen time.Time `json:"lastSeen"`
+	Alive    bool      `json:"alive"`
+	// Sessions placed here, as group/name, sorted; Stopped those of them
+	// stopped, which keep their place but take no capacity.
+	Sessions []string `json:"sessions"`
+	Stopped  []string `json:"stopped,omitempty"`
+}
+
+// free is how many more sessions the host takes before it is full
+// (negative once sessions pinned to it passed its capacity).
+func (h HostRecord) free() int { return h.MaxSessions - len(h.Sessions) + len(h.Stopped) }
+
+// deadline is when a host that beats no more counts as down.
+func (h HostRecord) deadline() time.Time { return h.LastSeen.Add(hostMissedBeats * h.Every) }
+
+type hosts struct {
+	st *HostsState
+	// ladder is the rung this run follows: the registry is new at
+	// VersionHosts, and later changes to it branch on the ladder too.
+	ladder
+}
+
+// HostsWorkflow is the hosts registry, nid/hosts. Workers start it with
+// their first heartbeat (signal-with-start); it runs forever.
+func HostsWorkflow(ctx workflow.Context, in HostsInput) error {
+	r := &hosts{st: in.State, ladder: ladder{versionOf(ctx)}}
+	if r.st == nil {
+		r.st = &HostsState{}
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryHosts, r.view); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePlace, r.place,
+		workflow.UpdateHandlerOptions{Validator: r.validatePlace}); err != nil {
+		return err
+	}
+	return r.run(ctx)
+}
+
+func (r *hosts) selector(ctx workflow.Context) workflow.Selector {
+	sel := workflow.NewSelector(ctx)
+	onSignal(ctx, sel, SignalHeartbeat, r.onBeat)
+	onSignal(ctx, sel, SignalHostAssign, r.onAssign)
+	return sel
+}
+
+// run folds beats and assignments as they come, marks hosts down when their
+// beats stop, and tells the sessions of each host that changed.
+func (r *hosts) run(ctx workflow.Context) error {
+	sel := r.selector(ctx)
+	for {
+		// Beats first: a worker that restarts beats before it takes the
+		// registry's task, whose timer fired meanwhile, and must not be
+		// told down by it.
+		for sel.HasPending() {
+			sel.Select(ctx)
+		}
+		r.expire(ctx)
+		r.tell(ctx)
+		if historyFull(ctx, r.st.HistoryLimit) {
+			return continueAsNew(ctx, r.ladder, r.selector, HostsWorkflowName, func() any {
+				return HostsInput{State: r.st}
+			})
+		}
+		var err error
+		if wait, ok := r.nextDeadline(ctx); ok {
+			_, err = workflow.AwaitWithTimeout(ctx, wait, sel.HasPending)
+		} else {
+			err = workflow.Await(ctx, sel.HasPending)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// nextDeadline is how long until the first live host counts as down.
+func (r *hosts) nextDeadline(ctx workflow.Context) (time.Duration, bool) {
+	var first time.Time
+	for _, h := range r.st.Hosts {
+		if h.Alive && (first.IsZero() || h.deadline().Before(first)) {
+			first = h.deadline()
+		}
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	// A millisecond past the deadline, so the timer never wakes a hair
+	// before it and spins.
+	return max(first.Sub(workflow.Now(ctx))+time.Millisecond, time.Millisecond), true
+}
+
+// expire marks down every live host whose beats stopped.
+func (r *hosts) expire(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	for i := range r.st.Hosts {
+		h := &r.st.Hosts[i]
+		if h.Alive && !now.Before(h.deadline()) {
+			h.Alive = false
+			r.st.Pending = append(r.st.Pending, HostNotice{State: HostState{Host: h.Name, Alive: false}})
+		}
+	}
+}
+
+func (r *hosts) host(name string) *HostRecord {
+	i, ok := slices.BinarySearchFunc(r.st.Hosts, name, func(h HostRecord, n string) int {
+		switch {
+		case h.Name < n:
+			return -1
+		case h.Name > n:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		r.st.Hosts = slices.Insert(r.st.Hosts, i, HostRecord{Name: name, Sessions: []string{}})
+	}
+	return &r.st.Hosts[i]
+}
+
+func (r *hosts) onBeat(ctx workflow.Context, b HostBeat) {
+	if !config.ValidHost(b.Host) || b.Every <= 0 {
+		return
+	}
+	h := r.host(b.Host)
+	h.MaxSessions, h.Every, h.HTTP = max(b.MaxSessions, 0), b.Every, b.HTTP
+	h.LastSeen = workflow.Now(ctx)
+	if !h.Alive {
+		h.Alive = true
+		r.st.Pending = append(r.st.Pending, HostNotice{State: HostState{Host: h.Name, Alive: true}})
+	}
+}
+
+// onAssign records where a session is (each run of a session says so when
+// it starts, and a move when it lands) and answers with that host's state,
+// so a session placed on a host that is down knows it at once.
+func (r *hosts) onAssign(ctx workflow.Context, a HostAssign) {
+	if !config.ValidHost(a.Host) {
+		return
+	}
+	r.assign(a.Session, a.Host)
+	h := r.host(a.Host)
+	if a.Stopped {
+		h.Stopped = insertSorted(h.Stopped, a.Session)
+	}
+	r.st.Pending = append(r.st.Pending, HostNotice{Session: a.Session, State: HostState{Host: h.Name, Alive: h.Alive}})
+}
+
+// assign moves session onto host, off any other, as running.
+func (r *hosts) assign(session, host string) {
+	other := func(s string) bool { return s == session }
+	for i := range r.st.Hosts {
+		r.st.Hosts[i].Sessions = slices.DeleteFunc(r.st.Hosts[i].Sessions, other)
+		r.st.Hosts[i].Stopped = slices.DeleteFunc(r.st.Hosts[i].Stopped, other)
+	}
+	h := r.host(host)
+	h.Sessions = insertSorted(h.Sessions, session)
+}
+
+func insertSorted(list []string, s string) []string {
+	if i, found := slices.BinarySearch(list, s); !found {
+		return slices.Insert(list, i, s)
+	}
+	return list
+}
+
+// where is the host session is placed on, if any.
+func (r *hosts) where(session string) string {
+	for _, h := range r.st.Hosts {
+		if _, found := slices.BinarySearch(h.Sessions, session); found {
+			return h.Name
+		}
+	}
+	return ""
+}
+
+// tell sends every pending change to the sessions it concerns. A session
+// that is gone (removed, or never started) just misses it.
+func (r *hosts) tell(ctx workflow.Context) {
+	var sent []workflow.Future
+	for _, n := range r.st.Pending {
+		to := []string{n.Session}
+		if n.Session == "" {
+			to = r.host(n.State.Host).Sessions
+		}
+		for _, ref := range to {
+			if group, name, err := ParseSessionRef(ref); err == nil {
+				sent = append(sent, workflow.SignalExternalWorkflow(ctx, SessionID(group, name), "", SignalHost, n.State))
+			}
+		}
+	}
+	r.st.Pending = nil
+	for _, f := range sent {
+		_ = f.Get(ctx, nil)
+	}
+}
+
+func (r *hosts) validatePlace(req PlaceRequest) error {
+	if _, _, err := ParseSessionRef(req.Session); err != nil {
+		return err
+	}
+	if req.Want != "" && !config.ValidHost(req.Want) {
+		return fmt.Errorf("host %q: a host name is letters, digits, '.', '-' or '_' (at most 253, starting with a letter or digit)", req.Want)
+	}
+	return nil
+}
+
+// place answers where a session runs: where it already is; else the host
+// it asks for; else the live host with the most room, the first by name
+// among equals. With no live host that takes sessions, nothing is placed.
+func (r *hosts) place(ctx workflow.Context, req PlaceRequest) (Placement, error) {
+	if at := r.where(req.Session); at != "" {
+		return Placement{Host: at}, nil
+	}
+	host := req.Want
+	if host == "" {
+		best := -1
+		for i, h := range r.st.Hosts {
+			if h.Alive && h.MaxSessions > 0 && (best < 0 || h.free() > r.st.Hosts[best].free()) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return Placement{}, errors.New("no live host takes sessions: start nid worker (or nid up) with worker.maxSessions above 0, or pin the session with host:")
+		}
+		host = r.st.Hosts[best].Name
+	}
+	r.assign(req.Session, host)
+	return Placement{Host: host}, nil
+}
+
+func (r *hosts) view() (HostsView, error) {
+	v := HostsView{Hosts: make([]HostView, 0, len(r.st.Hosts))}
+	for _, h := range r.st.Hosts {
+		v.Hosts = append(v.Hosts, HostView{HostRecord: h, Free: h.free()})
+	}
+	return v, nil
+}

@@ -1,0 +1,406 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
+)
+
+type hostsHarness struct {
+	t   *testing.T
+	env *testsuite.TestWorkflowEnvironment
+	mu  sync.Mutex
+	// told is what each session workflow was told of its host, in order.
+	told map[string][]HostState
+}
+
+func newHostsHarness(t *testing.T) *hostsHarness {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	h := &hostsHarness{t: t, env: suite.NewTestWorkflowEnvironment(), told: map[string][]HostState{}}
+	h.env.RegisterWorkflowWithOptions(HostsWorkflow, workflow.RegisterOptions{Name: HostsWorkflowName})
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalHost, mock.Anything).Return(
+		func(_, id, _, _ string, arg interface{}) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.told[id] = append(h.told[id], arg.(HostState))
+			return nil
+		})
+	return h
+}
+
+func (h *hostsHarness) beat(d time.Duration, b HostBeat) {
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalHeartbeat, b) }, d)
+}
+
+// place asks at d where session runs.
+func (h *hostsHarness) place(d time.Duration, session, want string) *updateResult {
+	r := &updateResult{}
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdatePlace, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { r.rejected, r.done = err, true },
+			OnAccept: func() {},
+			OnComplete: func(v interface{}, err error) {
+				r.err, r.done = err, true
+				if err == nil {
+					r.value = v.(Placement).Host
+				}
+			},
+		}, PlaceRequest{Session: session, Want: want})
+	}, d)
+	return r
+}
+
+func (h *hostsHarness) view() HostsView {
+	q, err := h.env.QueryWorkflow(QueryHosts)
+	require.NoError(h.t, err)
+	var v HostsView
+	require.NoError(h.t, q.Get(&v))
+	return v
+}
+
+func (h *hostsHarness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, d) }
+
+func (h *hostsHarness) run(end time.Duration) {
+	h.at(end, h.env.CancelWorkflow)
+	h.env.ExecuteWorkflow(HostsWorkflowName, HostsInput{})
+	var canceled *temporal.CanceledError
+	require.True(h.t, errors.As(h.env.GetWorkflowError(), &canceled), "registry ended with %v", h.env.GetWorkflowError())
+}
+
+func (h *hostsHarness) toldOf(session string) []HostState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]HostState(nil), h.told[session]...)
+}
+
+// keepBeating beats for b every b.Every from d until end.
+func (h *hostsHarness) keepBeating(b HostBeat, from, end time.Duration) {
+	for at := from; at < end; at += b.Every {
+		h.beat(at, b)
+	}
+}
+
+func TestHostsPlaceOnTheLiveHostWithMostRoom(t *testing.T) {
+	h := newHostsHarness(t)
+	a := HostBeat{Host: "a", MaxSessions: 2, Every: 10 * time.Second}
+	b := HostBeat{Host: "b", MaxSessions: 3, Every: 10 * time.Second}
+	gone := HostBeat{Host: "gone", MaxSessions: 50, Every: 10 * time.Second}
+	h.keepBeating(a, time.Second, 10*time.Minute)
+	h.keepBeating(b, time.Second, 10*time.Minute)
+	h.beat(time.Second, gone) // beats once: down long before the placements
+	first := h.place(time.Minute, "web/one", "")
+	second := h.place(time.Minute+time.Second, "web/two", "")
+	third := h.place(time.Minute+2*time.Second, "web/three", "")
+	again := h.place(time.Minute+3*time.Second, "web/one", "")
+	pinned := h.place(time.Minute+4*time.Second, "api/solo", "c")
+	bad := h.place(time.Minute+5*time.Second, "not a session", "")
+	var v HostsView
+	h.at(2*time.Minute, func() { v = h.view() })
+	h.run(10 * time.Minute)
+
+	require.Equal(t, "b", first.value, "b has the most room (3)")
+	require.Equal(t, "a", second.value, "a and b both have 2 left: the first by name")
+	require.Equal(t, "b", third.value)
+	require.Equal(t, "b", again.value, "a placed session stays where it is")
+	require.Equal(t, "c", pinned.value, "host: in nid.yaml wins, known or not")
+	require.ErrorContains(t, bad.rejected, `"not a session" is not a session`)
+
+	require.Len(t, v.Hosts, 4)
+	byName := map[string]HostView{}
+	for _, hv := range v.Hosts {
+		byName[hv.Name] = hv
+	}
+	require.Equal(t, []string{"web/two"}, byName["a"].Sessions)
+	require.Equal(t, []string{"web/one", "web/three"}, byName["b"].Sessions)
+	require.Equal(t, 1, byName["b"].Free)
+	require.True(t, byName["a"].Alive)
+	require.False(t, byName["gone"].Alive, "three beats missed")
+	require.False(t, byName["c"].Alive, "never beat")
+	require.Equal(t, []string{"api/solo"}, byName["c"].Sessions)
+}
+
+func TestHostsWithNoLiveHostPlaceNothing(t *testing.T) {
+	h := newHostsHarness(t)
+	h.beat(time.Second, HostBeat{Host: "a", MaxSessions: 0, Every: 10 * time.Second})
+	r := h.place(2*time.Second, "web/lead", "")
+	h.run(time.Minute)
+	require.ErrorContains(t, r.err, "no live host takes sessions")
+}
+
+func TestHostsTellSessionsWhenTheirHostGoesAndComesBack(t *testing.T) {
+	h := newHostsHarness(t)
+	a := HostBeat{Host: "a", MaxSessions: 4, Every: 10 * time.Second}
+	h.keepBeating(a, time.Second, 2*time.Minute) // then a is killed
+	h.place(5*time.Second, "web/lead", "")
+	h.at(6*time.Second, func() { h.env.SignalWorkflow(SignalHostAssign, HostAssign{Session: "web/lead", Host: "a"}) })
+	var down HostsView
+	h.at(3*time.Minute, func() { down = h.view() })
+	h.keepBeating(a, 5*time.Minute, 6*time.Minute) // restarted, then stopped
+	h.run(10 * time.Minute)
+
+	require.Equal(t, []HostState{
+		{Host: "a", Alive: true},  // the answer to its assignment
+		{Host: "a", Alive: false}, // its beats stopped
+		{Host: "a", Alive: true},  // back
+		{Host: "a", Alive: false}, // stopped: no news until its beats are missed
+	}, h.toldOf(SessionID("web", "lead")))
+	require.False(t, down.Hosts[0].Alive)
+	require.Equal(t, []string{"web/lead"}, down.Hosts[0].Sessions, "a down host keeps its sessions")
+}
+
+func TestHostsCarryEverythingAcrossContinueAsNew(t *testing.T) {
+	h := newHostsHarness(t)
+	a := HostBeat{Host: "a", MaxSessions: 4, Every: 10 * time.Second}
+	h.keepBeating(a, time.Second, 30*time.Minute)
+	h.place(5*time.Second, "web/lead", "")
+	h.at(3*time.Minute, func() { h.env.SetContinueAsNewSuggested(true) })
+	h.env.ExecuteWorkflow(HostsWorkflowName, HostsInput{})
+	require.True(t, h.env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "registry ended with %v", h.env.GetWorkflowError())
+	var next HostsInput
+	require.NoError(t, decodeFirst(can, &next))
+	require.Len(t, next.State.Hosts, 1)
+	require.Equal(t, []string{"web/lead"}, next.State.Hosts[0].Sessions)
+	require.True(t, next.State.Hosts[0].Alive)
+}
+
+func TestSessionRunsOnItsHostAndWaitsWhileItIsDown(t *testing.T) {
+	h := newHarness(t)
+	var assigned []HostAssign
+	h.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			assigned = append(assigned, arg.(HostAssign))
+			return nil
+		})
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host = "b"
+	h.send(time.Minute, 2)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalHost, HostState{Host: "a", Alive: false}) })
+	var otherHost SessionView
+	h.at(10*time.Minute+time.Second, func() { otherHost = h.view() })
+	h.at(11*time.Minute, func() { h.env.SignalWorkflow(SignalHost, HostState{Host: "b", Alive: false}) })
+	h.send(12*time.Minute, 2)
+	var down SessionView
+	h.at(20*time.Minute, func() { down = h.view() })
+	h.at(30*time.Minute, func() { h.env.SignalWorkflow(SignalHost, HostState{Host: "b", Alive: true}) })
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, []HostAssign{{Session: "web/lead", Host: "b"}}, assigned, "the run tells the registry where it is")
+	require.Equal(t, StatusIdle, otherHost.Status, "another host's news is not this session's")
+	require.Equal(t, StatusHostDown, down.Status)
+	require.True(t, down.HostDown)
+	require.Equal(t, 2, down.Context.TotalTurns, "no turn runs while the host is down")
+	require.Equal(t, 2, down.QueuedMessages, "the messages wait for it")
+	require.Len(t, h.inbox, 1, "the inbox hears of a host down for minutes, once")
+	require.Contains(t, h.inbox[0].Text, "web/lead waits for host b, down since")
+	require.Contains(t, h.inbox[0].Text, "nid move web/lead HOST")
+
+	require.Equal(t, StatusIdle, v.Status)
+	require.Equal(t, "b", v.Host)
+	require.Equal(t, 4, v.Context.TotalTurns, "it resumes where it was")
+	require.Equal(t, []string{"host b is down: waiting for it", "host b is back: resuming"}, eventTexts(v, EventHost))
+	for _, q := range h.agent.queues {
+		require.Equal(t, HostQueue("b"), q, "every turn runs on the session's host")
+	}
+}
+
+func TestSessionOfBeforeHostsTakesTheHostOfItsQueue(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(nil)
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.ActivityQueue = HostQueue("old-box")
+	h.send(time.Minute, 1)
+	v := h.run(in, time.Hour)
+	require.Equal(t, "old-box", v.Host)
+	require.Equal(t, []string{HostQueue("old-box")}, h.agent.queues)
+}
+
+// moveHarness is a session harness whose host registry and git activities
+// are recorded: which queue each activity ran on, and what it was given.
+type moveHarness struct {
+	*harness
+	assigned []HostAssign
+	saves    []activities.SaveWorkInput
+	prepares []activities.WorkspaceInput
+	queues   map[string][]string // by activity
+}
+
+func newMoveHarness(t *testing.T) *moveHarness {
+	h := &moveHarness{harness: newHarness(t), queues: map[string][]string{}}
+	h.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.assigned = append(h.assigned, arg.(HostAssign))
+			return nil
+		})
+	h.env.RegisterActivityWithOptions(func(ctx context.Context, in activities.SaveWorkInput) (activities.SaveWorkResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.saves = append(h.saves, in)
+		h.queues["save"] = append(h.queues["save"], activity.GetInfo(ctx).TaskQueue)
+		return activities.SaveWorkResult{Salvage: activities.SalvageRef(in.Session, in.Number)}, nil
+	}, activity.RegisterOptions{Name: activities.SaveWorkName})
+	h.env.RegisterActivityWithOptions(func(ctx context.Context, in activities.WorkspaceInput) (activities.WorkspaceResult, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.prepares = append(h.prepares, in)
+		q := activity.GetInfo(ctx).TaskQueue
+		h.queues["prepare"] = append(h.queues["prepare"], q)
+		return activities.WorkspaceResult{Worktree: "/worktrees/" + q + "/web/lead", Branch: "nid/web/lead"}, nil
+	}, activity.RegisterOptions{Name: activities.PrepareWorkspaceName})
+	return h
+}
+
+func TestMoveHandsOffOntoTheOtherHostWithTheWork(t *testing.T) {
+	h := newMoveHarness(t)
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host, in.Repo = "a", "/repo"
+	h.send(time.Minute, 2)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalMove, MoveRequest{Host: "b"}) })
+	h.send(20*time.Minute, 1)
+	h.at(30*time.Minute, func() { h.env.SignalWorkflow(SignalMove, MoveRequest{Host: "b"}) })
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, "b", v.Host)
+	require.Empty(t, v.Moving)
+	require.Equal(t, "/worktrees/nid@b/web/lead", v.Worktree, "a fresh worktree on the new host")
+	rots := rotations(v)
+	require.Len(t, rots, 1, "the second request found the session on b already")
+	r := rots[0]
+	require.Equal(t, config.ModeHandoff, r.Method)
+	require.Equal(t, ReasonMove, r.Reason)
+	require.Equal(t, "a", r.FromHost)
+	require.Equal(t, "b", r.ToHost)
+	require.Equal(t, "refs/nid/salvage/web/lead/1", r.Salvage)
+	require.Equal(t, []string{HostQueue("a")}, h.queues["save"], "the work is saved where it was")
+	require.Equal(t, []activities.SaveWorkInput{{Session: activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"},
+		Repo: "/repo", Worktree: "/worktrees/nid@a/web/lead", Number: 1}}, h.saves)
+	require.Equal(t, []string{HostQueue("a"), HostQueue("b")}, h.queues["prepare"])
+	require.Equal(t, "refs/nid/salvage/web/lead/1", h.prepares[1].Salvage, "the salvage is laid over the fresh worktree")
+	require.Equal(t, []HostAssign{{Session: "web/lead", Host: "a"}, {Session: "web/lead", Host: "b"}}, h.assigned)
+
+	var kinds, queues []string
+	for i, turn := range h.agent.turns {
+		kinds = append(kinds, turn.Kind)
+		queues = append(queues, h.agent.queues[i])
+	}
+	require.Equal(t, []string{activities.TurnWork, activities.TurnWork, activities.TurnHandoffRequest, activities.TurnFresh, activities.TurnWork}, kinds)
+	require.Equal(t, []string{HostQueue("a"), HostQueue("a"), HostQueue("a"), HostQueue("b"), HostQueue("b")}, queues,
+		"the handoff is asked on the old host, the fresh conversation and what follows run on the new one")
+	require.Equal(t, "/worktrees/nid@b/web/lead", h.agent.turns[3].WorkDir)
+	require.Contains(t, eventTexts(v, EventRotation), "↻ handoff (move) host a → b")
+	require.Equal(t, []string{"moving from host a to host b: it hands off when its current turn ends", "moved from host a to host b",
+		"web/lead is on host b already"}, eventTexts(v, EventHost))
+}
+
+func TestMoveOffAHostThatIsDown(t *testing.T) {
+	h := newMoveHarness(t)
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host = "a"
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalHost, HostState{Host: "a", Alive: false}) })
+	h.at(11*time.Minute, func() { h.env.SignalWorkflow(SignalMove, MoveRequest{Host: "b"}) })
+	h.send(20*time.Minute, 1)
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, "b", v.Host)
+	require.Equal(t, StatusIdle, v.Status, "on a live host again")
+	require.Equal(t, 2, v.Context.TotalTurns)
+	require.Empty(t, h.saves, "nothing can be saved on a host that is down")
+	for i, turn := range h.agent.turns {
+		require.NotEqual(t, activities.TurnHandoffRequest, turn.Kind, "a host that is down is asked nothing")
+		if i > 0 {
+			require.Equal(t, HostQueue("b"), h.agent.queues[i])
+		}
+	}
+	require.Equal(t, SummaryFromLastOutput, rotations(v)[0].SummarySource)
+}
+
+func TestATaskDonePushesTheBranchOfAURLRepo(t *testing.T) {
+	for _, tt := range []struct {
+		repo   string
+		pushes int
+	}{{"https://git.example.com/app.git", 2}, {"/srv/app", 0}} {
+		t.Run(tt.repo, func(t *testing.T) {
+			h := newMoveHarness(t)
+			var pushes []string
+			h.env.RegisterActivityWithOptions(func(ctx context.Context, in activities.PushBranchInput) (string, error) {
+				pushes = append(pushes, activity.GetInfo(ctx).TaskQueue)
+				return "origin", nil
+			}, activity.RegisterOptions{Name: activities.PushBranchName})
+			h.group.board.add("Dark mode toggle", "")
+			h.group.board.add("Settings page", "")
+			h.agent.onTurn = func(in activities.TurnInput) {
+				if strings.HasPrefix(in.Prompt, "Continue with task ") {
+					id := strings.TrimSuffix(strings.Fields(in.Prompt)[3], ":")
+					h.group.update(func(b *BoardState) { b.done(id, time.Time{}) })
+				}
+			}
+			in := sessionInput(policy(config.ModeOff, 85, 0))
+			in.Host, in.Repo, in.Goal = "a", tt.repo, "Add dark mode"
+			v := h.run(in, time.Hour)
+
+			require.Len(t, pushes, tt.pushes, "one push per task done, only to a remote")
+			for _, q := range pushes {
+				require.Equal(t, HostQueue("a"), q, "pushed from the host whose clone has the work")
+			}
+			if tt.pushes > 0 {
+				require.Contains(t, eventTexts(v, EventTask), "task done: branch nid/web/lead pushed to origin")
+			}
+		})
+	}
+}
+
+func TestHostsCountNoCapacityForStoppedSessions(t *testing.T) {
+	h := newHostsHarness(t)
+	a := HostBeat{Host: "a", MaxSessions: 2, Every: 10 * time.Second}
+	b := HostBeat{Host: "b", MaxSessions: 1, Every: 10 * time.Second}
+	h.keepBeating(a, time.Second, 10*time.Minute)
+	h.keepBeating(b, time.Second, 10*time.Minute)
+	h.place(time.Minute, "web/one", "a")
+	h.place(time.Minute+time.Second, "web/two", "a")
+	h.at(2*time.Minute, func() {
+		h.env.SignalWorkflow(SignalHostAssign, HostAssign{Session: "web/one", Host: "a", Stopped: true})
+	})
+	placed := h.place(3*time.Minute, "web/three", "")
+	var v HostsView
+	h.at(4*time.Minute, func() { v = h.view() })
+	h.run(10 * time.Minute)
+
+	require.Equal(t, "a", placed.value, "a's stopped session freed a place: a has 1 left, like b, and comes first")
+	require.Equal(t, []string{"web/one", "web/three", "web/two"}, v.Hosts[0].Sessions, "a stopped session keeps its place")
+	require.Equal(t, []string{"web/one"}, v.Hosts[0].Stopped)
+	require.Equal(t, 0, v.Hosts[0].Free)
+}
+
+func TestAStoppedSessionGivesItsHostsCapacityBack(t *testing.T) {
+	h := newMoveHarness(t)
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host = "a"
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalStop, StopRequest{}) })
+	h.at(20*time.Minute, func() { h.env.SignalWorkflow(SignalStart, SessionStart{Session: "lead"}) })
+	h.run(in, time.Hour)
+	require.Equal(t, []HostAssign{
+		{Session: "web/lead", Host: "a"},
+		{Session: "web/lead", Host: "a", Stopped: true},
+		{Session: "web/lead", Host: "a"},
+	}, h.assigned)
+}

@@ -1,4 +1,14 @@
-package activities_test
+// Package fakemodel is a model server on 127.0.0.1 for tests and
+// benchmarks of the real agent CLIs: it speaks enough of the Anthropic
+// Messages and OpenAI Responses streaming APIs for Claude Code and Codex,
+// and a plain JSON one for a test's own exec agent. Replies are scripted;
+// with no script it answers at once with Default, so a CLI's own work is
+// all a turn costs.
+//
+//	m := fakemodel.Start(t)
+//	env := "ANTHROPIC_BASE_URL=" + m.URL()
+//	m.Script(fakemodel.Reply{Tool: "handoff_write", ToolInput: map[string]any{"summary": "..."}})
+package fakemodel
 
 import (
 	"encoding/json"
@@ -11,8 +21,8 @@ import (
 	"testing"
 )
 
-// fakeReply is one scripted answer of the fake model.
-type fakeReply struct {
+// Reply is one scripted answer of the fake model.
+type Reply struct {
 	Text string
 	// Tool, if set, is a call of one of nid's MCP tools, e.g. handoff_write.
 	Tool      string
@@ -36,24 +46,24 @@ type fakeReply struct {
 	Hang bool
 }
 
-// fakeRequest is one model call the fake received.
-type fakeRequest struct {
+// Request is one model call the fake received.
+type Request struct {
 	Path    string
 	Body    string
 	Headers http.Header
 }
 
-// fakeModel is a model server on 127.0.0.1 that speaks enough of the
+// Server is a model server on 127.0.0.1 that speaks enough of the
 // Anthropic Messages and OpenAI Responses streaming APIs for the real CLIs,
-// and a plain JSON one for the suite's exec agent (see execAgent). Replies
-// are taken from the script in order; when it runs out, Default.
-type fakeModel struct {
+// and a plain JSON one at /exec for a test's own exec agent. Replies are
+// taken from the script in order; when it runs out, Default.
+type Server struct {
 	srv *httptest.Server
 
 	mu       sync.Mutex
-	script   []fakeReply
-	Default  fakeReply
-	requests []fakeRequest
+	script   []Reply
+	Default  Reply
+	requests []Request
 	n        int
 	// abandoned counts the hanging calls whose client went away.
 	abandoned int
@@ -62,30 +72,36 @@ type fakeModel struct {
 	onRequest func()
 }
 
-func startFakeModel(t *testing.T) *fakeModel {
+// Start starts a fake model until the test or benchmark ends. By default
+// it answers "done", with 1,000 input and 10 output tokens.
+func Start(t testing.TB) *Server {
 	t.Helper()
-	f := &fakeModel{Default: fakeReply{Text: "done", Input: 1000, Output: 10}}
+	f := &Server{Default: Reply{Text: "done", Input: 1000, Output: 10}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
+// URL is the server's base URL, http://127.0.0.1:port: Claude Code's
+// ANTHROPIC_BASE_URL, and with /v1 a Codex provider's base_url.
+func (f *Server) URL() string { return f.srv.URL }
+
 // Script appends replies for the next model calls.
-func (f *fakeModel) Script(r ...fakeReply) {
+func (f *Server) Script(r ...Reply) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.script = append(f.script, r...)
 }
 
 // Requests returns the model calls received so far.
-func (f *fakeModel) Requests() []fakeRequest {
+func (f *Server) Requests() []Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]fakeRequest(nil), f.requests...)
+	return append([]Request(nil), f.requests...)
 }
 
 // peekHang says the next scripted model call should hang.
-func (f *fakeModel) peekHang(r *http.Request) bool {
+func (f *Server) peekHang(r *http.Request) bool {
 	if r.Method != http.MethodPost || !(strings.HasPrefix(r.URL.Path, "/v1/messages") || r.URL.Path == "/v1/responses" || r.URL.Path == "/exec") {
 		return false
 	}
@@ -96,20 +112,20 @@ func (f *fakeModel) peekHang(r *http.Request) bool {
 
 // Abandoned returns how many hanging calls the agent gave up on: its
 // process, which held the connection, is gone.
-func (f *fakeModel) Abandoned() int {
+func (f *Server) Abandoned() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.abandoned
 }
 
 // OnRequest sets fn to run on every model call as it arrives.
-func (f *fakeModel) OnRequest(fn func()) {
+func (f *Server) OnRequest(fn func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.onRequest = fn
 }
 
-func (f *fakeModel) next(r *http.Request, body []byte) (fakeReply, int) {
+func (f *Server) next(r *http.Request, body []byte) (Reply, int) {
 	f.mu.Lock()
 	hook := f.onRequest
 	f.mu.Unlock()
@@ -118,7 +134,7 @@ func (f *fakeModel) next(r *http.Request, body []byte) (fakeReply, int) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.requests = append(f.requests, fakeRequest{Path: r.URL.Path, Body: string(body), Headers: r.Header.Clone()})
+	f.requests = append(f.requests, Request{Path: r.URL.Path, Body: string(body), Headers: r.Header.Clone()})
 	f.n++
 	if len(f.script) == 0 {
 		return f.Default, f.n
@@ -128,7 +144,7 @@ func (f *fakeModel) next(r *http.Request, body []byte) (fakeReply, int) {
 	return rep, f.n
 }
 
-func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	if f.peekHang(r) {
 		f.next(r, body)
@@ -158,7 +174,7 @@ func sse(w http.ResponseWriter, event string, data any) {
 	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
 }
 
-func (f *fakeModel) anthropic(w http.ResponseWriter, rep fakeReply, n int) {
+func (f *Server) anthropic(w http.ResponseWriter, rep Reply, n int) {
 	if rep.ContextFull {
 		rep.Status = http.StatusBadRequest
 		rep.Body = `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 250000 tokens > 200000 maximum"}}`
@@ -205,7 +221,7 @@ func (f *fakeModel) anthropic(w http.ResponseWriter, rep fakeReply, n int) {
 	sse(w, "message_stop", map[string]any{"type": "message_stop"})
 }
 
-func (f *fakeModel) openai(w http.ResponseWriter, rep fakeReply, n int) {
+func (f *Server) openai(w http.ResponseWriter, rep Reply, n int) {
 	if rep.Status != 0 {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(rep.Status)
@@ -256,7 +272,7 @@ func must[T any](v T, err error) T {
 
 // exec answers the suite's exec agent: the reply itself as JSON, or the
 // error a model would give.
-func (f *fakeModel) exec(w http.ResponseWriter, rep fakeReply) {
+func (f *Server) exec(w http.ResponseWriter, rep Reply) {
 	w.Header().Set("Content-Type", "application/json")
 	if rep.ContextFull {
 		rep.Status, rep.Body = http.StatusBadRequest, `{"error":{"message":"prompt is too long: 250000 tokens > 200000 maximum"}}`
@@ -267,4 +283,48 @@ func (f *fakeModel) exec(w http.ResponseWriter, rep fakeReply) {
 		return
 	}
 	json.NewEncoder(w).Encode(rep)
+}
+
+// ClaudeEnv is the environment that points Claude Code at the server for
+// an offline, quiet run: its base URL, a key it accepts, and no telemetry,
+// update checks or other traffic. Add a private HOME and temp directory.
+func (f *Server) ClaudeEnv() map[string]string {
+	return map[string]string{
+		"ANTHROPIC_BASE_URL":                       f.URL(),
+		"ANTHROPIC_API_KEY":                        "test-key",
+		"DISABLE_TELEMETRY":                        "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+		"DISABLE_ERROR_REPORTING":                  "1",
+		"DISABLE_BUG_COMMAND":                      "1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}
+}
+
+// CodexAPIKeyEnv is the variable CodexConfig's provider reads its key from.
+const CodexAPIKeyEnv = "LOCAL_API_KEY"
+
+// CodexConfig is a $CODEX_HOME/config.toml that points Codex at the server
+// as the provider "local" of model gpt-5.5, with its key in
+// CodexAPIKeyEnv, no retries, and no update checks, analytics or plugins.
+func (f *Server) CodexConfig() string {
+	return fmt.Sprintf(`model = "gpt-5.5"
+model_provider = "local"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+[analytics]
+enabled = false
+[features]
+plugins = false
+apps = false
+remote_plugin = false
+tool_suggest = false
+[model_providers.local]
+name = "local"
+base_url = "%s/v1"
+env_key = "%s"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+`, f.URL(), CodexAPIKeyEnv)
 }

@@ -28,9 +28,11 @@ func TestMain(m *testing.M) { temporaltest.Main(m) }
 
 // site is one nid installation: a directory with nid.yaml and its state.
 type site struct {
-	t        testing.TB
-	dir      string
-	groups   string
+	t      testing.TB
+	dir    string
+	groups string
+	// top is YAML for nid.yaml's top level before groups: (agents:).
+	top      string
 	frontend int
 	ui       int
 	http     int
@@ -58,8 +60,8 @@ func (s *site) writeConfig() {
 	if s.cluster != "" {
 		address = "  address: " + s.cluster + "\n"
 	}
-	cfg := fmt.Sprintf("state: %s\ntemporal:\n%s  port: %d\n  ui: {port: %d}\nhttp:\n  listen: 127.0.0.1:%d\ngroups:\n%s",
-		filepath.Join(s.dir, ".nid"), address, s.frontend, s.ui, s.http, s.groups)
+	cfg := fmt.Sprintf("state: %s\ntemporal:\n%s  port: %d\n  ui: {port: %d}\nhttp:\n  listen: 127.0.0.1:%d\n%sgroups:\n%s",
+		filepath.Join(s.dir, ".nid"), address, s.frontend, s.ui, s.http, s.top, s.groups)
 	require.NoError(s.t, os.WriteFile(filepath.Join(s.dir, "nid.yaml"), []byte(cfg), 0o644))
 }
 

@@ -443,7 +443,8 @@ func conformHandoff(t *testing.T, kind activities.Kind) {
 // Stopping an agent, and closing the worker as it shuts down, leave none of
 // its processes running and none recorded for the next worker to reap. A
 // process that outlives its turn (Codex's app-server) is recorded while it
-// runs, and the next turn after a stop starts it again.
+// runs, and the next turn after a stop starts it again; one that ends with
+// its turn is gone moments after it.
 func conformStopAndClose(t *testing.T, kind activities.Kind) {
 	r := newRig(t, kind)
 	pids := activities.PidDir(r.state)
@@ -463,7 +464,9 @@ func conformStopAndClose(t *testing.T, kind activities.Kind) {
 		require.Len(t, recorded(), 1, "the process outlives the turn, recorded")
 		require.NotEmpty(t, r.processes())
 	} else {
-		require.Empty(t, recorded(), "nothing outlives the turn")
+		// The turn may end at the CLI's last line while the process
+		// exits (Claude Code saves its transcript): it is gone soon after.
+		require.Eventually(t, func() bool { return len(recorded()) == 0 }, 10*time.Second, 20*time.Millisecond, "nothing outlives the turn")
 		r.requireNoProcesses("nothing outlives the turn")
 	}
 

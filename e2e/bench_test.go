@@ -152,7 +152,9 @@ func BenchmarkLs1000(b *testing.B) {
 			fmt.Fprintf(&groups, "      - {agent: sim, name: s%d}\n", i)
 		}
 	}
-	s := newBenchSite(b, groups.String())
+	s := newSite(b, groups.String())
+	s.upWait = 10 * time.Minute
+	s.up()
 	s.eventually("1000 sessions listed", 10*time.Minute, func() bool { return len(s.ls()) == 1000 })
 
 	var runs []time.Duration

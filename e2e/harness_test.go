@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,7 +33,10 @@ type site struct {
 	dir    string
 	groups string
 	// top is YAML for nid.yaml's top level before groups: (agents:).
-	top      string
+	top string
+	// upWait bounds how long nid up may take to say it serves (0: two
+	// minutes); a thousand sessions start in more on a busy machine.
+	upWait   time.Duration
 	frontend int
 	ui       int
 	http     int
@@ -111,7 +115,7 @@ func (s *site) start() (*upProcess, string, bool) {
 	require.NoError(s.t, p.cmd.Start())
 	go func() { p.done <- p.cmd.Wait() }()
 	s.t.Cleanup(func() { p.kill() })
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(cmp.Or(s.upWait, 2*time.Minute))
 	for !strings.Contains(p.out.String(), s.address()) {
 		select {
 		case err := <-p.done:

@@ -92,6 +92,8 @@ func BenchmarkAgents(b *testing.B) {
 type benchAgent struct {
 	kind string
 	goal float64
+	// model is the model nid's adapter is told to run.
+	model string
 	// env is the CLI's environment for a private home, pointed at model.
 	env func(home, tmp string, model *fakemodel.Server) map[string]string
 	// bare starts the CLI by hand.
@@ -138,7 +140,7 @@ func environ(env map[string]string) []string {
 }
 
 func claudeBench() benchAgent {
-	a := benchAgent{kind: activities.KindClaude, goal: 1.03, settings: "    model: claude-sonnet-4-5\n"}
+	a := benchAgent{kind: activities.KindClaude, goal: 1.03, model: "claude-sonnet-4-5", settings: "    model: claude-sonnet-4-5\n"}
 	a.env = func(home, tmp string, model *fakemodel.Server) map[string]string {
 		env := model.ClaudeEnv()
 		env["HOME"], env["TMPDIR"], env["CLAUDE_CODE_TMPDIR"] = home, tmp, tmp
@@ -399,36 +401,41 @@ func summarize(d []time.Duration) summary {
 	return summary{n: len(s), median: s[len(s)/2], p90: s[(len(s)*9)/10], min: s[0], max: s[len(s)-1]}
 }
 
-// BenchmarkClaudeAdditions finds where a Claude Code turn through nid goes:
-// the same resumed turn by hand and through nid's own adapter with each of
-// nid's additions to the command line on its own: the permissions
-// (--settings with the sandbox, --permission-mode), the MCP server
-// (--mcp-config, --allowedTools) and both, as a worker runs it. The
-// variants alternate turn by turn; it prints the median of each and what
-// it adds to the turn by hand.
-func BenchmarkClaudeAdditions(b *testing.B) {
+// BenchmarkAdditions finds where a turn through nid goes, for Claude Code
+// and Codex: the same turn by hand and through nid's own adapter with each
+// of nid's additions on its own: the permissions (Claude Code's --settings
+// with its sandbox and --permission-mode; Codex's workspace-write sandbox),
+// nid's MCP server, and both, as a worker runs it. The variants alternate
+// turn by turn; it prints the median of each and what it adds to the turn
+// by hand.
+func BenchmarkAdditions(b *testing.B) {
 	turns := 20
 	if n, err := strconv.Atoi(os.Getenv("NID_BENCH_TURNS")); err == nil && n > 0 {
 		turns = n
 	}
-	bin := agentCLI(b, activities.KindClaude)
+	for _, a := range []benchAgent{claudeBench(), codexBench()} {
+		b.Run(a.kind, func(b *testing.B) { additions(b, a, turns) })
+	}
+}
+
+func additions(b *testing.B, a benchAgent, turns int) {
+	bin := agentCLI(b, a.kind)
 	model := fakemodel.Start(b)
 	mcp := benchMCP(b)
 	ref := activities.SessionRef{Group: "bench", Name: "one", WorkflowID: workflows.SessionID("bench", "one")}
 	adapter := func(permissions string, withMCP bool) func(b *testing.B, prompt string) time.Duration {
 		home, tmp := privateDirs(b)
-		env := model.ClaudeEnv()
-		env["HOME"], env["TMPDIR"], env["CLAUDE_CODE_TMPDIR"] = home, tmp, tmp
-		p := activities.Process{Command: bin, Env: env, Model: "claude-sonnet-4-5", WorkDir: b.TempDir(), Permissions: permissions,
+		p := activities.Process{Command: bin, Env: a.env(home, tmp, model), Model: a.model, WorkDir: b.TempDir(), Permissions: permissions,
 			TempDir: filepath.Join(tmp, "session")}
 		access := activities.MCPAccess{}
 		if withMCP {
 			access = mcp.Access(ref, 0)
 		}
-		claude, conv := activities.NewClaude(), ""
+		agent, conv := activities.KindOf(a.kind).New(), ""
+		b.Cleanup(func() { _ = agent.Stop(context.Background(), activities.StopRequest{Session: ref, Conversation: conv}) })
 		return func(b *testing.B, prompt string) time.Duration {
 			start := time.Now()
-			rep, err := claude.Turn(context.Background(), activities.TurnRequest{Session: ref, Conversation: conv, Prompt: prompt, Kind: activities.TurnWork, MCP: access, Process: p})
+			rep, err := agent.Turn(context.Background(), activities.TurnRequest{Session: ref, Conversation: conv, Prompt: prompt, Kind: activities.TurnWork, MCP: access, Process: p})
 			took := time.Since(start)
 			if err != nil {
 				b.Fatal(err)
@@ -437,7 +444,7 @@ func BenchmarkClaudeAdditions(b *testing.B) {
 			return took
 		}
 	}
-	bare := claudeBench().bare(b, bin, model)
+	bare := a.bare(b, bin, model)
 	variants := []struct {
 		name string
 		turn func(b *testing.B, prompt string) time.Duration
@@ -457,7 +464,7 @@ func BenchmarkClaudeAdditions(b *testing.B) {
 		}
 	}
 	base := summarize(took[0][1:]).median
-	fmt.Printf("a resumed Claude Code turn, %d turns of each (medians, spread min–max):\n", turns)
+	fmt.Printf("a %s turn, %d turns of each (medians, spread min–max):\n", a.kind, turns)
 	for v, d := range took {
 		s := summarize(d[1:])
 		fmt.Printf("  %-56s %.3fs (%.3f–%.3fs)  %+.0f ms\n", variants[v].name, s.median.Seconds(), s.min.Seconds(), s.max.Seconds(),

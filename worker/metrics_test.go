@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -97,6 +98,13 @@ func TestMetricsCountRotationsByMethodAndNeedAToken(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, "the API token reads the metrics too")
 	status, got := scrape(t, n.HTTP, testMetricsToken)
 	require.Equal(t, http.StatusOK, status)
+	req, err := http.NewRequest(http.MethodPost, n.HTTP+"/api/session.list", strings.NewReader("{}"))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testMetricsToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the metrics token reads nothing but the metrics")
 
 	for _, want := range []struct {
 		name   string

@@ -1,7 +1,7 @@
 # nid: `make help` lists the targets.
 GO ?= go
 
-.PHONY: help build check test deps fuzz bench bench-long bench-cluster clean
+.PHONY: help build check test deps fuzz bench bench-agents bench-long bench-cluster clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -48,8 +48,12 @@ fuzz: ## Run every fuzz target on its checked-in seeds and FUZZTIME (40000x) new
 		done; \
 	done
 
-bench: ## Orchestration overhead per turn and nid ls over 1,000 sessions
-	$(GO) test -timeout 30m -run '^$$' -bench 'TurnOverhead|Ls1000' -benchtime 1x ./e2e
+bench: ## Orchestration gap between turns, nid ls over 1,000 sessions, nid up's memory (1, 50, 200 sessions; 10,000 turns), with the goals
+	$(GO) test -timeout 60m -run '^$$' -bench 'TurnOverhead|Ls1000|Memory' -benchtime 1x ./e2e
+
+# NID_BENCH_TURNS sets how many turns each side takes (default 20).
+bench-agents: deps ## A turn of the real Claude Code and Codex CLIs by hand and through nid: median, p90 and their ratio against the goals
+	$(GO) test -timeout 60m -run '^$$' -bench 'Agents' -benchtime 1x ./e2e
 
 bench-long: ## One session for 10,000 turns: history bound, exact counters, time and memory (~15+ minutes)
 	$(GO) test -timeout 40m -run '^$$' -bench LongRun -benchtime 1x ./e2e

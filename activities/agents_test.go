@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/fakemodel"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
@@ -117,7 +119,7 @@ type vendor struct {
 	model  string
 	// used is the context a reply leaves: what the kind counts of its
 	// tokens.
-	used func(fakeReply) int64
+	used func(fakemodel.Reply) int64
 	// refusedKey is how its API answers a key it refuses, with status 401.
 	refusedKey string
 	// contextFull is the error type of a turn whose conversation no
@@ -125,7 +127,7 @@ type vendor struct {
 	contextFull string
 	// compacting checks that a compaction asked the model the vendor's
 	// way; nil for a kind that cannot compact.
-	compacting func(t *testing.T, last fakeRequest)
+	compacting func(t *testing.T, last fakemodel.Request)
 	// autoCompact makes the CLI compact by itself past 100k tokens; nil
 	// for a CLI that never does.
 	autoCompact func(r *agentRig)
@@ -147,7 +149,7 @@ type agentRig struct {
 	kind activities.Kind
 	// vendor is nil for a kind that talks to no model: the sim.
 	vendor   *vendor
-	model    *fakeModel
+	model    *fakemodel.Model
 	sessions *fakeSessions
 	ep       *worker.MCPEndpoint
 	ref      activities.SessionRef
@@ -174,7 +176,7 @@ type agentRig struct {
 // fails the test when the suite does not know how to run the kind.
 func newRig(t *testing.T, kind activities.Kind) *agentRig {
 	t.Helper()
-	r := &agentRig{t: t, kind: kind, model: startFakeModel(t), sessions: &fakeSessions{}}
+	r := &agentRig{t: t, kind: kind, model: fakemodel.Start(t), sessions: &fakeSessions{}}
 	// nid's own MCP endpoint, as the worker serves it.
 	ts := httptest.NewUnstartedServer(nil)
 	// A key of its own, so that no other test's agent holds this token.
@@ -219,26 +221,16 @@ func newRig(t *testing.T, kind activities.Kind) *agentRig {
 func (r *agentRig) claude() {
 	r.set.Command = agentBin(r.t, "claude")
 	r.set.Model = "claude-sonnet-4-5"
-	for k, v := range map[string]string{
-		"CLAUDE_CODE_TMPDIR":                       r.set.Env["TMPDIR"],
-		"ANTHROPIC_BASE_URL":                       r.model.URL(),
-		"ANTHROPIC_API_KEY":                        "test-key",
-		"DISABLE_TELEMETRY":                        "1",
-		"DISABLE_AUTOUPDATER":                      "1",
-		"DISABLE_ERROR_REPORTING":                  "1",
-		"DISABLE_BUG_COMMAND":                      "1",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-	} {
-		r.set.Env[k] = v
-	}
+	r.set.Env["CLAUDE_CODE_TMPDIR"] = r.set.Env["TMPDIR"]
+	maps.Copy(r.set.Env, r.model.ClaudeEnv())
 	r.vendor = &vendor{
 		window: 200_000,
 		model:  "claude-sonnet-4-5",
 		// Claude Code counts the context it sent, cached or not.
-		used:        func(f fakeReply) int64 { return f.Input },
+		used:        func(f fakemodel.Reply) int64 { return f.Input },
 		refusedKey:  `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`,
 		contextFull: activities.ErrContextFull,
-		compacting: func(t *testing.T, last fakeRequest) {
+		compacting: func(t *testing.T, last fakemodel.Request) {
 			require.Contains(t, last.Body, "summary of the conversation")
 		},
 		autoCompact:      func(r *agentRig) { r.set.Env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = "100000" },
@@ -256,36 +248,17 @@ func (r *agentRig) codex() {
 	r.set.Command = agentBin(r.t, "codex")
 	codexHome := filepath.Join(r.home, ".codex")
 	require.NoError(r.t, os.MkdirAll(codexHome, 0o755))
-	cfg := fmt.Sprintf(`model = "gpt-5.5"
-model_provider = "local"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-check_for_update_on_startup = false
-[analytics]
-enabled = false
-[features]
-plugins = false
-apps = false
-remote_plugin = false
-tool_suggest = false
-[model_providers.local]
-name = "local"
-base_url = "%s/v1"
-env_key = "LOCAL_API_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-`, r.model.URL())
+	cfg := r.model.CodexConfig()
 	require.NoError(r.t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o644))
 	r.set.Env["CODEX_HOME"] = codexHome
-	r.set.Env["LOCAL_API_KEY"] = "test-key"
+	r.set.Env[fakemodel.CodexAPIKeyEnv] = "test-key"
 	r.vendor = &vendor{
 		window: codexWindow,
 		// Codex counts the whole last response, its output included.
-		used:        func(f fakeReply) int64 { return f.Input + f.Output },
+		used:        func(f fakemodel.Reply) int64 { return f.Input + f.Output },
 		refusedKey:  `{"error":{"type":"invalid_request_error","code":"invalid_api_key","message":"Incorrect API key provided"}}`,
 		contextFull: activities.ErrContextFull,
-		compacting: func(t *testing.T, last fakeRequest) {
+		compacting: func(t *testing.T, last fakemodel.Request) {
 			require.Contains(t, last.Headers.Get("x-codex-turn-metadata"), "compaction")
 		},
 		autoCompact: func(r *agentRig) { r.set.Args = []string{"-c", "model_auto_compact_token_limit=100000"} },
@@ -306,7 +279,7 @@ func (r *agentRig) exec() {
 	r.set.Permissions = config.PermissionsFull
 	r.vendor = &vendor{
 		window:     execWindow,
-		used:       func(f fakeReply) int64 { return f.Input },
+		used:       func(f fakemodel.Reply) int64 { return f.Input },
 		refusedKey: `{"error":{"message":"invalid api key"}}`,
 		// A command has no way to say why it failed.
 		contextFull: activities.ErrAgentFailed,
@@ -434,7 +407,7 @@ func requireFinal(t *testing.T, err error, typ string, says ...string) {
 	}
 }
 
-func lastRequest(t *testing.T, m *fakeModel) fakeRequest {
+func lastRequest(t *testing.T, m *fakemodel.Model) fakemodel.Request {
 	t.Helper()
 	reqs := m.Requests()
 	require.NotEmpty(t, reqs)
@@ -533,25 +506,25 @@ func callNid(tool string, args map[string]any) string {
 }
 
 // askModel sends the conversation so far to the fake model.
-func askModel(model, msgs string) (fakeReply, error) {
+func askModel(model, msgs string) (fakemodel.Reply, error) {
 	req, err := http.NewRequest(http.MethodPost, model+"/exec", strings.NewReader(msgs))
 	if err != nil {
-		return fakeReply{}, err
+		return fakemodel.Reply{}, err
 	}
 	req.Header.Set("X-Turn-Kind", os.Getenv("NIDAGENT_TURN_KIND"))
 	req.Header.Set("X-Conversation", os.Getenv("NIDAGENT_CONVERSATION"))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fakeReply{}, err
+		return fakemodel.Reply{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fakeReply{}, err
+		return fakemodel.Reply{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fakeReply{}, fmt.Errorf("the model answered %d: %s", resp.StatusCode, body)
+		return fakemodel.Reply{}, fmt.Errorf("the model answered %d: %s", resp.StatusCode, body)
 	}
-	var rep fakeReply
+	var rep fakemodel.Reply
 	return rep, json.Unmarshal(body, &rep)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -28,15 +29,24 @@ import (
 //
 // What the agent may change is Claude Code's own business, set through
 // --settings and --permission-mode (see claudeSandbox).
+//
+// A turn ends at Claude Code's result line: the process then takes a tenth
+// of a second more to save its transcript and exit, which the session need
+// not wait for. The next process of the session (a turn, a compaction) and
+// Stop wait for it instead, so two never run on one conversation.
 type Claude struct {
 	mu sync.Mutex
 	// windows remembers each session's context window: a /compact turn
 	// reports tokens but no window.
 	windows map[string]int64
+	// exits are, by session, closed when its last process has exited.
+	exits map[string]<-chan struct{}
 }
 
 // NewClaude returns a Claude Code agent.
-func NewClaude() *Claude { return &Claude{windows: map[string]int64{}} }
+func NewClaude() *Claude {
+	return &Claude{windows: map[string]int64{}, exits: map[string]<-chan struct{}{}}
+}
 
 // Turn runs one `claude -p` process.
 func (c *Claude) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
@@ -47,7 +57,7 @@ func (c *Claude) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) 
 		args = append(args, "--resume", req.Conversation)
 	}
 	limited, retries, answers, calls := false, 0, 0, 0
-	st, err := c.run(ctx, req.Process, req.Prompt, args, req.MCP, func(s *ClaudeStream) {
+	st, err := c.run(ctx, req.Session, req.Process, req.Prompt, args, req.MCP, func(s *ClaudeStream) {
 		for ; calls < len(s.ToolCalls); calls++ {
 			req.toolCalled(s.ToolCalls[calls])
 		}
@@ -83,7 +93,7 @@ func (c *Claude) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) 
 
 // Compact runs `/compact` as its own resumed turn.
 func (c *Claude) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
-	st, err := c.run(ctx, req.Process, "/compact", []string{"--resume", req.Conversation}, req.MCP, nil)
+	st, err := c.run(ctx, req.Session, req.Process, "/compact", []string{"--resume", req.Conversation}, req.MCP, nil)
 	if err != nil {
 		return CompactReport{}, err
 	}
@@ -108,14 +118,47 @@ func (c *Claude) Compact(ctx context.Context, req CompactRequest) (CompactReport
 	return rep, nil
 }
 
-// Stop has nothing to stop: each turn's process ends with the turn.
-func (c *Claude) Stop(context.Context, StopRequest) error { return nil }
+// Stop waits for the session's last process to exit: each turn's process
+// ends with its turn.
+func (c *Claude) Stop(ctx context.Context, req StopRequest) error {
+	return c.waitExit(ctx, req.Session)
+}
+
+// Close waits for every session's last process to exit.
+func (c *Claude) Close() error {
+	c.mu.Lock()
+	exits := slices.Collect(maps.Values(c.exits))
+	c.mu.Unlock()
+	for _, e := range exits {
+		<-e
+	}
+	return nil
+}
+
+// waitExit waits until the session's last process has exited.
+func (c *Claude) waitExit(ctx context.Context, ref SessionRef) error {
+	c.mu.Lock()
+	e := c.exits[ref.WorkflowID]
+	c.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	select {
+	case <-e:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // run runs one claude process and folds its output. progress, if set, sees
 // the stream after every line.
-func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []string, mcp MCPAccess, progress func(*ClaudeStream)) (*ClaudeStream, error) {
+func (c *Claude) run(ctx context.Context, ref SessionRef, p Process, prompt string, extra []string, mcp MCPAccess, progress func(*ClaudeStream)) (*ClaudeStream, error) {
 	path, err := lookCommand(KindClaude, p)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.waitExit(ctx, ref); err != nil {
 		return nil, err
 	}
 	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
@@ -141,11 +184,13 @@ func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []stri
 	args = append(args, p.Args...)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := newCommand(runCtx, path, args, p, env)
+	// runUntil ends the process when runCtx ends, unless the turn is over
+	// first: the command itself must outlive runCtx to exit by itself.
+	cmd := newCommand(context.WithoutCancel(runCtx), path, args, p, env)
 	cmd.Stdin = strings.NewReader(prompt)
 	st := &ClaudeStream{}
 	refused := false
-	runErr := runLines(runCtx, KindClaude, cmd, p, func(line []byte) {
+	exited, runErr := runUntil(runCtx, KindClaude, cmd, p, func(line []byte) bool {
 		st.Feed(line)
 		if !refused && (st.Retries > 0 && AuthStatus(st.RetryStatus) || st.SandboxFailure != "") {
 			refused = true
@@ -154,7 +199,12 @@ func (c *Claude) run(ctx context.Context, p Process, prompt string, extra []stri
 		if progress != nil {
 			progress(st)
 		}
+		// A failed result waits for the exit, whose status may say more.
+		return st.Result && !st.IsError && !refused
 	})
+	c.mu.Lock()
+	c.exits[ref.WorkflowID] = exited
+	c.mu.Unlock()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/fakemodel"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -36,8 +37,8 @@ func conformContextStatus(t *testing.T, kind activities.Kind) {
 			Turns: 7, Rotations: 2, Threshold: &workflows.Threshold{Tokens: 160000, Percent: 80, By: "contextPercent"}}
 	})
 	r.model.Script(
-		fakeReply{Tool: activities.ToolContextStatus, ToolInput: map[string]any{}, Input: 4000, Output: 10},
-		fakeReply{Text: "my context is 62% full", Input: 4100, Output: 5},
+		fakemodel.Reply{Tool: activities.ToolContextStatus, ToolInput: map[string]any{}, Input: 4000, Output: 10},
+		fakemodel.Reply{Text: "my context is 62% full", Input: 4100, Output: 5},
 	)
 	rep, err := r.turn("", "how full is your context?", activities.TurnWork)
 	require.NoError(t, err)
@@ -73,14 +74,14 @@ func conformOldConversationsCannotAct(t *testing.T, kind activities.Kind) {
 		late    = "LATE: written by the old conversation"
 		again   = "AGAIN: the fresh conversation's own handoff"
 	)
-	write := func(summary string) []fakeReply {
-		return []fakeReply{
+	write := func(summary string) []fakemodel.Reply {
+		return []fakemodel.Reply{
 			{Tool: activities.ToolHandoffWrite, ToolInput: map[string]any{"summary": summary}, Input: 4100, Output: 40},
 			{Text: "called handoff_write", Input: 4200, Output: 5},
 		}
 	}
 
-	r.model.Script(fakeReply{Text: "worked", Input: 4000, Output: 20})
+	r.model.Script(fakemodel.Reply{Text: "worked", Input: 4000, Output: 20})
 	rep, err := r.turn("", "work on dark mode", activities.TurnWork)
 	require.NoError(t, err)
 
@@ -94,9 +95,9 @@ func conformOldConversationsCannotAct(t *testing.T, kind activities.Kind) {
 	require.NoError(t, r.stop(rep.Conversation))
 	r.generation = 1
 	if callsTools {
-		r.model.Script(fakeReply{Tool: activities.ToolBoardRead, ToolInput: map[string]any{}, Input: 900, Output: 5})
+		r.model.Script(fakemodel.Reply{Tool: activities.ToolBoardRead, ToolInput: map[string]any{}, Input: 900, Output: 5})
 	}
-	r.model.Script(fakeReply{Text: "continuing fresh", Input: 1000, Output: 5})
+	r.model.Script(fakemodel.Reply{Text: "continuing fresh", Input: 1000, Output: 5})
 	fresh, err := r.turn("", workflows.FreshMessage(r.ref, workflows.ReasonManual, handoff, workflows.SummaryFromAgent, testBoard), activities.TurnFresh)
 	require.NoError(t, err)
 	if callsTools {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/fakemodel"
 )
 
 // The suite's cases about what an agent's process may reach: what it may
@@ -79,11 +80,11 @@ func conformPermissions(t *testing.T, kind activities.Kind) {
 			// arbitrary command, a build or a test, runs without approval
 			// only because the sandbox allows every command inside it.
 			r.model.Script(
-				fakeReply{Shell: "sh -c 'echo agent > " + filepath.Join(wt, "shell-inside.txt") + "'", Input: 100, Output: 5},
-				fakeReply{Shell: "sh -c 'echo agent > " + filepath.Join(home, "shell-outside.txt") + "'", Input: 100, Output: 5},
-				fakeReply{WriteFile: filepath.Join(wt, "edit-inside.txt"), WriteText: "agent", Input: 100, Output: 5},
-				fakeReply{WriteFile: filepath.Join(home, "edit-outside.txt"), WriteText: "agent", Input: 100, Output: 5},
-				fakeReply{Text: "done", Input: 100, Output: 5},
+				fakemodel.Reply{Shell: "sh -c 'echo agent > " + filepath.Join(wt, "shell-inside.txt") + "'", Input: 100, Output: 5},
+				fakemodel.Reply{Shell: "sh -c 'echo agent > " + filepath.Join(home, "shell-outside.txt") + "'", Input: 100, Output: 5},
+				fakemodel.Reply{WriteFile: filepath.Join(wt, "edit-inside.txt"), WriteText: "agent", Input: 100, Output: 5},
+				fakemodel.Reply{WriteFile: filepath.Join(home, "edit-outside.txt"), WriteText: "agent", Input: 100, Output: 5},
+				fakemodel.Reply{Text: "done", Input: 100, Output: 5},
 			)
 			rep, err := r.turn("", "write four files", activities.TurnWork)
 			if !enforces(kind, tc.permissions) {
@@ -136,9 +137,9 @@ func conformCommits(t *testing.T, kind activities.Kind) {
 			r.restart()
 			hook := filepath.Join(repo, ".git", "hooks", "post-commit")
 			r.model.Script(
-				fakeReply{Shell: "git commit -q --allow-empty -m 'work from the agent'", Input: 100, Output: 5},
-				fakeReply{Shell: "printf '#!/bin/sh\\necho pwned\\n' > " + hook + "; git config --local core.hooksPath /tmp", Input: 100, Output: 5},
-				fakeReply{Text: "committed", Input: 100, Output: 5},
+				fakemodel.Reply{Shell: "git commit -q --allow-empty -m 'work from the agent'", Input: 100, Output: 5},
+				fakemodel.Reply{Shell: "printf '#!/bin/sh\\necho pwned\\n' > " + hook + "; git config --local core.hooksPath /tmp", Input: 100, Output: 5},
+				fakemodel.Reply{Text: "committed", Input: 100, Output: 5},
 			)
 			rep, err := r.turn("", "commit your work", activities.TurnWork)
 			want := "start"
@@ -181,8 +182,8 @@ func conformNetwork(t *testing.T, kind activities.Kind) {
 			// the proxy Claude Code's sandbox gives commands, as a request
 			// to any other host would go.
 			r.model.Script(
-				fakeReply{Shell: "curl --noproxy '' -sS -m 10 " + site.URL + "/probe", Input: 100, Output: 5},
-				fakeReply{Text: "fetched", Input: 100, Output: 5},
+				fakemodel.Reply{Shell: "curl --noproxy '' -sS -m 10 " + site.URL + "/probe", Input: 100, Output: 5},
+				fakemodel.Reply{Text: "fetched", Input: 100, Output: 5},
 			)
 			_, err := r.turn("", "fetch the page", activities.TurnWork)
 			if !enforces(kind, "") {
@@ -252,7 +253,7 @@ func conformSandboxUnavailable(t *testing.T, kind activities.Kind) {
 				r.set.Env["PATH"] = path
 				r.set.Permissions = permissions
 				inside = filepath.Join(r.workDir, "inside.txt")
-				r.model.Script(fakeReply{Shell: "echo agent > " + inside, Input: 100, Output: 5}, fakeReply{Text: "wrote it", Input: 100, Output: 5})
+				r.model.Script(fakemodel.Reply{Shell: "echo agent > " + inside, Input: 100, Output: 5}, fakemodel.Reply{Text: "wrote it", Input: 100, Output: 5})
 				_, err = r.turn("", "write a file", activities.TurnWork)
 				return r, inside, err
 			}
@@ -290,11 +291,11 @@ func conformSecrets(t *testing.T, kind activities.Kind) {
 		argvs = append(argvs, lines...)
 		running = running || ours
 	})
-	r.model.Script(fakeReply{Shell: "env > " + envFile, Input: 100, Output: 5})
+	r.model.Script(fakemodel.Reply{Shell: "env > " + envFile, Input: 100, Output: 5})
 	if kind.Tools {
-		r.model.Script(fakeReply{Tool: activities.ToolBoardRead, ToolInput: map[string]any{}, Input: 100, Output: 5})
+		r.model.Script(fakemodel.Reply{Tool: activities.ToolBoardRead, ToolInput: map[string]any{}, Input: 100, Output: 5})
 	}
-	r.model.Script(fakeReply{Text: "read it", Input: 100, Output: 5})
+	r.model.Script(fakemodel.Reply{Text: "read it", Input: 100, Output: 5})
 	rep, err := r.turn("", "read the board", activities.TurnWork)
 	require.NoError(t, err)
 	require.Equal(t, "read it", rep.Output)
@@ -332,8 +333,8 @@ func conformEnvironment(t *testing.T, kind activities.Kind) {
 	r.set.Env["PROBE_SETTING"] = "from nid.yaml"
 	out := filepath.Join(r.workDir, "probe.txt")
 	r.model.Script(
-		fakeReply{Shell: "nid-probe-tool > " + out, Input: 100, Output: 5},
-		fakeReply{Text: "probed", Input: 100, Output: 5},
+		fakemodel.Reply{Shell: "nid-probe-tool > " + out, Input: 100, Output: 5},
+		fakemodel.Reply{Text: "probed", Input: 100, Output: 5},
 	)
 	_, err := r.turn("", "run the probe", activities.TurnWork)
 	require.NoError(t, err)
@@ -370,7 +371,7 @@ func conformPrompts(t *testing.T, kind activities.Kind) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, kind)
-			r.model.Script(fakeReply{Text: "on it", Input: 100, Output: 5})
+			r.model.Script(fakemodel.Reply{Text: "on it", Input: 100, Output: 5})
 			rep, err := r.turn("", tc.prompt, activities.TurnWork)
 			require.NoError(t, err)
 			head, tail := tc.prompt[:min(len(tc.prompt), 40)], tc.prompt[max(0, len(tc.prompt)-40):]
@@ -412,10 +413,10 @@ func TestClaudeObeysNoSettingsFromItsWorkingDirectory(t *testing.T) {
 	}
 	plant(filepath.Join(wt, ".mcp.json"), `{"mcpServers":{"planted":{"type":"stdio","command":"sh","args":["-c","touch `+filepath.Join(home, "mcp-server")+`"]}}}`)
 	r.model.Script(
-		fakeReply{Shell: "sh -c 'echo agent > " + filepath.Join(home, "shell-outside.txt") + "'", Input: 100, Output: 5},
-		fakeReply{WriteFile: filepath.Join(home, "edit-outside.txt"), WriteText: "agent", Input: 100, Output: 5},
-		fakeReply{Tool: activities.ToolBoardRead, ToolInput: map[string]any{}, Input: 100, Output: 5},
-		fakeReply{Text: "done", Input: 100, Output: 5},
+		fakemodel.Reply{Shell: "sh -c 'echo agent > " + filepath.Join(home, "shell-outside.txt") + "'", Input: 100, Output: 5},
+		fakemodel.Reply{WriteFile: filepath.Join(home, "edit-outside.txt"), WriteText: "agent", Input: 100, Output: 5},
+		fakemodel.Reply{Tool: activities.ToolBoardRead, ToolInput: map[string]any{}, Input: 100, Output: 5},
+		fakemodel.Reply{Text: "done", Input: 100, Output: 5},
 	)
 	rep, err := r.turn("", "go on", activities.TurnWork)
 	require.NoError(t, err)

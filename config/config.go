@@ -237,6 +237,10 @@ type HTTP struct {
 	// means one generated into the state directory, which only a loopback
 	// listen address may use.
 	Token string `koanf:"token" json:"-"`
+	// MetricsToken is a bearer token that reads /metrics and nothing else,
+	// for a Prometheus server; the API token reads them too. Empty means
+	// only the API token does.
+	MetricsToken string `koanf:"metricsToken" json:"-"`
 }
 
 // Group is a team with a goal, a rotate policy and sessions.

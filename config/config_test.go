@@ -376,6 +376,21 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`temporal.apiKey: contains white space or control characters`},
 		},
 		{
+			name: "a guessable metrics token",
+			yaml: "http: {metricsToken: short}\n",
+			want: []string{`http.metricsToken: is 5 characters long; it needs at least 16 (empty: only the API token reads /metrics)`},
+		},
+		{
+			name: "the API token as the metrics token",
+			env:  []string{"NID_HTTP_TOKEN=the-same-token-0123456789", "NID_HTTP_METRICSTOKEN=the-same-token-0123456789"},
+			want: []string{`http.metricsToken: is the same as http.token`},
+		},
+		{
+			name: "a metrics token with its line break",
+			yaml: "http: {metricsToken: \"metrics-token-0123456789\\n\"}\n",
+			want: []string{`http.metricsToken: contains white space or control characters`},
+		},
+		{
 			name: "NID_ variable of the wrong type",
 			env:  []string{"NID_TEMPORAL_UI_PORT=abc"},
 			want: []string{`temporal.ui.port: "abc" is not a number`},

@@ -69,6 +69,9 @@ func (c *Config) problems(ks kinds) []problem {
 		add("http.listen", "%s", msg)
 	}
 	ps = append(ps, c.Worker.problems()...)
+	if msg := metricsTokenProblem(c.HTTP); msg != "" {
+		add("http.metricsToken", "%s", msg)
+	}
 
 	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
 		path := "agents." + name
@@ -394,4 +397,25 @@ func joinLines(ps []problem) error {
 		errs[i] = errors.New(p.String())
 	}
 	return errors.Join(errs...)
+}
+
+// minMetricsToken is the shortest http.metricsToken nid takes: it guards a
+// port that may face the network, so it must not be guessable.
+const minMetricsToken = 16
+
+// metricsTokenProblem says what is wrong with http.metricsToken, if
+// anything.
+func metricsTokenProblem(h HTTP) string {
+	t := h.MetricsToken
+	switch {
+	case t == "":
+		return ""
+	case apiKeyProblem(t) != "":
+		return apiKeyProblem(t)
+	case len(t) < minMetricsToken:
+		return fmt.Sprintf("is %d characters long; it needs at least %d (empty: only the API token reads /metrics)", len(t), minMetricsToken)
+	case t == h.Token:
+		return "is the same as http.token; set another token, or leave it empty for the API token to read /metrics alone"
+	}
+	return ""
 }

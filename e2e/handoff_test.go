@@ -21,7 +21,7 @@ import (
 
 // agentCLI returns the pinned CLI the adapter suite runs, or fails the test
 // saying how to install it.
-func agentCLI(t *testing.T, name string) string {
+func agentCLI(t testing.TB, name string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("..", "activities", "testdata", "agents", "node_modules", ".bin", name))
 	require.NoError(t, err)

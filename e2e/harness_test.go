@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,9 +29,14 @@ func TestMain(m *testing.M) { temporaltest.Main(m) }
 
 // site is one nid installation: a directory with nid.yaml and its state.
 type site struct {
-	t        testing.TB
-	dir      string
-	groups   string
+	t      testing.TB
+	dir    string
+	groups string
+	// top is YAML for nid.yaml's top level before groups: (agents:).
+	top string
+	// upWait bounds how long nid up may take to say it serves (0: two
+	// minutes); a thousand sessions start in more on a busy machine.
+	upWait   time.Duration
 	frontend int
 	ui       int
 	http     int
@@ -66,7 +72,7 @@ func (s *site) writeConfig() {
 		worker = "worker:\n" + s.worker
 	}
 	cfg := fmt.Sprintf("state: %s\ntemporal:\n%s  port: %d\n  ui: {port: %d}\nhttp:\n  listen: 127.0.0.1:%d\n%sgroups:\n%s",
-		filepath.Join(s.dir, ".nid"), address, s.frontend, s.ui, s.http, worker, s.groups)
+		filepath.Join(s.dir, ".nid"), address, s.frontend, s.ui, s.http, worker+s.top, s.groups)
 	require.NoError(s.t, os.WriteFile(filepath.Join(s.dir, "nid.yaml"), []byte(cfg), 0o644))
 }
 
@@ -116,7 +122,7 @@ func (s *site) start(args ...string) (*upProcess, string, bool) {
 	require.NoError(s.t, p.cmd.Start())
 	go func() { p.done <- p.cmd.Wait() }()
 	s.t.Cleanup(func() { p.kill() })
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(cmp.Or(s.upWait, 2*time.Minute))
 	for !strings.Contains(p.out.String(), s.address()) {
 		select {
 		case err := <-p.done:

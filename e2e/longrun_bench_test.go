@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -167,19 +165,5 @@ func sessionRuns(b *testing.B, c client.Client, ctx context.Context, id string) 
 // peakRSS returns a process's peak resident set size in KiB.
 func peakRSS(b *testing.B, pid int) int64 {
 	b.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb
-		}
-	}
-	b.Fatalf("no VmHWM in /proc/%d/status", pid)
-	return 0
+	return procStatus(b, pid, "VmHWM:")
 }

@@ -173,3 +173,29 @@ func (g *guard) useLink(secret string) bool {
 	delete(g.links, k)
 	return ok && g.now().Before(expires)
 }
+
+// MetricsAuth guards h, the Prometheus metrics, with bearer tokens: the
+// API token, and metricsToken when http.metricsToken sets one, which reads
+// the metrics and nothing else (a Prometheus server holding it cannot
+// drive a session). A scrape without either is refused.
+func MetricsAuth(h http.Handler, apiToken, metricsToken string) http.Handler {
+	guards := []*guard{newGuard(apiToken, nil)}
+	if metricsToken != "" {
+		guards = append(guards, newGuard(metricsToken, nil))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "/metrics takes GET", http.StatusMethodNotAllowed)
+			return
+		}
+		for _, g := range guards {
+			if g.bearer(r) {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="nid metrics"`)
+		http.Error(w, "missing or wrong token: /metrics takes the API token (http.token) or http.metricsToken as a bearer token", http.StatusUnauthorized)
+	})
+}

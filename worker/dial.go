@@ -24,6 +24,11 @@ import (
 // and the worker dial through it. When nothing answers, or TLS fails, it
 // says so and what to set.
 func Dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
+	return dial(ctx, cfg, logger, nil)
+}
+
+// dial is Dial with the SDK's metrics going to handler (nil: nowhere).
+func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger, handler client.MetricsHandler) (client.Client, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
@@ -37,6 +42,7 @@ func Dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.
 		Namespace:         namespace,
 		Logger:            sdklog.NewStructuredLogger(logger),
 		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf},
+		MetricsHandler:    handler,
 	}
 	if cfg.Temporal.APIKey != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.Temporal.APIKey)

@@ -30,12 +30,13 @@ func DefaultHTTPLimits() HTTPLimits {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
-// NewHTTPServer is the worker's HTTP server: the MCP endpoint at /mcp/ and
-// the API with the dashboard everywhere else, every response with
-// security headers.
-func NewHTTPServer(mcp, api http.Handler, lim HTTPLimits) *http.Server {
+// NewHTTPServer is the worker's HTTP server: the MCP endpoint at /mcp/,
+// Prometheus metrics at /metrics and the API with the dashboard everywhere
+// else, every response with security headers.
+func NewHTTPServer(mcp, api, metrics http.Handler, lim HTTPLimits) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/", longLived(mcp, lim.StreamWrite))
+	mux.Handle("/metrics", metrics)
 	mux.Handle("/api/events", longLived(api, lim.StreamWrite))
 	mux.Handle("/", api)
 	return &http.Server{

@@ -44,7 +44,7 @@ func startHTTP(t *testing.T, groups string, lim HTTPLimits, opts APIOptions, boa
 	ts := httptest.NewUnstartedServer(nil)
 	url := "http://" + ts.Listener.Addr().String()
 	mcp := NewMCPEndpoint([]byte("0123456789abcdef0123456789abcdef"), slowBoard{&recordingSignaler{board: "the board"}, boardDelay}, url)
-	ts.Config = NewHTTPServer(mcp.Handler(), s.api.Handler(), lim)
+	ts.Config = NewHTTPServer(mcp.Handler(), s.api.Handler(), http.NotFoundHandler(), lim)
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return &httpSite{apiSite: s, mcp: mcp, url: ts.URL}

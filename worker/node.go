@@ -20,6 +20,7 @@ import (
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/transcript"
+	"github.com/nid-dev/nid/worker/metrics"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -122,9 +123,18 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		// nid server (or a cluster) serves the Web UI: link to it if told.
 		n.UI = cfg.Temporal.UI.URL
 	}
-	n.Client, err = Dial(ctx, cfg, logger)
+	// One registry for the node: the SDK's metrics of its client and
+	// workers, and nid's own (see package metrics).
+	m, err := metrics.New(logger)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	n.Client, err = dial(ctx, cfg, logger, m.SDK())
 	if err != nil {
 		return nil, err
+	}
+	if err := m.Watch(n.Client); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	if n.server == nil {
 		if err := EnsureSearchAttributes(ctx, n.Client, cfg.Temporal.Namespace); err != nil {
@@ -144,7 +154,8 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	mcp := NewMCPEndpoint(key, temporalSessions{c: n.Client}, n.HTTP)
 	logs := transcript.New(cfg.State)
 	api := NewAPI(n.Client, APIOptions{Token: token, Transcripts: logs, WebUI: n.UI, Namespace: cfg.Temporal.Namespace})
-	n.http = NewHTTPServer(mcp.Handler(), api.Handler(), DefaultHTTPLimits())
+	scrape := MetricsAuth(m.Handler(), token, cfg.HTTP.MetricsToken)
+	n.http = NewHTTPServer(mcp.Handler(), api.Handler(), scrape, DefaultHTTPLimits())
 	n.Login = n.HTTP + api.LoginLink()
 	go func() {
 		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -192,13 +203,13 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 			heartbeat(bctx, n.Client, b, logger)
 		}()
 	}
-	wfw := sdkworker.New(n.Client, workflows.TaskQueue, sdkworker.Options{})
+	wfw := sdkworker.New(n.Client, workflows.TaskQueue, sdkworker.Options{Interceptors: m.Interceptors()})
 	RegisterWorkflows(wfw)
 	ws := []sdkworker.Worker{wfw}
 	if cfg.Worker.MaxSessions > 0 {
 		// On Ctrl-C a turn in flight gets a moment to finish rather than
 		// being cut and run again by the next worker.
-		actw := sdkworker.New(n.Client, workflows.HostQueue(cfg.Worker.Host), sdkworker.Options{WorkerStopTimeout: 5 * time.Second})
+		actw := sdkworker.New(n.Client, workflows.HostQueue(cfg.Worker.Host), sdkworker.Options{WorkerStopTimeout: 5 * time.Second, Interceptors: m.Interceptors()})
 		RegisterActivities(actw, acts)
 		ws = append(ws, actw)
 	}

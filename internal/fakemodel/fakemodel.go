@@ -296,3 +296,47 @@ func (f *Model) exec(w http.ResponseWriter, rep Reply) {
 	}
 	json.NewEncoder(w).Encode(rep)
 }
+
+// ClaudeEnv is the environment that points Claude Code at the server for
+// an offline, quiet run: its base URL, a key it accepts, and no telemetry,
+// update checks or other traffic. Add a private HOME and temp directory.
+func (f *Model) ClaudeEnv() map[string]string {
+	return map[string]string{
+		"ANTHROPIC_BASE_URL":                       f.URL(),
+		"ANTHROPIC_API_KEY":                        "test-key",
+		"DISABLE_TELEMETRY":                        "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+		"DISABLE_ERROR_REPORTING":                  "1",
+		"DISABLE_BUG_COMMAND":                      "1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}
+}
+
+// CodexAPIKeyEnv is the variable CodexConfig's provider reads its key from.
+const CodexAPIKeyEnv = "LOCAL_API_KEY"
+
+// CodexConfig is a $CODEX_HOME/config.toml that points Codex at the server
+// as the provider "local" of model gpt-5.5, with its key in
+// CodexAPIKeyEnv, no retries, and no update checks, analytics or plugins.
+func (f *Model) CodexConfig() string {
+	return fmt.Sprintf(`model = "gpt-5.5"
+model_provider = "local"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+[analytics]
+enabled = false
+[features]
+plugins = false
+apps = false
+remote_plugin = false
+tool_suggest = false
+[model_providers.local]
+name = "local"
+base_url = "%s/v1"
+env_key = "%s"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+`, f.URL(), CodexAPIKeyEnv)
+}

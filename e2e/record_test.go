@@ -100,7 +100,7 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 	c := s.client()
 	dir := filepath.Join("..", "workflows", "testdata")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	ids := []string{workflows.GroupID("rec")}
+	ids := []string{workflows.GroupID("rec"), workflows.HostsID}
 	for _, name := range []string{"compact", "fallback", "agent", "silent", "tool"} {
 		ids = append(ids, workflows.SessionID("rec", name), workflows.RotationID("rec", name, 1))
 	}

@@ -35,6 +35,7 @@ func TestReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowName})
 			r.RegisterWorkflowWithOptions(RotationWorkflow, workflow.RegisterOptions{Name: RotationWorkflowName})
 			r.RegisterWorkflowWithOptions(GroupWorkflow, workflow.RegisterOptions{Name: GroupWorkflowName})
+			r.RegisterWorkflowWithOptions(HostsWorkflow, workflow.RegisterOptions{Name: HostsWorkflowName})
 			require.NoError(t, r.ReplayWorkflowHistory(logger, readHistory(t, f)))
 		})
 	}

@@ -11,6 +11,7 @@ import "go.temporal.io/sdk/workflow"
 //
 // Rungs 2 to 8 were released together: the histories recorded for them,
 // testdata/v3-*.json, are recorded at rung 8 and so cover every one.
+// Likewise rungs 11 to 14, whose testdata/v6-*.json are recorded at 14.
 //
 // A run reads its rung once, when it starts (versionOf): a history keeps
 // the rung it recorded, and a new run (a new workflow, or a continue-as-new)
@@ -121,7 +122,7 @@ const (
 	// runs, by handoff with that summary unless another mode is asked for,
 	// and a conversation past its window hands off with it too. A handoff
 	// of any reason drops a summary the agent wrote for the conversation
-	// it replaced. Histories: none yet.
+	// it replaced. Histories: testdata/v6-*.json.
 	VersionRotateWhileHalted Version = 11
 
 	// VersionSpentBudgetStartsNothing: a turn or rotation the group granted
@@ -131,16 +132,15 @@ const (
 	// the steps already running (and a manual rotation) spend, and the
 	// feed says when the session pauses: at once, or when the step it runs
 	// ends. A turns limit is unchanged: the turn it granted last is within
-	// it.
-	// Histories: none recorded yet.
+	// it. Histories: testdata/v6-*.json.
 	VersionSpentBudgetStartsNothing Version = 12
 
 	// VersionStopDropsHandoffs: a stopped session keeps no handoff of its
 	// agent, neither one written before the stop nor one written after it
 	// (a handoff request the stop cut off), so nid start goes on in the
 	// same conversation as it says, and the feed no longer promises a
-	// rotation a stopped session will not run. Histories: none recorded
-	// yet.
+	// rotation a stopped session will not run. Histories:
+	// testdata/v6-*.json.
 	VersionStopDropsHandoffs Version = 13
 
 	// VersionHosts: sessions run on hosts. A session's host is decided
@@ -153,8 +153,8 @@ const (
 	// the old host, a fresh worktree with the salvage on the new one); a
 	// task done pushes the branch of a URL repo; a stopped session gives
 	// its host's capacity back. The host is a search attribute (NidHost).
-	// The registry workflow itself starts at this rung. Histories: to be
-	// recorded when this rung is released.
+	// The registry workflow itself starts at this rung. Histories:
+	// testdata/v6-*.json, v6-hosts.json.gz the registry's.
 	VersionHosts Version = 14
 
 	// versionLatest is the rung new runs take.

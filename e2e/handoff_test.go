@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,13 +131,8 @@ func sessionYAML(t *testing.T, kind string, m *fakemodel.Model) string {
 	switch kind {
 	case activities.KindClaude:
 		model = "claude-sonnet-4-5"
-		for k, v := range map[string]string{
-			"CLAUDE_CODE_TMPDIR": tmp, "ANTHROPIC_BASE_URL": m.URL(), "ANTHROPIC_API_KEY": "test-key",
-			"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
-			"DISABLE_BUG_COMMAND": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-		} {
-			env[k] = v
-		}
+		maps.Copy(env, m.ClaudeEnv())
+		env["CLAUDE_CODE_TMPDIR"] = tmp
 	case activities.KindCodex:
 		codexHome := filepath.Join(home, ".codex")
 		require.NoError(t, os.MkdirAll(codexHome, 0o755))

@@ -122,7 +122,7 @@ type binaries struct {
 // kept between runs, so that go build finds them up to date; a file lock
 // keeps test binaries started together from building them at once.
 func buildServer() (binaries, error) {
-	root, err := moduleRoot()
+	root, err := temporaltest.ModuleRoot()
 	if err != nil {
 		return binaries{}, err
 	}
@@ -162,23 +162,6 @@ func goCmd(dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
 	}
 	return out.String(), nil
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // asPostgres runs a PostgreSQL program: as the postgres user when the test

@@ -62,7 +62,7 @@ func binary() (string, error) {
 // of a few hundred megabytes. A file lock keeps the test binaries go test
 // starts together from building it at once.
 func build() (string, error) {
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
@@ -96,9 +96,9 @@ func build() (string, error) {
 	return bin, nil
 }
 
-// moduleRoot is the directory of go.mod, found upwards from the test's
+// ModuleRoot is the directory of go.mod, found upwards from the test's
 // working directory (its package's directory).
-func moduleRoot() (string, error) {
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,20 +63,17 @@ func TestDoctorSim(t *testing.T) {
 // attention at once, with the doctor's words in the inbox, instead of
 // failing three turns first.
 func TestDoctorRealCLIs(t *testing.T) {
-	bin := func(name string) string {
-		p, err := filepath.Abs(filepath.Join("..", "activities", "testdata", "agents", "node_modules", ".bin", name))
-		require.NoError(t, err)
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("the %s CLI is not installed: run `npm ci` in activities/testdata/agents (make deps does)", name)
-		}
-		return p
-	}
-	codexHome := t.TempDir()
+	bin := func(name string) string { return agentCLI(t, name) }
+	codexHome, repo := t.TempDir(), gitRepo(t)
 	agents := fmt.Sprintf(`agents:
   claude: {command: %s, env: {ANTHROPIC_API_KEY: sk-ant-e2e-secret, HOME: %s}}
   codex: {command: %s, env: {OPENAI_API_KEY: sk-e2e-secret, CODEX_HOME: %s}}
 `, bin("claude"), t.TempDir(), bin("codex"), codexHome)
+	// A repo, so that each session works in a worktree of its own: a
+	// Claude Code and a Codex session in one directory could each write
+	// the configuration the other obeys, which validation refuses.
 	s := newSite(t, `  web:
+    repo: `+repo+`
     rotate: {mode: off}
     sessions:
       - {agent: claude, name: lead}
@@ -98,6 +94,7 @@ func TestDoctorRealCLIs(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "claude")
 	s.groups = `  web:
     goal: Keep the docs current
+    repo: ` + repo + `
     rotate: {mode: off}
     sessions:
       - {agent: claude, name: lead, command: ` + missing + `}
@@ -109,7 +106,7 @@ func TestDoctorRealCLIs(t *testing.T) {
 	says := `claude: command "` + missing + `" not found: install Claude Code (npm install -g ` + claude.Package + "@" + activities.TestedVersion(claude) +
 		", the version nid is tested with), or set agents.claude.command to where it is"
 	doctorLine(t, out, "fail", "web/lead cli", says)
-	require.Contains(t, errOut, "1 of 8 checks failed")
+	require.Contains(t, errOut, "1 of 10 checks failed")
 
 	up := s.up()
 	s.eventually("web/lead in needs-attention", time.Minute, func() bool {

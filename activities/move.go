@@ -76,7 +76,10 @@ func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkRe
 	if res.Pushed, err = pushOrigin(ctx, repo, branch, extra...); err != nil {
 		return res, classify(AgentFailed("pushing %s's work: %v", in.Session.Group+"/"+in.Session.Name, err))
 	}
-	if _, err := git(ctx, repo, "worktree", "remove", "--force", in.Worktree); err != nil {
+	unlock := a.lockRepo(repo)
+	_, err = git(ctx, repo, "worktree", "remove", "--force", in.Worktree)
+	unlock()
+	if err != nil {
 		return res, classify(AgentFailed("%v", err))
 	}
 	return res, nil

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -72,6 +73,21 @@ type Activities struct {
 	// WorkDir is where process agents run; empty means the worker's own
 	// working directory.
 	WorkDir string
+
+	// repoLocks holds a *sync.Mutex per repository directory, for
+	// lockRepo.
+	repoLocks sync.Map
+}
+
+// lockRepo serialises the git commands that change the worktrees of repo:
+// the sessions of a group prepare theirs at once when they start, and one's
+// `worktree prune` removes the .git/worktrees directory another's
+// `worktree add` is filling.
+func (a *Activities) lockRepo(repo string) (unlock func()) {
+	m, _ := a.repoLocks.LoadOrStore(filepath.Clean(repo), &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 // Close ends the agent processes that outlive a turn (Codex app-servers).

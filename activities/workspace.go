@@ -88,6 +88,7 @@ func (a *Activities) prepareWorktree(ctx context.Context, in WorkspaceInput, rep
 	if err := os.MkdirAll(filepath.Dir(res.Worktree), statedir.DirMode); err != nil {
 		return res, classify(err)
 	}
+	defer a.lockRepo(repo)()
 	// A worktree removed by hand stays registered until pruned.
 	if _, err := git(ctx, repo, "worktree", "prune"); err != nil {
 		return res, classify(AgentFailed("%s: %v", repo, err))

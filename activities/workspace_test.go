@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -72,4 +73,26 @@ func TestPrepareWorkspaceRecordsTheBase(t *testing.T) {
 	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
 	require.NoError(t, err)
 	require.Equal(t, start, base("lead"), "a worker restarted keeps the base")
+}
+
+// The sessions of a group prepare their worktrees of one repository at
+// once when nid up starts them: each must get its own, although git's
+// `worktree prune` (which one runs first) removes the .git/worktrees
+// directory that another's `worktree add` is filling.
+func TestSessionsPrepareTheirWorktreesOfOneRepoAtOnce(t *testing.T) {
+	for round := range 20 {
+		repo := newRepo(t)
+		acts := &activities.Activities{StateDir: t.TempDir()}
+		errs := make(chan error, 8)
+		for i := range cap(errs) {
+			go func() {
+				ref := activities.SessionRef{Group: "web", Name: fmt.Sprintf("s%d", i)}
+				_, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: ref, Repo: repo})
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			require.NoError(t, <-errs, "round %d", round)
+		}
+	}
 }

@@ -240,14 +240,7 @@ func TestClusterTwoHosts(t *testing.T) {
 
 // hosts is nid hosts --json, by host name.
 func (s *site) hosts() map[string]hostRow {
-	s.t.Helper()
-	var rows []hostRow
-	require.NoError(s.t, json.Unmarshal([]byte(s.mustNid("hosts", "--json")), &rows))
-	out := map[string]hostRow{}
-	for _, r := range rows {
-		out[r.Name] = r
-	}
-	return out
+	return listBy(s, func(r hostRow) string { return r.Name }, "hosts", "--json")
 }
 
 // api calls the site's JSON API with the token nid made in its state

@@ -136,25 +136,8 @@ func sessionYAML(t *testing.T, kind string, m *fakemodel.Model) string {
 	case activities.KindCodex:
 		codexHome := filepath.Join(home, ".codex")
 		require.NoError(t, os.MkdirAll(codexHome, 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(`model = "gpt-5.5"
-model_provider = "local"
-check_for_update_on_startup = false
-[analytics]
-enabled = false
-[features]
-plugins = false
-apps = false
-remote_plugin = false
-tool_suggest = false
-[model_providers.local]
-name = "local"
-base_url = "`+m.URL()+`/v1"
-env_key = "LOCAL_API_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-`), 0o644))
-		env["CODEX_HOME"], env["LOCAL_API_KEY"] = codexHome, "test-key"
+		require.NoError(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(m.CodexProvider()), 0o644))
+		env["CODEX_HOME"], env[fakemodel.CodexAPIKeyEnv] = codexHome, "test-key"
 	}
 	b, err := json.Marshal(env)
 	require.NoError(t, err)

@@ -201,12 +201,17 @@ type lsRow struct {
 }
 
 func (s *site) ls() map[string]lsRow {
+	return listBy(s, func(r lsRow) string { return r.Session }, "ls", "--json")
+}
+
+// listBy runs a nid command that prints a JSON list and keys its rows.
+func listBy[R any](s *site, key func(R) string, args ...string) map[string]R {
 	s.t.Helper()
-	var rows []lsRow
-	require.NoError(s.t, json.Unmarshal([]byte(s.mustNid("ls", "--json")), &rows))
-	out := map[string]lsRow{}
+	var rows []R
+	require.NoError(s.t, json.Unmarshal([]byte(s.mustNid(args...)), &rows))
+	out := map[string]R{}
 	for _, r := range rows {
-		out[r.Session] = r
+		out[key(r)] = r
 	}
 	return out
 }

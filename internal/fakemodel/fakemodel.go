@@ -316,13 +316,19 @@ func (f *Model) ClaudeEnv() map[string]string {
 const CodexAPIKeyEnv = "LOCAL_API_KEY"
 
 // CodexConfig is a $CODEX_HOME/config.toml that points Codex at the server
-// as the provider "local" of model gpt-5.5, with its key in
-// CodexAPIKeyEnv, no retries, and no update checks, analytics or plugins.
+// (CodexProvider) and lets it run anything without asking, for the
+// adapter suite, where nid's own arguments set the sandbox a test checks.
 func (f *Model) CodexConfig() string {
+	return "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n" + f.CodexProvider()
+}
+
+// CodexProvider is a $CODEX_HOME/config.toml that points Codex at the
+// server as the provider "local" of model gpt-5.5, with its key in
+// CodexAPIKeyEnv, no retries, and no update checks, analytics or plugins;
+// approvals and the sandbox are left to whoever runs it.
+func (f *Model) CodexProvider() string {
 	return fmt.Sprintf(`model = "gpt-5.5"
 model_provider = "local"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
 check_for_update_on_startup = false
 [analytics]
 enabled = false

@@ -194,12 +194,29 @@ func StopRemoved(ctx context.Context, c client.Client, p Plan) error {
 		if !ch.Stop {
 			continue
 		}
-		_, err := nidclient.StopWhy(ctx, c, ch.Group, ch.Session, leftTheFile)
-		if err != nil && !nidclient.IsNotFound(err) {
+		// Right after a restart the session may not answer yet: the
+		// workflow task the stopped worker had taken holds its queries
+		// until that task times out.
+		_, err := patiently(ctx, func(ctx context.Context) (nidclient.Stopped, error) {
+			return nidclient.StopWhy(ctx, c, ch.Group, ch.Session, leftTheFile)
+		})
+		if err != nil && !nidclient.IsNotFound(err) && !stoppedBy(ctx, c, ch, err) {
 			return fmt.Errorf("stopping %s/%s: %w", ch.Group, ch.Session, err)
 		}
 	}
 	return nil
+}
+
+// stoppedBy says err is a refusal because the session is stopped already:
+// an earlier attempt whose answer did not come back stopped it, or someone
+// did by hand meanwhile. Either way it is what the plan wanted.
+func stoppedBy(ctx context.Context, c client.Client, ch Change, err error) bool {
+	var refused *nidclient.RefusedError
+	if !errors.As(err, &refused) {
+		return false
+	}
+	v, qerr := nidclient.GetSession(ctx, c, ch.Group, ch.Session)
+	return qerr == nil && v.Status == workflows.StatusStopped
 }
 
 func sessionNames(g config.Group) []string {

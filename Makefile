@@ -23,10 +23,11 @@ test: deps ## Run every test (installs what they need first: see deps)
 # dashboard test, bubblewrap and socat for Claude Code's and Codex's sandboxes,
 # curl for the agent that probes its network in the adapter conformance suite,
 # zsh and fish for the shell completion tests (bash is there already);
-# PostgreSQL for the Temporal cluster of the several-hosts test.
-DEBS := chromium:/usr/bin/chromium bubblewrap:/usr/bin/bwrap socat:/usr/bin/socat curl:/usr/bin/curl zsh:/usr/bin/zsh fish:/usr/bin/fish postgresql:/usr/bin/pg_ctlcluster
+# PostgreSQL for the Temporal cluster of the several-hosts test; docker-compose
+# to check docker-compose.yml (it needs no Docker daemon for that).
+DEBS := chromium:/usr/bin/chromium bubblewrap:/usr/bin/bwrap socat:/usr/bin/socat curl:/usr/bin/curl zsh:/usr/bin/zsh fish:/usr/bin/fish postgresql:/usr/bin/pg_ctlcluster docker-compose:/usr/bin/docker-compose
 
-deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs (npm) and the Debian packages the tests drive (chromium, bubblewrap, socat, curl, zsh, fish, postgresql)
+deps: $(AGENTS)/node_modules/.package-lock.json ## Install the pinned agent CLIs (npm) and the Debian packages the tests drive (chromium, bubblewrap, socat, curl, zsh, fish, postgresql, docker-compose)
 	@missing=""; for d in $(DEBS); do test -x "$${d#*:}" || missing="$$missing $${d%%:*}"; done; \
 	test -z "$$missing" || { [ "$$(id -u)" = 0 ] && apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; } || \
 		{ echo "the tests need Debian's$$missing: apt-get install$$missing"; exit 1; }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -39,4 +40,26 @@ func TestComposePublishesOnLoopbackOnly(t *testing.T) {
 	slices.Sort(published)
 	require.Equal(t, []string{"temporal 127.0.0.1:7233:7233", "temporal-ui 127.0.0.1:8233:8080"}, published)
 	require.Equal(t, "true", compose.Services["temporal-ui"].Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"], "the Web UI is read-only")
+}
+
+// docker-compose.yml is one Compose understands: the docker CLI's compose
+// plugin where it is installed, else Debian's docker-compose (make deps
+// installs it), each with the nid-worker profile too. Neither needs a
+// Docker daemon to check a file.
+func TestComposeFileIsValid(t *testing.T) {
+	var compose []string
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		compose = []string{"docker", "compose"}
+	} else if path, err := exec.LookPath("docker-compose"); err == nil {
+		compose = []string{path}
+	} else if os.Getenv("CI") == "true" {
+		t.Fatal("neither docker compose nor docker-compose is installed (make deps installs docker-compose)")
+	} else {
+		t.Skip("neither docker compose nor docker-compose is installed: apt-get install docker-compose to run this test")
+	}
+	for _, profile := range [][]string{nil, {"--profile", "worker"}} {
+		args := append(append(slices.Clone(compose[1:]), profile...), "--file", "../docker-compose.yml", "config", "--quiet")
+		out, err := exec.Command(compose[0], args...).CombinedOutput()
+		require.NoError(t, err, "%s %s:\n%s", compose[0], strings.Join(args, " "), out)
+	}
 }

@@ -37,6 +37,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/nid-dev/nid/internal/temporaltest"
 )
 
@@ -214,23 +216,55 @@ func startPostgres(bin, dir string, port int) (stop func(), err error) {
 	return func() { _ = run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop") }, nil
 }
 
-// setupSchemas creates Temporal's two databases and their schemas with the
-// server's own tool, as the admin-tools image does.
+// setupSchemas creates and upgrades both databases with the script
+// docker-compose.yml runs in its schema service, twice: the second run is
+// a restart of that service, which must leave a set-up database alone.
 func setupSchemas(b binaries, pgPort int) error {
-	for _, db := range []struct{ name, schema string }{{"temporal", "temporal"}, {"temporal_visibility", "visibility"}} {
-		base := []string{"--plugin", "postgres12", "--ep", "127.0.0.1", "-p", strconv.Itoa(pgPort), "-u", "postgres", "--db", db.name}
-		for _, step := range [][]string{
-			{"create-database"},
-			{"setup-schema", "-v", "0.0"},
-			{"update-schema", "-d", filepath.Join(b.module, "schema", "postgresql", "v12", db.schema, "versioned")},
-		} {
-			cmd := exec.Command(b.sqlTool, append(base, step...)...)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("temporal-sql-tool %s on %s: %v\n%s", step[0], db.name, err, out)
-			}
+	script, env, err := composeSchemaScript()
+	if err != nil {
+		return err
+	}
+	// The compose file's own values where the test's PostgreSQL differs.
+	env["SQL_HOST"], env["SQL_PORT"], env["SQL_USER"], env["SQL_PASSWORD"] = "127.0.0.1", strconv.Itoa(pgPort), "postgres", ""
+	env["SCHEMA_DIR"] = filepath.Join(b.module, "schema", "postgresql", "v12")
+	env["PATH"] = filepath.Dir(b.sqlTool) + string(os.PathListSeparator) + os.Getenv("PATH")
+	for run := 1; run <= 2; run++ {
+		cmd := exec.Command("/bin/sh", "-euc", script)
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("docker-compose.yml's schema script, run %d: %v\n%s", run, err, out)
 		}
 	}
 	return nil
+}
+
+// composeSchemaScript is the schema service's script in docker-compose.yml,
+// with compose's $$ escapes undone, and its environment.
+func composeSchemaScript() (string, map[string]string, error) {
+	root, err := temporaltest.ModuleRoot()
+	if err != nil {
+		return "", nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		return "", nil, err
+	}
+	var compose struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+			Command     []string          `yaml:"command"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &compose); err != nil {
+		return "", nil, fmt.Errorf("docker-compose.yml: %w", err)
+	}
+	schema := compose.Services["schema"]
+	if len(schema.Command) != 1 || schema.Environment == nil {
+		return "", nil, errors.New("docker-compose.yml: the schema service has no one-script command with an environment")
+	}
+	return strings.ReplaceAll(schema.Command[0], "$$", "$"), schema.Environment, nil
 }
 
 // serverConfig is the server's configuration: every service on its own
@@ -278,11 +312,10 @@ dynamicConfigClient:
   pollInterval: 10s
 `
 
-// dynamicConfig lets nid ls, nid watch and the dashboard list as often as
-// they do on the embedded server, and makes a search attribute nid adds
-// usable at once.
-const dynamicConfig = `frontend.namespaceRPS.visibility:
-  - value: 1000
+// testDynamicConfig is what the tests add to deploy/dynamicconfig.yaml:
+// a search attribute nid adds is usable at once rather than after the
+// server's cache refresh (not for production, Temporal says).
+const testDynamicConfig = `
 system.forceSearchAttributesCacheRefreshOnRead:
   - value: true
 `
@@ -293,8 +326,17 @@ func startServer(b binaries, dir string, pgPort int) (*Cluster, func(), error) {
 	for range 9 {
 		ports = append(ports, temporaltest.FreePort())
 	}
+	// The dynamic configuration docker-compose.yml gives its server.
+	root, err := temporaltest.ModuleRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	deployed, err := os.ReadFile(filepath.Join(root, "deploy", "dynamicconfig.yaml"))
+	if err != nil {
+		return nil, nil, err
+	}
 	dyn := filepath.Join(dir, "dynamicconfig.yaml")
-	if err := os.WriteFile(dyn, []byte(dynamicConfig), 0o644); err != nil {
+	if err := os.WriteFile(dyn, append(deployed, testDynamicConfig...), 0o644); err != nil {
 		return nil, nil, err
 	}
 	file := filepath.Join(dir, "temporal.yaml")

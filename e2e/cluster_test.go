@@ -286,3 +286,17 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 	require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
 	return strings.TrimSpace(string(out))
 }
+
+// On a cluster that has never seen nid, the search attributes its first
+// worker adds are stored at once but used by the server's services only
+// from their next namespace cache refresh (here made slow, so that the
+// window cannot be missed): nid up waits for that rather than failing to
+// start its first group with "no mapping defined for search attribute".
+func TestNidUpOnAFreshClusterWaitsForItsSearchAttributes(t *testing.T) {
+	cl := clustertest.StartWith(t, clustertest.Options{DynamicConfig: "system.namespaceCacheRefreshInterval:\n  - value: 15s\n"})
+	s := newSite(t, "  web:\n    goal: Keep going\n    rotate: {mode: off}\n    sessions:\n      - {agent: sim, name: lead, sim: {turnDelay: 200ms}}\n")
+	s.cluster = cl.Address
+	s.writeConfig()
+	s.up()
+	s.eventually("web/lead taking turns", 2*time.Minute, func() bool { return s.ls()["web/lead"].Turns > 0 })
+}

@@ -2,13 +2,17 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/workflows"
@@ -32,18 +36,63 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 			return fmt.Errorf("search attribute %s is registered as %s; nid needs %s", name, got, typ)
 		}
 	}
-	if len(missing) == 0 {
-		return nil
+	if len(missing) > 0 {
+		_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+			Namespace: namespace, SearchAttributes: missing,
+		})
+		if err != nil {
+			// Temporal Cloud (and a cluster that gives nid no operator
+			// rights) leaves it to the operator: say exactly what to run.
+			return fmt.Errorf("registering search attributes on namespace %s: %w\n%s", namespace, err, SearchAttributeCommands(namespace, missing))
+		}
 	}
-	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: namespace, SearchAttributes: missing,
-	})
-	if err != nil {
-		// Temporal Cloud (and a cluster that gives nid no operator
-		// rights) leaves it to the operator: say exactly what to run.
-		return fmt.Errorf("registering search attributes on namespace %s: %w\n%s", namespace, err, SearchAttributeCommands(namespace, missing))
+	return awaitSearchAttributes(ctx, c, namespace)
+}
+
+// searchAttributePatience is how long a worker waits for the cluster to take
+// nid's search attributes into use; its namespace cache refreshes every few
+// seconds.
+const searchAttributePatience = 2 * time.Minute
+
+// zeroLiteral is a value of each type in a visibility query.
+var zeroLiteral = map[enumspb.IndexedValueType]string{
+	enumspb.INDEXED_VALUE_TYPE_KEYWORD:  "''",
+	enumspb.INDEXED_VALUE_TYPE_TEXT:     "''",
+	enumspb.INDEXED_VALUE_TYPE_INT:      "0",
+	enumspb.INDEXED_VALUE_TYPE_DOUBLE:   "0",
+	enumspb.INDEXED_VALUE_TYPE_BOOL:     "false",
+	enumspb.INDEXED_VALUE_TYPE_DATETIME: "'1970-01-01T00:00:00Z'",
+}
+
+// awaitSearchAttributes waits until the frontend accepts a query naming
+// every one of nid's search attributes. The cluster stores the ones just
+// added (by this worker or one starting beside it) at once, but its
+// services use them only from their next namespace cache refresh: until
+// then starting a group fails with "no mapping defined for search
+// attribute".
+func awaitSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	attrs := workflows.SearchAttributes()
+	var terms []string
+	for _, name := range slices.Sorted(maps.Keys(attrs)) {
+		terms = append(terms, name+" = "+zeroLiteral[attrs[name]])
 	}
-	return nil
+	query := strings.Join(terms, " AND ")
+	deadline := time.Now().Add(searchAttributePatience)
+	for {
+		_, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: query})
+		var notYet *serviceerror.InvalidArgument
+		if err == nil || !errors.As(err, &notYet) {
+			return err
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("namespace %s does not take nid's search attributes into use after %s: %w", namespace, searchAttributePatience, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // SearchAttributeCommands says how an operator adds the missing search

@@ -63,6 +63,19 @@ type Cluster struct {
 // installs it (make deps).
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// Options change the cluster Start runs.
+type Options struct {
+	// DynamicConfig is added to deploy/dynamicconfig.yaml (YAML, as that
+	// file has it), e.g. a slower namespace cache refresh.
+	DynamicConfig string
+}
+
+// StartWith is Start with opts.
+func StartWith(t testing.TB, opts Options) *Cluster {
+	t.Helper()
 	pgBin, err := postgresBin()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -89,7 +102,7 @@ func Start(t testing.TB) *Cluster {
 	if err := setupSchemas(bins, pgPort); err != nil {
 		t.Fatalf("clustertest: %v", err)
 	}
-	c, stop, err := startServer(bins, dir, pgPort)
+	c, stop, err := startServer(bins, dir, pgPort, opts.DynamicConfig)
 	if err != nil {
 		t.Fatalf("clustertest: %v", err)
 	}
@@ -312,15 +325,7 @@ dynamicConfigClient:
   pollInterval: 10s
 `
 
-// testDynamicConfig is what the tests add to deploy/dynamicconfig.yaml:
-// a search attribute nid adds is usable at once rather than after the
-// server's cache refresh (not for production, Temporal says).
-const testDynamicConfig = `
-system.forceSearchAttributesCacheRefreshOnRead:
-  - value: true
-`
-
-func startServer(b binaries, dir string, pgPort int) (*Cluster, func(), error) {
+func startServer(b binaries, dir string, pgPort int, extraDynamicConfig string) (*Cluster, func(), error) {
 	ports := make([]any, 0, 10)
 	ports = append(ports, pgPort)
 	for range 9 {
@@ -336,7 +341,7 @@ func startServer(b binaries, dir string, pgPort int) (*Cluster, func(), error) {
 		return nil, nil, err
 	}
 	dyn := filepath.Join(dir, "dynamicconfig.yaml")
-	if err := os.WriteFile(dyn, append(deployed, testDynamicConfig...), 0o644); err != nil {
+	if err := os.WriteFile(dyn, append(deployed, "\n"+extraDynamicConfig...), 0o644); err != nil {
 		return nil, nil, err
 	}
 	file := filepath.Join(dir, "temporal.yaml")

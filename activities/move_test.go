@@ -99,3 +99,41 @@ func TestPushBranchSendsTheBranchToOrigin(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, pushed, "a repository without origin has nowhere to push")
 }
+
+// A session moved off a host that is down leaves its worktree there; with
+// a repository every host reaches by one path, that worktree still has the
+// branch checked out. The new host makes its own worktree of the branch
+// anyway, and the old one keeps what was not committed. A branch checked
+// out anywhere else is still refused.
+func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
+	repo := newRepo(t)
+	hostA := &activities.Activities{StateDir: t.TempDir()}
+	hostB := &activities.Activities{StateDir: t.TempDir()}
+	ws, err := hostA.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	gitRun(t, ws.Worktree, "config", "user.name", "agent")
+	gitRun(t, ws.Worktree, "config", "user.email", "agent@example.com")
+	writeFile(t, ws.Worktree, "parser.go", "package parser\n")
+	committed := commit(t, ws.Worktree, "Parser skeleton")
+	writeFile(t, ws.Worktree, "notes.txt", "not committed\n")
+
+	moved, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	require.NotEqual(t, ws.Worktree, moved.Worktree)
+	require.Equal(t, committed, gitRun(t, moved.Worktree, "log", "-1", "--format=%h %s"), "the branch's commits are there")
+	require.Equal(t, "", gitRun(t, moved.Worktree, "status", "--porcelain"))
+	b, err := os.ReadFile(filepath.Join(ws.Worktree, "notes.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "not committed\n", string(b), "the old worktree keeps its uncommitted work")
+	again, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	require.Equal(t, moved, again, "run again, it finds its worktree")
+
+	// The branch of web/other checked out by hand in a directory of the
+	// user's is not nid's to take.
+	other := activities.SessionRef{Group: "web", Name: "other", WorkflowID: "nid/web/other"}
+	gitRun(t, repo, "branch", "nid/web/other")
+	gitRun(t, repo, "worktree", "add", filepath.Join(t.TempDir(), "mine"), "nid/web/other")
+	_, err = hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other, Repo: repo})
+	require.ErrorContains(t, err, "is already checked out at")
+}

@@ -97,6 +97,12 @@ func (a *Activities) prepareWorktree(ctx context.Context, in WorkspaceInput, rep
 	base := ""
 	if _, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+res.Branch); err == nil {
 		args = []string{"worktree", "add", res.Worktree, res.Branch}
+		if _, ok := leftOnAnotherHost(ctx, repo, in.Session, res); ok {
+			// The session's work goes on here, from what the branch
+			// holds; the old worktree keeps what was not committed
+			// there, for whoever brings that host back.
+			args = []string{"worktree", "add", "--force", res.Worktree, res.Branch}
+		}
 		base = a.branchBase(ctx, in.Session, repo, res)
 	} else {
 		args = []string{"worktree", "add", "-b", res.Branch, res.Worktree}
@@ -134,23 +140,58 @@ func (a *Activities) branchBase(ctx context.Context, ref SessionRef, repo string
 // worktreeBranch asks repo whether worktree is one of its worktrees, and on
 // which branch.
 func worktreeBranch(ctx context.Context, repo, worktree string) (branch string, ok bool, err error) {
+	trees, err := listWorktrees(ctx, repo)
+	for _, t := range trees {
+		if t.path == worktree {
+			return t.branch, true, nil
+		}
+	}
+	return "", false, err
+}
+
+// aWorktree is one of a repository's worktrees and its branch, "(detached)"
+// when it has none.
+type aWorktree struct{ path, branch string }
+
+func listWorktrees(ctx context.Context, repo string) ([]aWorktree, error) {
 	out, err := git(ctx, repo, "worktree", "list", "--porcelain")
 	if err != nil {
-		return "", false, err
+		return nil, err
 	}
+	var trees []aWorktree
 	for _, entry := range strings.Split(out, "\n\n") {
 		lines := strings.Split(entry, "\n")
-		if path, found := strings.CutPrefix(lines[0], "worktree "); !found || filepath.Clean(path) != worktree {
+		path, found := strings.CutPrefix(lines[0], "worktree ")
+		if !found {
 			continue
 		}
+		t := aWorktree{path: filepath.Clean(path), branch: "(detached)"}
 		for _, l := range lines[1:] {
 			if ref, found := strings.CutPrefix(l, "branch "); found {
-				return strings.TrimPrefix(ref, "refs/heads/"), true, nil
+				t.branch = strings.TrimPrefix(ref, "refs/heads/")
 			}
 		}
-		return "(detached)", true, nil
+		trees = append(trees, t)
 	}
-	return "", false, nil
+	return trees, nil
+}
+
+// leftOnAnotherHost is the session's own worktree under another host's
+// state directory, when that one has its branch checked out: a session
+// moved off a host that was down could not take its worktree away, and a
+// repository every host reaches by one path still lists it.
+func leftOnAnotherHost(ctx context.Context, repo string, ref SessionRef, res WorkspaceResult) (string, bool) {
+	trees, err := listWorktrees(ctx, repo)
+	if err != nil {
+		return "", false
+	}
+	own := string(filepath.Separator) + filepath.Join(statedir.Worktrees, ref.Group, ref.Name)
+	for _, t := range trees {
+		if t.branch == res.Branch && t.path != res.Worktree && strings.HasSuffix(t.path, own) {
+			return t.path, true
+		}
+	}
+	return "", false
 }
 
 // recordGitDirs writes, where the agent cannot, where the session's

@@ -1,14 +1,17 @@
 package worker
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/transcript"
+	"github.com/nid-dev/nid/worker/metrics"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -47,4 +50,15 @@ func TestHandoffActivitiesAreRegistered(t *testing.T) {
 // A rescued handoff fits where the agent's own goes.
 func TestRescuedHandoffFitsASummary(t *testing.T) {
 	require.Equal(t, workflows.MaxSummaryBytes, activities.MaxRescueBytes)
+}
+
+// The workflow worker polls the shared queue with pollers of its own (see
+// workflowWorkerOptions): the SDK's other behaviour shares its pollers with
+// the sticky queue and lets a busy sticky queue starve the shared one.
+func TestWorkflowWorkerPollsTheSharedQueueApartFromItsStickyQueue(t *testing.T) {
+	m, err := metrics.New(slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	got := workflowWorkerOptions(m).WorkflowTaskPollerBehavior
+	require.NotNil(t, got)
+	require.IsType(t, sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{}), got)
 }

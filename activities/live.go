@@ -22,8 +22,8 @@ import (
 // liveIdleTimeout is how long a session's long-lived agent process may sit
 // with no turn before nid ends it. A worker may hold hundreds of sessions,
 // most of them waiting (for a message, a task, a human); each idle process
-// keeps its runtime and its sandbox's helpers (an idle Claude Code with
-// its sandbox holds about 300 MB) and nid's MCP connection. Ten minutes
+// keeps its runtime, its sandbox's helpers and nid's MCP connection (an
+// idle Claude Code and its sandbox's proxy hold about 210 MB here). Ten minutes
 // keeps the process for a session that works turn after turn, the case
 // the saved start-up (about a second a turn) matters for, while one that
 // waits longer pays a single start-up when it is next prompted: its

@@ -23,10 +23,10 @@ import (
 // with no turn before nid ends it. A worker may hold hundreds of sessions,
 // most of them waiting (for a message, a task, a human); each idle process
 // keeps its runtime, its sandbox's helpers and nid's MCP connection (an
-// idle Claude Code and its sandbox's proxy hold about 210 MB here). Ten minutes
-// keeps the process for a session that works turn after turn, the case
-// the saved start-up (about a second a turn) matters for, while one that
-// waits longer pays a single start-up when it is next prompted: its
+// idle Claude Code and its sandbox's proxy hold about 210 MB here). Ten
+// minutes keeps the process for a session that works turn after turn, the
+// case the saved start-up (about a second a turn) matters for, while one
+// that waits longer pays a single start-up when it is next prompted: its
 // conversation is resumed from the CLI's own files.
 const liveIdleTimeout = 10 * time.Minute
 

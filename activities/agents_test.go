@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -163,10 +164,13 @@ type agentRig struct {
 	home, state, workDir string
 	// stateless runs the worker with no state directory.
 	stateless bool
-	// serves says the kind's process outlives a turn (Codex's app-server).
-	serves bool
-	acts   *activities.Activities
-	logs   *transcript.Log
+	// serves says the kind's process outlives a turn (Claude Code's
+	// stream-json process, Codex's app-server), and perConversation that
+	// such a process serves one conversation (Claude Code's), not any
+	// (Codex's).
+	serves, perConversation bool
+	acts                    *activities.Activities
+	logs                    *transcript.Log
 
 	mu      sync.Mutex
 	limited []bool
@@ -239,6 +243,7 @@ func (r *agentRig) claude() {
 		credentials:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
 		noCredentials: "no credentials for Claude Code",
 	}
+	r.serves, r.perConversation = true, true
 }
 
 // codexWindow is what Codex reports for gpt-5.5: 95% of 272k.
@@ -361,6 +366,40 @@ func (r *agentRig) toolCalls() []string {
 		}
 	}
 	return calls
+}
+
+// countStarts puts a script in front of the session's agent command that
+// notes each start of it, and returns what lists them.
+func (r *agentRig) countStarts() (starts func() []string) {
+	log := filepath.Join(r.t.TempDir(), "starts")
+	wrapper := filepath.Join(r.t.TempDir(), "agent")
+	require.NoError(r.t, os.WriteFile(wrapper, []byte("#!/bin/sh\necho \"$$\" >> '"+log+"'\nexec '"+r.set.Command+"' \"$@\"\n"), 0o755))
+	r.set.Command = wrapper
+	return func() []string {
+		b, err := os.ReadFile(log)
+		if os.IsNotExist(err) {
+			return nil
+		}
+		require.NoError(r.t, err)
+		return strings.Fields(string(b))
+	}
+}
+
+// recorded returns the pids of the agent processes the worker recorded
+// for the reaper.
+func (r *agentRig) recorded() []int {
+	entries, err := os.ReadDir(activities.PidDir(r.state))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(r.t, err)
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".json")); err == nil && strings.HasSuffix(e.Name(), ".json") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // processes returns the pids of the session's agent processes still

@@ -6,7 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"maps"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -17,47 +17,46 @@ import (
 	"github.com/nid-dev/nid/config"
 )
 
-// Claude drives Claude Code: one `claude -p` process per turn, the prompt
-// on its stdin (never argv: a prompt may start with "-" or exceed what a
-// command line holds), reading its stream-json output. The conversation id
-// is chosen with --session-id on the first turn and continued with --resume
-// after, so it survives worker restarts. nid's MCP server is added to the
-// user's own as "nid", its token sent as a bearer header read from the
-// process's environment, and all its tools are allowed. Compaction is
-// `/compact` as its own resumed turn, confirmed only by a compact_boundary
-// line.
+// Claude drives Claude Code: one long-lived `claude -p --input-format
+// stream-json` process per session, which reads one user message per line
+// of its stdin (the prompt JSON-encoded, so no prompt can end its line or
+// add a message) and prints each turn's stream-json lines, ending with a
+// result line. The conversation id is chosen with --session-id when a
+// conversation starts and continued with --resume by any later process, so
+// it survives worker restarts. nid's MCP server is added to the user's own
+// as "nid", its token sent as a bearer header read from the process's
+// environment, and all its tools are allowed. Compaction is `/compact` sent
+// as a message, confirmed only by a compact_boundary line.
+//
+// A process serves one conversation with what it was started with (see
+// commandKey). A turn of another conversation (a handoff's fresh one, a
+// late retry of an old one), or one that would start it differently
+// (nid.yaml reloaded, another MCP token), closes it and starts a new one
+// that resumes the conversation; so does a turn after the process died,
+// was killed at a timeout or sat idle for liveIdleTimeout. A process asked
+// to end gets its stdin closed, so it saves its transcript and exits; the
+// next one of the session waits for that, so two never run on one
+// conversation.
 //
 // What the agent may change is Claude Code's own business, set through
 // --settings and --permission-mode (see claudeSandbox).
-//
-// A turn ends at Claude Code's result line: the process then takes a tenth
-// of a second more to save its transcript and exit, which the session need
-// not wait for. The next process of the session (a turn, a compaction) and
-// Stop wait for it instead, so two never run on one conversation.
 type Claude struct {
 	mu sync.Mutex
 	// windows remembers each session's context window: a /compact turn
 	// reports tokens but no window.
 	windows map[string]int64
-	// exits are, by session, closed when its last process has exited.
-	exits map[string]<-chan struct{}
+	procs   *liveProcs[*claudeProc]
 }
 
 // NewClaude returns a Claude Code agent.
 func NewClaude() *Claude {
-	return &Claude{windows: map[string]int64{}, exits: map[string]<-chan struct{}{}}
+	return &Claude{windows: map[string]int64{}, procs: newLiveProcs[*claudeProc]()}
 }
 
-// Turn runs one `claude -p` process.
+// Turn sends one prompt to the session's process.
 func (c *Claude) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
-	args := []string{}
-	if req.Conversation == "" {
-		args = append(args, "--session-id", newUUID())
-	} else {
-		args = append(args, "--resume", req.Conversation)
-	}
 	limited, retries, answers, calls := false, 0, 0, 0
-	st, err := c.run(ctx, req.Session, req.Process, req.Prompt, args, req.MCP, func(s *ClaudeStream) {
+	st, err := c.run(ctx, req.Session, req.Process, req.MCP, req.Conversation, req.Prompt, func(s *ClaudeStream) {
 		for ; calls < len(s.ToolCalls); calls++ {
 			req.toolCalled(s.ToolCalls[calls])
 		}
@@ -91,9 +90,9 @@ func (c *Claude) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) 
 	return rep, nil
 }
 
-// Compact runs `/compact` as its own resumed turn.
+// Compact sends `/compact` to the session's process.
 func (c *Claude) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
-	st, err := c.run(ctx, req.Session, req.Process, "/compact", []string{"--resume", req.Conversation}, req.MCP, nil)
+	st, err := c.run(ctx, req.Session, req.Process, req.MCP, req.Conversation, "/compact", nil)
 	if err != nil {
 		return CompactReport{}, err
 	}
@@ -118,96 +117,107 @@ func (c *Claude) Compact(ctx context.Context, req CompactRequest) (CompactReport
 	return rep, nil
 }
 
-// Stop waits for the session's last process to exit: each turn's process
-// ends with its turn.
+// Stop closes the session's process and returns once it has exited, so
+// that nothing of the old conversation still runs when the next one
+// starts.
 func (c *Claude) Stop(ctx context.Context, req StopRequest) error {
-	return c.waitExit(ctx, req.Session)
+	return c.procs.stop(ctx, req.Session.WorkflowID)
 }
 
-// Close waits for every session's last process to exit.
+// Close closes every session's process and returns once they have exited;
+// the conversations stay with Claude Code, to be resumed by the next
+// worker.
 func (c *Claude) Close() error {
-	c.mu.Lock()
-	exits := slices.Collect(maps.Values(c.exits))
-	c.mu.Unlock()
-	for _, e := range exits {
-		<-e
-	}
+	c.procs.stopAll()
 	return nil
 }
 
-// waitExit waits until the session's last process has exited.
-func (c *Claude) waitExit(ctx context.Context, ref SessionRef) error {
-	c.mu.Lock()
-	e := c.exits[ref.WorkflowID]
-	c.mu.Unlock()
-	if e == nil {
-		return nil
-	}
-	select {
-	case <-e:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// run runs one claude process and folds its output. progress, if set, sees
-// the stream after every line.
-func (c *Claude) run(ctx context.Context, ref SessionRef, p Process, prompt string, extra []string, mcp MCPAccess, progress func(*ClaudeStream)) (*ClaudeStream, error) {
-	path, err := lookCommand(KindClaude, p)
+// run sends prompt to the session's process for conversation conv (empty:
+// a new one), starting the process as needed, and folds the turn's lines
+// until its result line. progress, if set, sees the stream after every
+// line of the turn.
+func (c *Claude) run(ctx context.Context, ref SessionRef, p Process, mcp MCPAccess, conv, prompt string, progress func(*ClaudeStream)) (*ClaudeStream, error) {
+	cmd, err := claudeCommand(p, mcp)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.waitExit(ctx, ref); err != nil {
+	proc, done, err := c.procs.use(ctx, ref.WorkflowID)
+	if err != nil {
 		return nil, err
 	}
-	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
-	args = append(args, extra...)
-	args = append(args, claudeSandbox(p)...)
-	// Claude Code keeps the sockets of its sandbox's proxy in its own temp
-	// directory, /tmp/claude-<uid> unless told otherwise, whose path must
-	// stay short: the session gets a cache directory, not a temp one.
-	env := sandboxEnv(p, map[string]string{"XDG_CACHE_HOME": "cache"})
-	if mcp.URL != "" {
-		// Claude Code expands ${VAR} in an MCP server's headers from its own
-		// environment, so the token never appears on the command line.
-		cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"nid": map[string]any{
-			"type": "http", "url": mcp.URL, "headers": map[string]string{"Authorization": "Bearer ${" + EnvMCPToken + "}"}}}})
-		env[EnvMCPToken] = mcp.Token
-		// "mcp__nid" allows every tool of nid's server, so a tool nid adds
-		// needs no change here.
-		args = append(args, "--mcp-config", string(cfg), "--allowedTools", "mcp__nid")
-	}
-	if p.Model != "" {
-		args = append(args, "--model", p.Model)
-	}
-	args = append(args, p.Args...)
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// runUntil ends the process when runCtx ends, unless the turn is over
-	// first: the command itself must outlive runCtx to exit by itself.
-	cmd := newCommand(context.WithoutCancel(runCtx), path, args, p, env)
-	cmd.Stdin = strings.NewReader(prompt)
-	st := &ClaudeStream{}
-	refused := false
-	exited, runErr := runUntil(runCtx, KindClaude, cmd, p, func(line []byte) bool {
-		st.Feed(line)
-		if !refused && (st.Retries > 0 && AuthStatus(st.RetryStatus) || st.SandboxFailure != "") {
-			refused = true
-			cancel()
+	defer done()
+	if proc != nil && (conv == "" || proc.conv != conv || proc.key != commandKey(cmd) || !proc.alive()) {
+		c.procs.drop(ref.WorkflowID, proc)
+		proc.end()
+		if err := proc.wait(ctx); err != nil {
+			return nil, err
 		}
-		if progress != nil {
-			progress(st)
+		proc = nil
+	}
+	if proc == nil {
+		if proc, err = startClaude(cmd, p, conv); err != nil {
+			return nil, err
 		}
-		// A failed result waits for the exit, whose status may say more.
-		return st.Result && !st.IsError && !refused
-	})
-	c.mu.Lock()
-	c.exits[ref.WorkflowID] = exited
-	c.mu.Unlock()
-	if ctx.Err() != nil {
+		c.procs.set(ref.WorkflowID, proc)
+	}
+
+	t := &claudeTurn{id: newUUID(), progress: progress, st: &ClaudeStream{}, ended: make(chan struct{})}
+	proc.setTurn(t)
+	defer proc.setTurn(nil)
+	// A process that died cannot take it (its exit says why), and one that
+	// stopped reading would hold the write until the turn's timeout or end
+	// kills it, which closes its stdin.
+	go func() { _ = proc.write(claudeMessage(t.id, prompt)) }()
+	var timeout <-chan time.Time
+	if p.Timeout > 0 {
+		timer := time.NewTimer(p.Timeout)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	// A turn cut short ends the process at once; the next turn resumes
+	// the conversation in a new one once this one is gone.
+	kill := func() {
+		c.procs.drop(ref.WorkflowID, proc)
+		proc.kill()
+		<-proc.exited
+	}
+	select {
+	case <-t.ended:
+	case <-proc.exited:
+	case <-ctx.Done():
+		kill()
 		return nil, ctx.Err()
+	case <-timeout:
+		kill()
+		return nil, turnTimedOut(KindClaude, p.Timeout)
 	}
+	var exitErr error
+	select {
+	case <-t.ended:
+		if t.refused {
+			kill()
+		}
+	default:
+		// It exited before the turn's result: every line it printed has
+		// been read.
+		c.procs.drop(ref.WorkflowID, proc)
+		exitErr = proc.exitError(KindClaude)
+		if exitErr == nil {
+			exitErr = fmt.Errorf("claude ended without a result line%s", quote(proc.stderr.String()))
+		}
+	}
+	st := t.st
+	if st.SessionID != "" {
+		proc.conv = st.SessionID
+	}
+	// total_cost_usd is the process's, summed over its turns.
+	st.CostUSD = proc.charge(st.CostUSD)
+	return claudeOutcome(ctx, st, t.refused, exitErr, mcp)
+}
+
+// claudeOutcome is what a turn's stream and, when the process ended
+// before the turn did, its exit say of the turn.
+func claudeOutcome(ctx context.Context, st *ClaudeStream, refused bool, exitErr error, mcp MCPAccess) (*ClaudeStream, error) {
 	if st.StartupFailure == claudeSandboxRequired {
 		return nil, SandboxUnavailable("claude: Claude Code's sandbox cannot run on this host, so nid did not start the agent: %s. "+
 			"Install what it names (on Debian or Ubuntu: apt-get install bubblewrap socat), or set permissions: %s for this session to run it without a sandbox",
@@ -235,17 +245,177 @@ func (c *Claude) run(ctx context.Context, ref SessionRef, p Process, prompt stri
 		}
 		return nil, AgentFailed("claude: %s", msg)
 	}
-	if runErr != nil {
-		return nil, runErr
-	}
-	if !st.Result {
-		return nil, fmt.Errorf("claude ended without a result line")
+	if exitErr != nil {
+		return nil, exitErr
 	}
 	if mcp.URL != "" && st.MCPStatus != "connected" {
 		// The turn still counts; the agent just cannot reach nid's tools.
 		loggerFor(ctx).Warn("Claude Code did not connect to nid's MCP server", "status", st.MCPStatus)
 	}
 	return st, nil
+}
+
+// claudeCommand builds the command of a session's process, all but the
+// conversation it resumes (startClaude adds that).
+func claudeCommand(p Process, mcp MCPAccess) (*exec.Cmd, error) {
+	path, err := lookCommand(KindClaude, p)
+	if err != nil {
+		return nil, err
+	}
+	// --replay-user-messages has Claude Code say when each message's turn
+	// starts (see claudeTurn).
+	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--replay-user-messages"}
+	args = append(args, claudeSandbox(p)...)
+	// Claude Code keeps the sockets of its sandbox's proxy in its own temp
+	// directory, /tmp/claude-<uid> unless told otherwise, whose path must
+	// stay short: the session gets a cache directory, not a temp one.
+	env := sandboxEnv(p, map[string]string{"XDG_CACHE_HOME": "cache"})
+	if mcp.URL != "" {
+		// Claude Code expands ${VAR} in an MCP server's headers from its own
+		// environment, so the token never appears on the command line.
+		cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"nid": map[string]any{
+			"type": "http", "url": mcp.URL, "headers": map[string]string{"Authorization": "Bearer ${" + EnvMCPToken + "}"}}}})
+		env[EnvMCPToken] = mcp.Token
+		// "mcp__nid" allows every tool of nid's server, so a tool nid adds
+		// needs no change here.
+		args = append(args, "--mcp-config", string(cfg), "--allowedTools", "mcp__nid")
+	}
+	if p.Model != "" {
+		args = append(args, "--model", p.Model)
+	}
+	args = append(args, p.Args...)
+	// The process outlives the turn that starts it: it is not bound to
+	// the turn's context.
+	return newCommand(context.Background(), path, args, p, env), nil
+}
+
+// claudeProc is one session's running Claude Code.
+type claudeProc struct {
+	*liveProc
+	// key is what it was started with (commandKey), before the
+	// conversation was added.
+	key string
+
+	// conv is the conversation it serves, the newest session_id it
+	// printed, and cost the last total_cost_usd; only the request that
+	// uses the process (liveProcs.use) touches them.
+	conv string
+	cost float64
+
+	mu sync.Mutex
+	// turn reads its lines while a turn runs; between turns they are
+	// dropped.
+	turn *claudeTurn
+}
+
+// startClaude starts cmd on conversation conv, a new one when empty.
+func startClaude(cmd *exec.Cmd, p Process, conv string) (*claudeProc, error) {
+	proc := &claudeProc{key: commandKey(cmd), conv: conv}
+	if conv == "" {
+		proc.conv = newUUID()
+		cmd.Args = append(cmd.Args, "--session-id", proc.conv)
+	} else {
+		cmd.Args = append(cmd.Args, "--resume", conv)
+	}
+	proc.liveProc = newLiveProc(cmd)
+	if err := proc.start(p.PidDir, proc.receive); err != nil {
+		return nil, AgentFailed("claude: %v", err)
+	}
+	return proc, nil
+}
+
+func (p *claudeProc) end() { p.close() }
+
+func (p *claudeProc) receive(line []byte) {
+	p.mu.Lock()
+	t := p.turn
+	p.mu.Unlock()
+	if t != nil {
+		t.feed(line)
+	}
+}
+
+func (p *claudeProc) setTurn(t *claudeTurn) {
+	p.mu.Lock()
+	p.turn = t
+	p.mu.Unlock()
+}
+
+// charge records the process's total cost so far and returns what of it
+// is new since the last result.
+func (p *claudeProc) charge(total float64) float64 {
+	if total <= p.cost {
+		return 0
+	}
+	turn := total - p.cost
+	p.cost = total
+	return turn
+}
+
+// claudeTurn is one message's turn, told by the process's lines. With
+// --replay-user-messages Claude Code names the message it takes up (a
+// command_lifecycle line with the uuid nid gave the message), and the
+// first result line after that ends its turn. Lines before it are not the
+// turn's (the end of an earlier turn, one Claude Code started by itself):
+// they are dropped once it starts, and kept only to say why a process that
+// exits before it (a sandbox that cannot start) failed.
+type claudeTurn struct {
+	id       string
+	progress func(*ClaudeStream)
+	// ended is closed at the turn's result line, or at an answer that
+	// means the process must go (refused).
+	ended chan struct{}
+	// Only the process's reader touches these until ended is closed or
+	// the process has exited.
+	st      *ClaudeStream
+	started bool
+	over    bool
+	// refused says the API refused the credentials or the sandbox cannot
+	// run commands: Claude Code would retry, or work on blind.
+	refused bool
+}
+
+func (t *claudeTurn) feed(line []byte) {
+	if t.over {
+		return
+	}
+	if !t.started {
+		if claudeTurnStarts(line, t.id) {
+			t.started, t.st = true, &ClaudeStream{}
+			return
+		}
+		t.st.Feed(line)
+		return
+	}
+	t.st.Feed(line)
+	st := t.st
+	t.refused = st.Retries > 0 && AuthStatus(st.RetryStatus) || st.SandboxFailure != ""
+	if t.progress != nil {
+		t.progress(st)
+	}
+	if st.Result || t.refused {
+		t.over = true
+		close(t.ended)
+	}
+}
+
+// claudeMessage is the stdin line of one user message: the prompt as one
+// text block, JSON-encoded, so that nothing in it can end the line.
+func claudeMessage(id, prompt string) []byte {
+	type text struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	type message struct {
+		Role    string `json:"role"`
+		Content []text `json:"content"`
+	}
+	b, _ := json.Marshal(struct {
+		Type    string  `json:"type"`
+		UUID    string  `json:"uuid"`
+		Message message `json:"message"`
+	}{"user", id, message{"user", []text{{"text", prompt}}}})
+	return b
 }
 
 // claudeSandboxRequired is the startup_failure_reason of a run whose

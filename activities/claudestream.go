@@ -261,3 +261,26 @@ func AuthStatus(status int) bool { return status == 401 || status == 403 }
 // RateLimitStatus reports whether an HTTP status means the vendor is
 // overloaded (529) or rate limiting (429).
 func RateLimitStatus(status int) bool { return status == 429 || status == 529 }
+
+// claudeTurnStarts says whether line is where Claude Code takes up the
+// message nid sent with uuid id: its command_lifecycle line "started", or,
+// should a release stop printing those, the message's replay.
+func claudeTurnStarts(line []byte, id string) bool {
+	var l struct {
+		Type        string `json:"type"`
+		CommandUUID string `json:"command_uuid"`
+		State       string `json:"state"`
+		UUID        string `json:"uuid"`
+		IsReplay    bool   `json:"isReplay"`
+	}
+	if json.Unmarshal(line, &l) != nil {
+		return false
+	}
+	switch l.Type {
+	case "command_lifecycle":
+		return l.CommandUUID == id && l.State == "started"
+	case "user":
+		return l.UUID == id && l.IsReplay
+	}
+	return false
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,24 +25,25 @@ import (
 // was killed, the next call starts a new app-server and resumes the thread
 // with thread/resume. nid's MCP server is added to the user's Codex config
 // as mcp_servers.nid by -c overrides, its token sent as a bearer token read
-// from the app-server's environment. That token belongs to one of the
-// session's conversations (its generation), so a turn of another one runs
-// on a new app-server: the old one could not act for it. An app-server
-// whose worker died exits when its stdin closes.
+// from the app-server's environment. A request that would start the
+// app-server differently (see commandKey) runs on a new one: nid.yaml may
+// have been reloaded, and the token belongs to one of the session's
+// conversations (its generation), so the old server could not act for
+// another. One that sat idle for liveIdleTimeout is stopped. An
+// app-server whose worker died exits when its stdin closes.
 type Codex struct {
-	mu      sync.Mutex
-	servers map[string]*codexServer
+	servers *liveProcs[*codexServer]
 }
 
 // NewCodex returns a Codex agent.
-func NewCodex() *Codex { return &Codex{servers: map[string]*codexServer{}} }
+func NewCodex() *Codex { return &Codex{servers: newLiveProcs[*codexServer]()} }
 
 // codexStartTimeout bounds the app-server's initialize answer.
 const codexStartTimeout = 60 * time.Second
 
 // Turn runs one turn of the session's thread.
 func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
-	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation, true)
+	srv, thread, done, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation)
 	if err != nil {
 		return TurnReport{}, err
 	}
@@ -61,6 +61,7 @@ func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 				}
 			}
 		})
+	done()
 	if err != nil {
 		return TurnReport{}, err
 	}
@@ -80,14 +81,13 @@ func (c *Codex) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 // Compact asks Codex to compact the thread; only a completed
 // contextCompaction item counts.
 func (c *Codex) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
-	// A compaction calls none of nid's tools: whatever token the running
-	// app-server has, it can compact.
-	srv, thread, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation, false)
+	srv, thread, done, err := c.thread(ctx, req.Session, req.Process, req.MCP, req.Conversation)
 	if err != nil {
 		return CompactReport{}, err
 	}
 	before := srv.lastUsed()
 	t, err := c.runTurn(ctx, req.Session, srv, req.Process.Timeout, "thread/compact/start", map[string]any{"threadId": thread}, nil)
+	done()
 	if err != nil {
 		return CompactReport{}, err
 	}
@@ -113,71 +113,53 @@ func (c *Codex) Compact(ctx context.Context, req CompactRequest) (CompactReport,
 // returns once it has exited, so that nothing of the old conversation still
 // runs when the next one starts.
 func (c *Codex) Stop(ctx context.Context, req StopRequest) error {
-	c.mu.Lock()
-	srv := c.servers[req.Session.WorkflowID]
-	delete(c.servers, req.Session.WorkflowID)
-	c.mu.Unlock()
-	if srv == nil {
-		return nil
-	}
-	srv.kill()
-	select {
-	case <-srv.exited:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return c.servers.stop(ctx, req.Session.WorkflowID)
 }
 
 // Close stops every app-server this worker runs, and returns once they
 // have exited; the threads stay with Codex, to be resumed by the next
 // worker.
 func (c *Codex) Close() error {
-	c.mu.Lock()
-	servers := c.servers
-	c.servers = map[string]*codexServer{}
-	c.mu.Unlock()
-	for _, srv := range servers {
-		srv.kill()
-	}
-	for _, srv := range servers {
-		<-srv.exited
-	}
+	c.servers.stopAll()
 	return nil
 }
 
 // thread returns the session's running app-server with the conversation's
-// thread loaded, starting the server and the thread as needed. With
-// rebind, a server holding another MCP token than mcp (one of a
-// conversation rotated away, whose stop failed) is replaced first: its
-// tool calls would be refused.
-func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAccess, conv string, rebind bool) (*codexServer, string, error) {
-	c.mu.Lock()
-	srv := c.servers[ref.WorkflowID]
-	c.mu.Unlock()
-	if srv != nil && rebind && srv.mcp != mcp {
-		if err := c.Stop(ctx, StopRequest{Session: ref}); err != nil {
-			return nil, "", err
-		}
-		srv = nil
+// thread loaded, starting the server and the thread as needed; call done
+// once the request is over. A server that would not be started the same
+// way now is replaced first: its settings are stale, or its MCP token is
+// of a conversation rotated away (whose stop failed), whose tool calls
+// would be refused.
+func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAccess, conv string) (_ *codexServer, _ string, done func(), err error) {
+	cmd, err := codexCommand(p, mcp)
+	if err != nil {
+		return nil, "", nil, err
 	}
-	if srv != nil && !srv.alive() {
+	srv, release, err := c.servers.use(ctx, ref.WorkflowID)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	if srv != nil && (srv.key != commandKey(cmd) || !srv.alive()) {
+		c.servers.drop(ref.WorkflowID, srv)
+		srv.kill()
+		if err := srv.wait(ctx); err != nil {
+			return nil, "", nil, err
+		}
 		srv = nil
 	}
 	if srv == nil {
-		var err error
-		if srv, err = startCodex(ctx, p, mcp); err != nil {
-			return nil, "", err
+		if srv, err = startCodex(ctx, cmd, p); err != nil {
+			return nil, "", nil, err
 		}
-		c.mu.Lock()
-		if old := c.servers[ref.WorkflowID]; old != nil {
-			old.kill()
-		}
-		c.servers[ref.WorkflowID] = srv
-		c.mu.Unlock()
+		c.servers.set(ref.WorkflowID, srv)
 	}
 	if conv != "" && srv.threadID() == conv {
-		return srv, conv, nil
+		return srv, conv, release, nil
 	}
 	var res struct {
 		Thread struct {
@@ -199,15 +181,14 @@ func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAc
 		method = "thread/resume"
 		params["threadId"] = conv
 	}
-	err := srv.call(ctx, method, params, &res)
-	if err != nil {
-		return nil, "", err
+	if err := srv.call(ctx, method, params, &res); err != nil {
+		return nil, "", nil, err
 	}
 	if res.Thread.ID == "" {
-		return nil, "", AgentFailed("codex: the app-server answered without a thread id")
+		return nil, "", nil, AgentFailed("codex: the app-server answered without a thread id")
 	}
 	srv.setThread(res.Thread.ID)
-	return srv, res.Thread.ID, nil
+	return srv, res.Thread.ID, release, nil
 }
 
 // runTurn sends a request that starts a turn and folds its notifications
@@ -221,14 +202,10 @@ func (c *Codex) runTurn(ctx context.Context, ref SessionRef, srv *codexServer, t
 	}
 	fail := func(err error) (*CodexTurn, error) {
 		if ctx.Err() != nil {
-			c.mu.Lock()
-			if c.servers[ref.WorkflowID] == srv {
-				delete(c.servers, ref.WorkflowID)
-			}
-			c.mu.Unlock()
+			c.servers.drop(ref.WorkflowID, srv)
 			srv.kill()
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
-				return nil, AgentFailed("codex: turn exceeded its timeout of %s; its process group was killed", timeout)
+				return nil, turnTimedOut(KindCodex, timeout)
 			}
 			return nil, ctx.Err()
 		}
@@ -314,15 +291,12 @@ func codexFailure(t *CodexTurn) error {
 
 // codexServer is one running app-server.
 type codexServer struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stderr *tail
-	exited chan struct{}
+	*liveProc
+	// key is what it was started with (commandKey).
+	key string
 	// grant says approvals are granted: the session runs unsandboxed
 	// anyway. In a sandbox an approval would let a command out of it.
 	grant bool
-	// mcp is the endpoint and token it was started with.
-	mcp MCPAccess
 
 	mu      sync.Mutex
 	nextID  int64
@@ -332,10 +306,10 @@ type codexServer struct {
 	thread  string
 	used    int64
 	win     int64
-	waitErr error
 }
 
-func startCodex(ctx context.Context, p Process, mcp MCPAccess) (*codexServer, error) {
+// codexCommand builds the command of a session's app-server.
+func codexCommand(p Process, mcp MCPAccess) (*exec.Cmd, error) {
 	path, err := lookCommand(KindCodex, p)
 	if err != nil {
 		return nil, err
@@ -357,33 +331,18 @@ func startCodex(ctx context.Context, p Process, mcp MCPAccess) (*codexServer, er
 	}
 	args = append(args, codexSandbox(p)...)
 	args = append(args, p.Args...)
-	// The server outlives this call: it is not bound to ctx.
-	cmd := newCommand(context.Background(), path, args, p, env)
-	s := &codexServer{cmd: cmd, stderr: &tail{}, exited: make(chan struct{}), pending: map[string]chan CodexMessage{}, wake: make(chan struct{}, 1),
-		grant: !p.sandboxed(), mcp: mcp}
-	cmd.Stderr = s.stderr
-	if s.stdin, err = cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	done, err := startRecorded(cmd, p.PidDir)
-	if err != nil {
+	// The server outlives the request that starts it: it is not bound to
+	// the request's context.
+	return newCommand(context.Background(), path, args, p, env), nil
+}
+
+// startCodex starts cmd, a session's app-server, and initializes it.
+func startCodex(ctx context.Context, cmd *exec.Cmd, p Process) (*codexServer, error) {
+	s := &codexServer{liveProc: newLiveProc(cmd), key: commandKey(cmd), pending: map[string]chan CodexMessage{}, wake: make(chan struct{}, 1),
+		grant: !p.sandboxed()}
+	if err := s.start(p.PidDir, s.receive); err != nil {
 		return nil, AgentFailed("codex: %v", err)
 	}
-	go func() {
-		readLines(out, s.receive)
-		err := cmd.Wait()
-		// The server's group may hold what it started; it goes with it.
-		_ = killGroup(cmd)
-		done()
-		s.mu.Lock()
-		s.waitErr = err
-		s.mu.Unlock()
-		close(s.exited)
-	}()
 	ictx, cancel := context.WithTimeout(ctx, codexStartTimeout)
 	defer cancel()
 	init := map[string]any{
@@ -480,10 +439,7 @@ func (s *codexServer) send(v any) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, err = s.stdin.Write(append(b, '\n'))
-	return err
+	return s.write(b)
 }
 
 // call sends a request and waits for its response, decoding the result into
@@ -543,35 +499,7 @@ func (s *codexServer) drain() {
 	s.mu.Unlock()
 }
 
-// deadError describes a server that went away, with its stderr. Before
-// initialize answered it is the setup's fault (bad flag, broken install) and
-// retrying will not help; the caller decides.
-func (s *codexServer) deadError(msg string) error {
-	select {
-	case <-s.exited:
-		s.mu.Lock()
-		if s.waitErr != nil {
-			msg += " (" + s.waitErr.Error() + ")"
-		}
-		s.mu.Unlock()
-	case <-time.After(100 * time.Millisecond):
-	}
-	return errors.New(msg + quote(s.stderr.String()))
-}
-
-func (s *codexServer) alive() bool {
-	select {
-	case <-s.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-func (s *codexServer) kill() {
-	_ = killGroup(s.cmd)
-	_ = s.stdin.Close()
-}
+func (s *codexServer) end() { s.kill() }
 
 func (s *codexServer) threadID() string {
 	s.mu.Lock()
@@ -743,7 +671,11 @@ func codexSandboxCheck(ctx context.Context, cli string, p Process, _ map[string]
 		defer os.RemoveAll(tmp)
 		p.TempDir = tmp
 	}
-	s, err := startCodex(ctx, p, MCPAccess{})
+	cmd, err := codexCommand(p, MCPAccess{})
+	var s *codexServer
+	if err == nil {
+		s, err = startCodex(ctx, cmd, p)
+	}
 	if err != nil {
 		c.Status, c.Text = CheckFail, oneLine(err.Error(), 400)
 		if e, ok := errors.AsType[*Error](err); ok && e.Type == ErrSandboxUnavailable {

@@ -59,6 +59,10 @@ func conformanceCases() []conformanceCase {
 		{"turn timeout", conformTurnTimeout},
 		{"handoff", conformHandoff},
 		{"stop and close", conformStopAndClose},
+		// conformance_process_test.go
+		{"one process across turns", conformOneProcess},
+		{"process dies mid-turn", conformProcessDies},
+		{"idle process ends", conformIdle},
 		// conformance_mcp_test.go
 		{"context status", conformContextStatus},
 		{"old conversations cannot act", conformOldConversationsCannotAct},
@@ -488,9 +492,10 @@ func conformHandoff(t *testing.T, kind activities.Kind) {
 
 // Stopping an agent, and closing the worker as it shuts down, leave none of
 // its processes running and none recorded for the next worker to reap. A
-// process that outlives its turn (Codex's app-server) is recorded while it
-// runs, and the next turn after a stop starts it again; one that ends with
-// its turn is gone moments after it.
+// process that outlives its turn (Claude Code's stream-json process,
+// Codex's app-server) is recorded while it runs, and the next turn after a
+// stop starts it again; one that ends with its turn is gone moments after
+// it.
 func conformStopAndClose(t *testing.T, kind activities.Kind) {
 	r := newRig(t, kind)
 	pids := activities.PidDir(r.state)

@@ -108,42 +108,15 @@ func (t *tail) String() string {
 // A process that exits non-zero is a non-retryable error quoting its stderr;
 // one killed by a signal mid-turn is a plain (retryable) error.
 func runLines(ctx context.Context, kind string, cmd *exec.Cmd, p Process, onLine func([]byte)) error {
-	_, err := runUntil(ctx, kind, cmd, p, func(line []byte) bool { onLine(line); return false })
-	return err
-}
-
-// lingerTimeout is how long a process that printed its last line has to
-// exit by itself before its group is killed.
-const lingerTimeout = 10 * time.Second
-
-// runUntil is runLines for an agent whose last line says its turn is over
-// (Claude Code's result line): as soon as onLine returns true it returns
-// nil without waiting for the process to exit, which takes the CLI a tenth
-// of a second more (it saves its transcript and closes its connections).
-// The process is left to finish within lingerTimeout, no longer bound to
-// ctx; exited is closed once it has ended and its group is gone, and the
-// next process of the same conversation must wait for it. Until then
-// onLine sees every line, on a goroutine of its own; after it returned
-// true it sees none.
-func runUntil(ctx context.Context, kind string, cmd *exec.Cmd, p Process, onLine func([]byte) (last bool)) (exited <-chan struct{}, err error) {
-	ended := make(chan struct{})
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		close(ended)
-		return ended, err
+		return err
 	}
 	stderr := &tail{}
 	cmd.Stderr = stderr
 	done, err := startRecorded(cmd, p.PidDir)
 	if err != nil {
-		close(ended)
-		return ended, AgentFailed("%s: %v", kind, err)
-	}
-	// Whatever happens, nothing the process started outlives it.
-	finish := func() {
-		_ = killGroup(cmd)
-		done()
-		close(ended)
+		return AgentFailed("%s: %v", kind, err)
 	}
 	unwatch := context.AfterFunc(ctx, func() { _ = killGroup(cmd) })
 	timeout := p.Timeout
@@ -156,57 +129,46 @@ func runUntil(ctx context.Context, kind string, cmd *exec.Cmd, p Process, onLine
 		})
 		stopTimer = func() { timer.Stop() }
 	}
-	read, last := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(read)
-		said := false
-		readLines(out, func(line []byte) {
-			if !said && onLine(line) {
-				said = true
-				close(last)
-			}
-		})
-	}()
-	select {
-	case <-last:
-		unwatch()
-		stopTimer()
-		go func() {
-			linger := time.AfterFunc(lingerTimeout, func() { _ = killGroup(cmd) })
-			<-read
-			_ = cmd.Wait()
-			linger.Stop()
-			finish()
-		}()
-		return ended, nil
-	case <-read:
-	}
+	readLines(out, onLine)
 	err = cmd.Wait()
 	unwatch()
 	stopTimer()
-	finish()
+	// Whatever happens, nothing the process started outlives it.
+	_ = killGroup(cmd)
+	done()
 	select {
 	case <-timedOut:
-		return ended, AgentFailed("%s: turn exceeded its timeout of %s; its process group was killed", kind, timeout)
+		return turnTimedOut(kind, timeout)
 	default:
 	}
 	if ctx.Err() != nil {
-		return ended, ctx.Err()
+		return ctx.Err()
 	}
+	return exitFailure(kind, err, stderr.String())
+}
+
+// exitFailure is the failure of an agent process that ended mid-turn with
+// err (nil: it exited 0), quoting its stderr. One killed by a signal may
+// work when run again; a bad flag, a refused key, a broken install give the
+// same answer every time.
+func exitFailure(kind string, err error, stderr string) error {
 	if err == nil {
-		return ended, nil
+		return nil
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return ended, fmt.Errorf("%s exited mid-turn, killed by %s%s", kind, ws.Signal(), quote(stderr.String()))
+			return fmt.Errorf("%s exited mid-turn, killed by %s%s", kind, ws.Signal(), quote(stderr))
 		}
-		// A bad flag, a refused key, a broken install: running it again
-		// gives the same answer.
-		return ended, AgentFailed("%s exited with status %d%s", kind, exit.ExitCode(), quote(stderr.String()))
+		return AgentFailed("%s exited with status %d%s", kind, exit.ExitCode(), quote(stderr))
 	}
-	return ended, fmt.Errorf("%s: %w%s", kind, err, quote(stderr.String()))
+	return fmt.Errorf("%s: %w%s", kind, err, quote(stderr))
 }
+
+// lingerTimeout is how long a process asked to exit (its stdin closed) has
+// to do so by itself before its group is killed: Claude Code takes a tenth
+// of a second to save its transcript and close its connections.
+const lingerTimeout = 10 * time.Second
 
 // MaxLineBytes bounds one line of an agent's stdout. The CLIs nid drives
 // write a JSON event per line, megabytes at most; a longer line is a broken

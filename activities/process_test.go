@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -125,32 +124,4 @@ func TestReadLinesCutsOverlongLines(t *testing.T) {
 	require.Equal(t, "spaced", got[2])
 	require.Len(t, got[3], MaxLineBytes, "a line of exactly the limit is whole")
 	require.Equal(t, "no newline", got[4])
-}
-
-// A turn that ends at its agent's last line returns while the process
-// still runs (it saves its transcript and exits by itself), and its exit is
-// known later: the next process of the conversation waits for it.
-func TestRunUntilReturnsAtTheLastLineAndTheExitComesAfter(t *testing.T) {
-	release := t.TempDir() + "/release"
-	cmd := newCommand(context.Background(), "sh", []string{"-c", `echo '{"last":true}'; while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release}, Process{}, nil)
-	var seen []string
-	exited, err := runUntil(context.Background(), "test", cmd, Process{PidDir: t.TempDir()}, func(line []byte) bool {
-		seen = append(seen, string(line))
-		return strings.Contains(string(line), `"last"`)
-	})
-	require.NoError(t, err)
-	require.Equal(t, []string{`{"last":true}`}, seen)
-	select {
-	case <-exited:
-		t.Fatal("runUntil waited for the process to exit")
-	default:
-	}
-	require.NoError(t, syscall.Kill(cmd.Process.Pid, 0), "the process runs on after its last line")
-	require.NoError(t, os.WriteFile(release, nil, 0o600))
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the exit was never reported")
-	}
-	require.Error(t, syscall.Kill(-cmd.Process.Pid, 0), "nothing of its group is left")
 }

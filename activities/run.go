@@ -90,7 +90,8 @@ func (a *Activities) lockRepo(repo string) (unlock func()) {
 	return mu.Unlock
 }
 
-// Close ends the agent processes that outlive a turn (Codex app-servers).
+// Close ends the agent processes that outlive a turn (Claude Code's
+// stream-json processes, Codex's app-servers).
 // Call it once the worker runs no more activities.
 func (a *Activities) Close() error {
 	var errs []error

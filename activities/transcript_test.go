@@ -123,7 +123,7 @@ func largestOutput(t *testing.T, kind string) string {
 		require.Equal(t, "result", result["type"])
 		out := strings.Join(lines[:len(lines)-1], "\n") + "\n" + string(fill(t, result, "result"))
 		require.NoError(t, os.WriteFile(stream, []byte(out), 0o600))
-		body = `cat '` + stream + `'`
+		return fakeClaude(t, `cat '`+stream+`'`)
 	case KindCodex:
 		// An app-server whose agent message is as long as a line can be.
 		item := map[string]any{"type": "agentMessage", "id": "m1"}

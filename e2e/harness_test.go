@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -121,7 +123,10 @@ func (s *site) start(args ...string) (*upProcess, string, bool) {
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(s.t, p.cmd.Start())
 	go func() { p.done <- p.cmd.Wait() }()
-	s.t.Cleanup(func() { p.kill() })
+	s.t.Cleanup(func() {
+		p.kill()
+		s.reapAgents()
+	})
 	deadline := time.Now().Add(cmp.Or(s.upWait, 2*time.Minute))
 	for !strings.Contains(p.out.String(), s.address()) {
 		select {
@@ -143,6 +148,40 @@ func (p *upProcess) kill() {
 		<-p.done
 		p.done <- nil
 	}
+}
+
+// reapAgents does what the next nid up would do on the site's state
+// directory after a kill -9: it kills the agent processes the killed nid
+// recorded, and waits for them to be gone. Left alone, a session's Claude
+// Code or Codex, whose stdin the dead nid closed, would still be saving its
+// files in directories the test is about to remove.
+func (s *site) reapAgents() {
+	dir := activities.PidDir(filepath.Join(s.dir, ".nid"))
+	entries, _ := os.ReadDir(dir) // none recorded: nothing to reap
+	if _, err := activities.ReapOrphans(dir); err != nil {
+		s.t.Logf("reaping the agents nid left: %v", err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".json"))
+		if err != nil {
+			continue
+		}
+		for deadline := time.Now().Add(10 * time.Second); running(pid) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// running says whether pid is a process that has not ended: a zombie has,
+// and waits only for a parent to notice.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The command's name, in parentheses, may hold anything.
+	stat := string(b)
+	return !strings.HasPrefix(stat[strings.LastIndexByte(stat, ')')+1:], " Z")
 }
 
 // interrupt stops nid up the way Ctrl-C does and waits for it to exit.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"io"
 	"testing"
 	"time"
 
@@ -46,5 +47,16 @@ func TestAgentSettingsKnowOnlyTheConfigsSessions(t *testing.T) {
 	for _, ref := range []activities.SessionRef{{Group: "web", Name: "ghost"}, {Group: "api", Name: "lead"}} {
 		_, _, ok := AgentSettings(cfg)(ref)
 		require.False(t, ok, "%s/%s is not in the config", ref.Group, ref.Name)
+	}
+}
+
+// The adapters whose processes outlive a turn (Claude Code's stream-json
+// process, Codex's app-server) are closed when the node stops: Node.Stop
+// closes the activities, which close every adapter that is an io.Closer.
+func TestAgentsWithLongLivedProcessesAreClosed(t *testing.T) {
+	agents := Agents()
+	for _, kind := range []string{activities.KindClaude, activities.KindCodex} {
+		_, ok := agents[kind].(io.Closer)
+		require.True(t, ok, "%s's adapter has no Close", kind)
 	}
 }

@@ -176,6 +176,7 @@ func BenchmarkLs1000(b *testing.B) {
 // newBenchSite starts nid up on a fresh site for a benchmark.
 func newBenchSite(b *testing.B, groups string) *site {
 	s := newSite(b, groups)
+	s.upWait = 10 * time.Minute
 	s.up()
 	return s
 }

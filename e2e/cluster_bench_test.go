@@ -27,18 +27,19 @@ func BenchmarkCluster(b *testing.B) {
 		backend     string
 		sessions    int
 		median, p90 time.Duration
-		ls          time.Duration
+		ls, up      time.Duration
 	}
 	var rows []row
 	for _, backend := range []string{"embedded", "cluster"} {
 		for _, n := range []int{50, 200} {
 			var r row
 			ran := b.Run(fmt.Sprintf("%s-%d", backend, n), func(b *testing.B) {
-				median, p90, ls := benchSessions(b, backend, n)
-				r = row{backend, n, median, p90, ls}
+				median, p90, ls, up := benchSessions(b, backend, n)
+				r = row{backend, n, median, p90, ls, up}
 				b.ReportMetric(float64(median.Microseconds())/1000, "ms-median-gap")
 				b.ReportMetric(float64(p90.Microseconds())/1000, "ms-p90-gap")
 				b.ReportMetric(float64(ls.Microseconds())/1000, "ms-median-ls")
+				b.ReportMetric(up.Seconds(), "s-nid-up")
 			})
 			if ran && r.sessions > 0 {
 				rows = append(rows, r)
@@ -46,24 +47,27 @@ func BenchmarkCluster(b *testing.B) {
 		}
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "%-9s %8s %12s %10s %12s\n", "BACKEND", "SESSIONS", "GAP MEDIAN", "GAP P90", "NID LS")
+	fmt.Fprintf(&out, "%-9s %8s %12s %10s %12s %12s\n", "BACKEND", "SESSIONS", "GAP MEDIAN", "GAP P90", "NID LS", "NID UP")
 	for _, r := range rows {
-		fmt.Fprintf(&out, "%-9s %8d %12v %10v %12v\n", r.backend, r.sessions, r.median.Round(time.Millisecond), r.p90.Round(time.Millisecond), r.ls.Round(time.Millisecond))
+		fmt.Fprintf(&out, "%-9s %8d %12v %10v %12v %12v\n", r.backend, r.sessions, r.median.Round(time.Millisecond), r.p90.Round(time.Millisecond), r.ls.Round(time.Millisecond), r.up.Round(100*time.Millisecond))
 	}
 	fmt.Fprint(os.Stdout, out.String())
 }
 
 // benchSessions starts n sim sessions on backend, waits until a sample of
-// them took turns, and measures.
-func benchSessions(b *testing.B, backend string, n int) (median, p90, ls time.Duration) {
+// them took turns, and measures; up is how long nid up took to start them
+// and say it serves.
+func benchSessions(b *testing.B, backend string, n int) (median, p90, ls, up time.Duration) {
 	var groups strings.Builder
 	fmt.Fprintf(&groups, "  bench:\n    goal: Measure\n    rotate: {mode: off}\n    sessions:\n")
 	for i := range n {
 		fmt.Fprintf(&groups, "      - {agent: sim, name: s%d, sim: {window: 100000000, tokensPerTurn: 1, turnDelay: 200ms}}\n", i)
 	}
 	var s *site
+	var started time.Time
 	switch backend {
 	case "embedded":
+		started = time.Now()
 		s = newBenchSite(b, groups.String())
 	case "cluster":
 		cl := clustertest.Start(b)
@@ -77,9 +81,12 @@ func benchSessions(b *testing.B, backend string, n int) (median, p90, ls time.Du
 		s = newSite(b, groups.String())
 		s.cluster = cl.Address
 		s.worker = "  maxSessions: 0\n"
+		s.upWait = 10 * time.Minute
 		s.writeConfig()
+		started = time.Now()
 		s.up()
 	}
+	up = time.Since(started)
 	// Every tenth session is the sample whose histories are read.
 	var sample []string
 	for i := 0; i < n; i += 10 {
@@ -119,5 +126,5 @@ func benchSessions(b *testing.B, backend string, n int) (median, p90, ls time.Du
 		}
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i] < runs[j] })
-	return gaps[len(gaps)/2], gaps[len(gaps)*9/10], runs[len(runs)/2]
+	return gaps[len(gaps)/2], gaps[len(gaps)*9/10], runs[len(runs)/2], up
 }

@@ -22,6 +22,18 @@ import (
 // A session is placed on a host (Place) before it starts; one running
 // keeps the host it has.
 func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error {
+	// Placing is one update of the hosts registry a session: a restart of
+	// a couple of hundred sessions would wait on as many. One list says
+	// where the running ones are (a session the list has not caught up
+	// with yet is placed, and the registry answers with its host).
+	placed := map[string]string{}
+	if running, err := nidclient.ListSessions(ctx, c, ""); err == nil {
+		for _, s := range running {
+			if s.Host != "" {
+				placed[s.Ref()] = s.Host
+			}
+		}
+	}
 	for _, name := range cfg.GroupNames() {
 		g := cfg.Groups[name]
 		sessions := make([]string, 0, len(g.Sessions))
@@ -56,9 +68,12 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 		}
 		for _, s := range g.Sessions {
 			spec := AgentSpec(cfg, name, s)
-			host, err := Place(ctx, c, name+"/"+s.Name, cfg.SessionHost(name, s))
-			if err != nil {
-				return err
+			host, ok := placed[name+"/"+s.Name]
+			if !ok {
+				var err error
+				if host, err = Place(ctx, c, name+"/"+s.Name, cfg.SessionHost(name, s)); err != nil {
+					return err
+				}
 			}
 			// Start it, or tell the running session what the file says now;
 			// its state stays as it was.

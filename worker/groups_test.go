@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
@@ -72,4 +73,41 @@ func TestApplyingTheFileWaitsForAGroupThatDoesNotAnswerYet(t *testing.T) {
 	if n := <-started; n != nil {
 		require.NoError(t, n.Stop())
 	}
+}
+
+// A restart places no session that runs already: placing is an update of
+// the hosts registry each, and a couple of hundred of them held nid up's
+// start for minutes. A session new to the file is placed.
+func TestApplyingTheFileAgainPlacesOnlyNewSessions(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	const two = "  web:\n    sessions:\n      - {agent: sim, name: lead, sim: {turnDelay: 0s}}\n      - {agent: sim, name: worker, sim: {turnDelay: 0s}}\n"
+	startNode(t, env.Config(t, two))
+	require.Eventually(t, func() bool {
+		list, err := nidclient.ListSessions(t.Context(), c, "web")
+		return err == nil && len(list) == 2 && list[0].Host != "" && list[1].Host != ""
+	}, time.Minute, 100*time.Millisecond, "both sessions listed with their host")
+	placed := placements(t, c)
+	require.Equal(t, 2, placed)
+
+	require.NoError(t, StartGroups(t.Context(), c, env.Config(t, two)))
+	require.Equal(t, placed, placements(t, c), "running sessions keep their host without asking")
+
+	require.NoError(t, StartGroups(t.Context(), c, env.Config(t, two+"      - {agent: sim, name: late, sim: {turnDelay: 0s}}\n")))
+	require.Equal(t, placed+1, placements(t, c), "a new session is placed")
+}
+
+// placements counts the placing updates the hosts registry took.
+func placements(t *testing.T, c client.Client) int {
+	t.Helper()
+	n := 0
+	iter := c.GetWorkflowHistory(t.Context(), workflows.HostsID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		if a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && a.GetAcceptedRequest().GetInput().GetName() == workflows.UpdatePlace {
+			n++
+		}
+	}
+	return n
 }

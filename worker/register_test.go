@@ -62,3 +62,11 @@ func TestWorkflowWorkerPollsTheSharedQueueApartFromItsStickyQueue(t *testing.T) 
 	require.NotNil(t, got)
 	require.IsType(t, sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{}), got)
 }
+
+// A host keeps a poll open on each of its queue's four partitions (see
+// activityPollers), and more: a turn's task never waits to be forwarded.
+func TestActivityWorkerPollsEveryPartition(t *testing.T) {
+	m, err := metrics.New(slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, activityWorkerOptions(m).MaxConcurrentActivityTaskPollers, 4)
+}

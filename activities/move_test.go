@@ -26,14 +26,7 @@ func TestMoveCarriesCommittedAndUncommittedWork(t *testing.T) {
 				gitRun(t, repo, "clone", "-q", "--bare", repo, bare)
 				repo = "file://" + bare
 			}
-			hostA := &activities.Activities{StateDir: t.TempDir()}
-			hostB := &activities.Activities{StateDir: t.TempDir()}
-			ws, err := hostA.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
-			require.NoError(t, err)
-			gitRun(t, ws.Worktree, "config", "user.name", "agent")
-			gitRun(t, ws.Worktree, "config", "user.email", "agent@example.com")
-			writeFile(t, ws.Worktree, "parser.go", "package parser\n")
-			committed := commit(t, ws.Worktree, "Parser skeleton")
+			hostA, hostB, ws, committed := twoHostsOneCommit(t, repo)
 			head := gitRun(t, ws.Worktree, "rev-parse", "HEAD")
 			writeFile(t, ws.Worktree, "README.md", "the project, half rewritten\n")
 			writeFile(t, ws.Worktree, "notes/todo.txt", "lexer next\n")
@@ -107,14 +100,7 @@ func TestPushBranchSendsTheBranchToOrigin(t *testing.T) {
 // out anywhere else is still refused.
 func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
 	repo := newRepo(t)
-	hostA := &activities.Activities{StateDir: t.TempDir()}
-	hostB := &activities.Activities{StateDir: t.TempDir()}
-	ws, err := hostA.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
-	require.NoError(t, err)
-	gitRun(t, ws.Worktree, "config", "user.name", "agent")
-	gitRun(t, ws.Worktree, "config", "user.email", "agent@example.com")
-	writeFile(t, ws.Worktree, "parser.go", "package parser\n")
-	committed := commit(t, ws.Worktree, "Parser skeleton")
+	_, hostB, ws, committed := twoHostsOneCommit(t, repo)
 	writeFile(t, ws.Worktree, "notes.txt", "not committed\n")
 
 	moved, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
@@ -136,4 +122,18 @@ func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
 	gitRun(t, repo, "worktree", "add", filepath.Join(t.TempDir(), "mine"), "nid/web/other")
 	_, err = hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other, Repo: repo})
 	require.ErrorContains(t, err, "is already checked out at")
+}
+
+// twoHostsOneCommit is two hosts of their own state directories, and
+// web/lead's worktree of repo on the first with one commit of the agent's.
+func twoHostsOneCommit(t *testing.T, repo string) (hostA, hostB *activities.Activities, ws activities.WorkspaceResult, committed string) {
+	t.Helper()
+	hostA = &activities.Activities{StateDir: t.TempDir()}
+	hostB = &activities.Activities{StateDir: t.TempDir()}
+	ws, err := hostA.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	require.NoError(t, err)
+	gitRun(t, ws.Worktree, "config", "user.name", "agent")
+	gitRun(t, ws.Worktree, "config", "user.email", "agent@example.com")
+	writeFile(t, ws.Worktree, "parser.go", "package parser\n")
+	return hostA, hostB, ws, commit(t, ws.Worktree, "Parser skeleton")
 }

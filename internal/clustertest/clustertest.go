@@ -127,10 +127,11 @@ func postgresBin() (string, error) {
 	return "", errors.New("no PostgreSQL server installed (no /usr/lib/postgresql/*/bin/initdb)")
 }
 
-// binaries are the built Temporal server and SQL tool, and the server
-// module's directory (its schema files).
+// binaries are the built Temporal server and SQL tool, the server
+// module's directory (its schema files) and nid's (its docker-compose.yml
+// and deploy/).
 type binaries struct {
-	server, sqlTool, module string
+	server, sqlTool, module, root string
 }
 
 // buildServer builds the Temporal server and its SQL tool into a directory
@@ -145,7 +146,7 @@ func buildServer() (binaries, error) {
 	if err != nil {
 		return binaries{}, err
 	}
-	b := binaries{module: strings.TrimSpace(out)}
+	b := binaries{module: strings.TrimSpace(out), root: root}
 	sum := sha256.Sum256([]byte(root))
 	dir := filepath.Join(os.TempDir(), "nid-test-cluster-"+hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -233,7 +234,7 @@ func startPostgres(bin, dir string, port int) (stop func(), err error) {
 // docker-compose.yml runs in its schema service, twice: the second run is
 // a restart of that service, which must leave a set-up database alone.
 func setupSchemas(b binaries, pgPort int) error {
-	script, env, err := composeSchemaScript()
+	script, env, err := composeSchemaScript(b.root)
 	if err != nil {
 		return err
 	}
@@ -255,11 +256,7 @@ func setupSchemas(b binaries, pgPort int) error {
 
 // composeSchemaScript is the schema service's script in docker-compose.yml,
 // with compose's $$ escapes undone, and its environment.
-func composeSchemaScript() (string, map[string]string, error) {
-	root, err := temporaltest.ModuleRoot()
-	if err != nil {
-		return "", nil, err
-	}
+func composeSchemaScript(root string) (string, map[string]string, error) {
 	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
 	if err != nil {
 		return "", nil, err
@@ -332,11 +329,7 @@ func startServer(b binaries, dir string, pgPort int, extraDynamicConfig string) 
 		ports = append(ports, temporaltest.FreePort())
 	}
 	// The dynamic configuration docker-compose.yml gives its server.
-	root, err := temporaltest.ModuleRoot()
-	if err != nil {
-		return nil, nil, err
-	}
-	deployed, err := os.ReadFile(filepath.Join(root, "deploy", "dynamicconfig.yaml"))
+	deployed, err := os.ReadFile(filepath.Join(b.root, "deploy", "dynamicconfig.yaml"))
 	if err != nil {
 		return nil, nil, err
 	}

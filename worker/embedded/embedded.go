@@ -305,6 +305,11 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// SQLite file has no cluster to protect from that load.
 		dynamicconfig.TransferProcessorMaxPollRPS.Key():   1000,
 		dynamicconfig.VisibilityProcessorMaxPollRPS.Key(): 1000,
+		// On, the history service walks every new event's payloads for
+		// references to an external store after each update, to count
+		// them; nid never stores payloads outside history, and the walk
+		// was a thirtieth of the server's work a turn.
+		dynamicconfig.ExternalPayloadsEnabled.Key(): false,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/activities"
@@ -207,37 +208,51 @@ func updateGroup(ctx context.Context, c client.Client, group, field, update stri
 // a group that is not running as a *NotFoundError; no answer as an
 // *UnavailableError.
 func UpdateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
-	for attempt := 1; ; attempt++ {
+	var sent bool
+	err := Resend(ctx, func() error {
 		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 			WorkflowID:   workflows.GroupID(group),
 			UpdateName:   update,
 			Args:         []any{arg},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
-		if err != nil {
-			return groupError(ctx, c, group, err)
+		if sent = err == nil; sent {
+			err = handle.Get(ctx, out)
 		}
-		err = handle.Get(ctx, out)
-		if err != nil && cutOffByNewRun(err) && attempt < updateAttempts {
-			// The group continued as new as it took the update, before
-			// running it: the new run takes it.
-			continue
-		}
-		if err != nil {
-			return &RefusedError{Message: workflows.ErrorText(err)}
-		}
+		return err
+	})
+	switch {
+	case err == nil:
 		return nil
+	case !sent:
+		return groupError(ctx, c, group, err)
+	}
+	return &RefusedError{Message: workflows.ErrorText(err)}
+}
+
+// Resend runs update (an update sent and its answer awaited) again while
+// the update is lost (updateLost), at most updateAttempts times in all.
+func Resend(ctx context.Context, update func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := update()
+		if err == nil || !updateLost(err) || attempt == updateAttempts || ctx.Err() != nil {
+			return err
+		}
 	}
 }
 
-// updateAttempts bounds how often an update is sent again after a group
-// continued as new under it.
-const updateAttempts = 3
+// updateAttempts bounds how often a lost update is sent.
+const updateAttempts = 5
 
-// cutOffByNewRun says an update failed because its workflow continued as
-// new (or ended) after taking it: the server's own words, as it has no
-// error type for it.
-func cutOffByNewRun(err error) bool {
+// updateLost says an update never ran and may be sent again: its workflow
+// continued as new (or ended) after taking it, or the workflow task that
+// carried it failed, as one that tried to continue as new while more
+// signals and updates arrived does. The server has no error type for the
+// first, so its words tell it.
+func updateLost(err error) bool {
+	if _, notReady := errors.AsType[*serviceerror.WorkflowNotReady](err); notReady {
+		return true
+	}
 	return strings.Contains(err.Error(), "Workflow completed before the Update completed")
 }
 

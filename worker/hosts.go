@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -37,22 +38,27 @@ func Beat(ctx context.Context, c client.Client, b workflows.HostBeat) error {
 }
 
 // Place asks the registry where a session runs: where it already is, else
-// want, else the live host with the most room.
+// want, else the live host with the most room. A placement lost with its
+// workflow task (the registry continuing as new while a thousand sessions
+// ask at once) is asked again: asking twice places a session once.
 func Place(ctx context.Context, c client.Client, session, want string) (string, error) {
-	start := c.NewWithStartWorkflowOperation(hostsStart(), workflows.HostsWorkflowName, workflows.HostsInput{})
-	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID:   workflows.HostsID,
-			UpdateName:   workflows.UpdatePlace,
-			Args:         []interface{}{workflows.PlaceRequest{Session: session, Want: want}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
-	})
 	var p workflows.Placement
-	if err == nil {
-		err = h.Get(ctx, &p)
-	}
+	err := nidclient.Resend(ctx, func() error {
+		start := c.NewWithStartWorkflowOperation(hostsStart(), workflows.HostsWorkflowName, workflows.HostsInput{})
+		h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				WorkflowID:   workflows.HostsID,
+				UpdateName:   workflows.UpdatePlace,
+				Args:         []interface{}{workflows.PlaceRequest{Session: session, Want: want}},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err == nil {
+			err = h.Get(ctx, &p)
+		}
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("placing %s: %s", session, workflows.ErrorText(err))
 	}

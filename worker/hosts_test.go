@@ -1,0 +1,69 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// A thousand sessions starting at once ask the registry where they go while
+// it continues as new; the server fails the workflow task that tried, and
+// with it every placement that task had taken. Each is asked again, so
+// none of them fails nid up's start.
+func TestPlacingSurvivesTheRegistryContinuingAsNew(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	// A registry that continues as new every few placements.
+	_, err := c.SignalWithStartWorkflow(t.Context(), workflows.HostsID, workflows.SignalHeartbeat,
+		workflows.HostBeat{Host: temporaltest.Host, MaxSessions: 8, Every: config.DefaultHeartbeat}, hostsStart(),
+		workflows.HostsWorkflowName, workflows.HostsInput{State: &workflows.HostsState{HistoryLimit: 40}})
+	require.NoError(t, err)
+	first, err := c.DescribeWorkflowExecution(t.Context(), workflows.HostsID, "")
+	require.NoError(t, err)
+	startNode(t, env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n"))
+
+	runs := map[string]bool{first.GetWorkflowExecutionInfo().GetExecution().GetRunId(): true}
+	// Sixteen placers and a stream of beats, as sessions starting on many
+	// hosts make, until the registry has continued as new ten times.
+	ctx, stop := context.WithCancel(t.Context())
+	var work errgroup.Group
+	work.Go(func() error {
+		for ctx.Err() == nil {
+			_ = Beat(ctx, c, workflows.HostBeat{Host: "other", MaxSessions: 1, Every: time.Minute})
+		}
+		return nil
+	})
+	for p := range 16 {
+		work.Go(func() error {
+			for n := 0; ctx.Err() == nil; n++ {
+				host, err := Place(ctx, c, fmt.Sprintf("web/s%d-%d", p, n), temporaltest.Host)
+				switch {
+				case ctx.Err() != nil:
+				case err != nil:
+					return err
+				case host != temporaltest.Host:
+					return fmt.Errorf("placed on %q", host)
+				}
+			}
+			return nil
+		})
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(runs) <= 10 && time.Now().Before(deadline) {
+		now, err := c.DescribeWorkflowExecution(t.Context(), workflows.HostsID, "")
+		require.NoError(t, err)
+		runs[now.GetWorkflowExecutionInfo().GetExecution().GetRunId()] = true
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	require.NoError(t, work.Wait())
+	require.Greater(t, len(runs), 10, "the registry continued as new only %d times", len(runs)-1)
+}

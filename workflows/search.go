@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -50,6 +51,13 @@ func GroupSearchAttributes(group string) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(groupKey.ValueSet(group))
 }
 
+// listingPace is how often, at most, a session in back-to-back turns writes
+// a change of its context alone to its listing (since VersionPacedListing).
+// Turns of a real agent take longer, so each of them is still listed; the
+// session's own view (nid show, the dashboard's session page) is a query
+// and never lags.
+const listingPace = time.Second
+
 // published is what a session's search attributes and memo last said.
 type published struct {
 	status    string
@@ -58,6 +66,21 @@ type published struct {
 	context   ContextRecord
 	host      string
 	valid     bool
+	// contextAt is when the context was last written.
+	contextAt time.Time
+}
+
+// publishPaced is publish for a session about to take another turn: a
+// change of the context alone waits until listingPace has passed since it
+// was last written. The next publish writes what waited.
+func (s *session) publishPaced(ctx workflow.Context) {
+	p := s.published
+	if s.has(VersionPacedListing) && p.valid && p.status == s.status() && p.rotations == s.st.Context.Rotations &&
+		p.host == s.st.Host && workflow.Now(ctx).Sub(p.contextAt) < listingPace {
+		workflow.SetCurrentDetails(ctx, s.details())
+		return
+	}
+	s.publish(ctx)
 }
 
 // publish keeps the search attributes and the memo in step with the state,
@@ -65,6 +88,7 @@ type published struct {
 func (s *session) publish(ctx workflow.Context) {
 	c := s.st.Context
 	p := s.published
+	contextAt := p.contextAt
 	var updates []temporal.SearchAttributeUpdate
 	if !p.valid {
 		updates = append(updates, groupKey.ValueSet(s.in.Group), sessionKey.ValueSet(s.in.Name), agentKey.ValueSet(s.in.Spec.Kind))
@@ -73,6 +97,7 @@ func (s *session) publish(ctx workflow.Context) {
 		updates = append(updates, statusKey.ValueSet(s.status()))
 	}
 	if !p.valid || !samePercent(p.percent, c.Percent) {
+		contextAt = workflow.Now(ctx)
 		if c.Percent == nil {
 			updates = append(updates, percentKey.ValueUnset())
 		} else {
@@ -91,11 +116,12 @@ func (s *session) publish(ctx workflow.Context) {
 		}
 	}
 	if !p.valid || !sameContext(p.context, c) {
+		contextAt = workflow.Now(ctx)
 		if err := workflow.UpsertMemo(ctx, map[string]interface{}{MemoContext: c}); err != nil {
 			workflow.GetLogger(ctx).Warn("memo not updated", "error", err)
 		}
 	}
-	s.published = published{status: s.status(), percent: c.Percent, rotations: c.Rotations, context: c, host: s.st.Host, valid: true}
+	s.published = published{status: s.status(), percent: c.Percent, rotations: c.Rotations, context: c, host: s.st.Host, valid: true, contextAt: contextAt}
 	// Current details cost no history: the Web UI reads them by query.
 	workflow.SetCurrentDetails(ctx, s.details())
 }

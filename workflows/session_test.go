@@ -1478,3 +1478,58 @@ func TestGenerationsCountConversations(t *testing.T) {
 	}
 	require.Equal(t, []string{"work:0", "work:0", "handoff-request:0", "fresh:1", "work:1"}, gens)
 }
+
+// listed records every memo the session writes to its listing.
+func (h *harness) listed() *[]ContextRecord {
+	var memos []ContextRecord
+	h.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		memo := args.Get(0).(map[string]interface{})
+		memos = append(memos, memo[MemoContext].(ContextRecord))
+	}).Return(nil)
+	return &memos
+}
+
+func TestBackToBackTurnsListTheirContextAtAPace(t *testing.T) {
+	t.Run("sub-second turns", func(t *testing.T) {
+		h := newHarness(t)
+		memos := h.listed()
+		h.send(time.Minute, 12)
+		v := h.run(sessionInput(policy(config.ModeOff, 0, 0)), time.Hour)
+		require.Equal(t, 12, v.Context.TotalTurns)
+		// At the start; with the second turn, the first change in a minute;
+		// then not again until the turns, which took no time, are over and
+		// the session waits.
+		require.Len(t, *memos, 3)
+		require.Equal(t, 1, (*memos)[1].TotalTurns)
+		last := (*memos)[len(*memos)-1]
+		require.Equal(t, 12, last.TotalTurns, "what waited is written when the session waits")
+		require.Equal(t, v.Context.UsedTokens, last.UsedTokens)
+	})
+	t.Run("turns slower than the pace", func(t *testing.T) {
+		h := newHarness(t)
+		memos := h.listed()
+		h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).After(2 * listingPace).Return(h.agent.RunTurn)
+		h.send(time.Minute, 12)
+		v := h.run(sessionInput(policy(config.ModeOff, 0, 0)), time.Hour)
+		require.Equal(t, 12, v.Context.TotalTurns)
+		// At the start and with every turn: each follows one that took
+		// longer than the pace.
+		require.Len(t, *memos, 13)
+		for i, m := range (*memos)[1:] {
+			require.Equal(t, i+1, m.TotalTurns)
+		}
+	})
+	t.Run("a rotation is listed at once", func(t *testing.T) {
+		h := newHarness(t)
+		memos := h.listed()
+		h.send(time.Minute, 9)
+		v := h.run(sessionInput(policy(config.ModeCompact, 0, 4)), time.Hour)
+		require.Equal(t, 2, v.Context.Rotations)
+		var rotations []int
+		for _, m := range *memos {
+			rotations = append(rotations, m.Rotations)
+		}
+		require.Contains(t, rotations, 1, "the first rotation was listed before the next turns ended")
+		require.Equal(t, 9, (*memos)[len(*memos)-1].TotalTurns)
+	})
+}

@@ -113,10 +113,15 @@ func (s *session) status() string {
 
 // setStatus publishes a busy status at once, before the turn or rotation
 // starts; an idle one is published only if the session then actually waits
-// (see awaitWork), so back-to-back turns cost one upsert, not two.
+// (see awaitWork), so back-to-back turns cost one upsert, not two. A turn
+// that follows a turn writes its predecessor's context at the pace of
+// publishPaced.
 func (s *session) setStatus(ctx workflow.Context, status string) {
 	s.st.Status = status
-	if status == StatusWorking || status == StatusRotating {
+	switch status {
+	case StatusWorking:
+		s.publishPaced(ctx)
+	case StatusRotating:
 		s.publish(ctx)
 	}
 }

@@ -157,8 +157,17 @@ const (
 	// testdata/v6-*.json, v6-hosts.json.gz the registry's.
 	VersionHosts Version = 14
 
+	// VersionPacedListing: while a session takes turn after turn, a change
+	// of its context alone (the percent search attribute and the memo) is
+	// written at most once every listingPace; a new status, rotation count
+	// or host is written at once with whatever waits, and so is everything
+	// when the session is about to wait. Each upsert is a visibility write,
+	// the dearest one the server makes, and sub-second turns made two a
+	// turn. Histories: testdata/v7-*.json.gz.
+	VersionPacedListing Version = 15
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionHosts
+	versionLatest = VersionPacedListing
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

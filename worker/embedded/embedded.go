@@ -310,6 +310,9 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// them; nid never stores payloads outside history, and the walk
 		// was a thirtieth of the server's work a turn.
 		dynamicconfig.ExternalPayloadsEnabled.Key(): false,
+		// nid ls lists every session; past the default page of 1,000 it
+		// took a second query, and the list is one host's sessions.
+		dynamicconfig.FrontendVisibilityMaxPageSize.Key(): 10_000,
 	}
 }
 

@@ -118,10 +118,22 @@ func privateDirs(b *testing.B) (home, tmp string) {
 	return home, tmp
 }
 
+// environ is the environment a CLI run by hand gets: the shell's own, as
+// the worker passes its own to the agents it runs (without nid's secrets),
+// with env on top. A bare PATH made the comparison unfair: Codex reads the
+// CA bundle SSL_CERT_FILE names for every model call, about 7 ms a turn
+// here, which a person's shell and nid's worker both pay.
 func environ(env map[string]string) []string {
-	out := []string{"PATH=" + os.Getenv("PATH")}
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, k+"="+env[k])
+	all := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && !config.ReservedEnv(k) {
+			all[k] = v
+		}
+	}
+	maps.Copy(all, env)
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(all)) {
+		out = append(out, k+"="+all[k])
 	}
 	return out
 }

@@ -70,6 +70,13 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
         name: tool
         command: `+tool+`
         permissions: full
+  pace:
+    goal: Turn after turn
+    rotate: {mode: compact, maxTurns: 30}
+    sessions:
+      - agent: sim
+        name: fast
+        sim: {window: 1000000, tokensPerTurn: 1000, turnDelay: 0s}
 `)
 	s.up()
 	s.eventually("rotations everywhere", 3*time.Minute, func() bool {
@@ -104,6 +111,9 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 	for _, name := range []string{"compact", "fallback", "agent", "silent", "tool"} {
 		ids = append(ids, workflows.SessionID("rec", name), workflows.RotationID("rec", name, 1))
 	}
+	// With no budget to wait on, pace/fast takes turn after turn: the paced
+	// listing of its context (VersionPacedListing) is in its history.
+	ids = append(ids, workflows.SessionID("pace", "fast"))
 	for _, id := range ids {
 		runs := runsOf(t, c, id)
 		writeHistory(t, filepath.Join(dir, fixtureName(version, id, ".json.gz")), cutHistory(t, c, id, runs[0]))

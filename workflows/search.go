@@ -72,15 +72,29 @@ type published struct {
 
 // publishPaced is publish for a session about to take another turn: a
 // change of the context alone waits until listingPace has passed since it
-// was last written. The next publish writes what waited.
+// was last written, and is written then, so that a long turn after a short
+// one does not list the context from before the short one the whole time.
 func (s *session) publishPaced(ctx workflow.Context) {
-	p := s.published
-	if s.has(VersionPacedListing) && p.valid && p.status == s.status() && p.rotations == s.st.Context.Rotations &&
-		p.host == s.st.Host && workflow.Now(ctx).Sub(p.contextAt) < listingPace {
-		workflow.SetCurrentDetails(ctx, s.details())
+	p, c := s.published, s.st.Context
+	wait := listingPace - workflow.Now(ctx).Sub(p.contextAt)
+	onlyContext := p.valid && p.status == s.status() && p.rotations == c.Rotations && p.host == s.st.Host &&
+		!(samePercent(p.percent, c.Percent) && sameContext(p.context, c))
+	if !s.has(VersionPacedListing) || !onlyContext || wait <= 0 {
+		s.publish(ctx)
 		return
 	}
-	s.publish(ctx)
+	workflow.SetCurrentDetails(ctx, s.details())
+	if s.publishDue {
+		return // a write is already on its way
+	}
+	s.publishDue = true
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if err := workflow.Sleep(ctx, wait); err != nil {
+			return
+		}
+		s.publishDue = false
+		s.publish(ctx)
+	})
 }
 
 // publish keeps the search attributes and the memo in step with the state,

@@ -142,6 +142,9 @@ type session struct {
 	// published is what the search attributes and memo last said, so an
 	// unchanged record is not written to history again.
 	published published
+	// publishDue says a paced write of the context is waiting its turn
+	// (publishPaced).
+	publishDue bool
 	// ladder is the rung of the version ladder this run follows.
 	ladder
 	// stopWatchingHost cancels the wait that tells the inbox of a host

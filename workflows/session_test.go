@@ -1533,3 +1533,38 @@ func TestBackToBackTurnsListTheirContextAtAPace(t *testing.T) {
 		require.Equal(t, 9, (*memos)[len(*memos)-1].TotalTurns)
 	})
 }
+
+// A short turn, then a long one: the short one's context is listed within
+// the pace, not when the long one ends.
+func TestALongTurnAfterAShortOneListsTheShortOne(t *testing.T) {
+	h := newHarness(t)
+	type write struct {
+		turns int
+		at    time.Time
+	}
+	var writes []write
+	h.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		memo := args.Get(0).(map[string]interface{})
+		writes = append(writes, write{memo[MemoContext].(ContextRecord).TotalTurns, h.env.Now()})
+	}).Return(nil)
+	calls := 0
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).AfterFn(func() time.Duration {
+		calls++
+		if calls == 3 {
+			return 10 * time.Minute
+		}
+		return 0
+	}).Return(h.agent.RunTurn)
+	h.send(time.Minute, 3)
+	start := h.env.Now()
+	v := h.run(sessionInput(policy(config.ModeOff, 0, 0)), time.Hour)
+	require.Equal(t, 3, v.Context.TotalTurns)
+	var second *write
+	for i, w := range writes {
+		if w.turns == 2 {
+			second = &writes[i]
+		}
+	}
+	require.NotNil(t, second, "the second turn's context was listed: %v", writes)
+	require.LessOrEqual(t, second.at.Sub(start), time.Minute+listingPace, "listed within the pace, not after the ten-minute turn")
+}

@@ -159,11 +159,12 @@ const (
 
 	// VersionPacedListing: while a session takes turn after turn, a change
 	// of its context alone (the percent search attribute and the memo) is
-	// written at most once every listingPace; a new status, rotation count
-	// or host is written at once with whatever waits, and so is everything
-	// when the session is about to wait. Each upsert is a visibility write,
-	// the dearest one the server makes, and sub-second turns made two a
-	// turn. Histories: testdata/v7-*.json.gz.
+	// written at most once every listingPace, by a timer when it has to
+	// wait; a new status, rotation count or host is written at once with
+	// whatever waits, and so is everything when the session is about to
+	// wait. Each upsert is a visibility write, the dearest one the server
+	// makes, and sub-second turns made two a turn. Histories:
+	// testdata/v7-*.json.gz; v7-pace-fast.json.gz holds the paced writes.
 	VersionPacedListing Version = 15
 
 	// versionLatest is the rung new runs take.

@@ -299,6 +299,14 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// nid ls, nid watch and the dashboard all list through visibility;
 		// the default of 10 per second would throttle them.
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// A thousand sessions starting at once, and the pollers the SDK
+		// adds for them, pass the frontend's default 2,400 calls a second
+		// and matching's 1,200: the server then refuses polls, and logs
+		// each refusal as an error in the user's terminal, to protect a
+		// cluster this machine does not have.
+		dynamicconfig.FrontendRPS.Key():                        10_000,
+		dynamicconfig.FrontendMaxNamespaceRPSPerInstance.Key(): 10_000,
+		dynamicconfig.MatchingRPS.Key():                        10_000,
 		// Every turn of every session goes through the shard's transfer
 		// queue; its reader's default of 20 polls a second adds up to 50 ms
 		// before each workflow and activity task is dispatched. One host's

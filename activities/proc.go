@@ -42,11 +42,11 @@ func lookCommand(kind string, p Process) (string, error) {
 
 // newCommand builds the command for a process agent: in its own process
 // group so that a timeout or cancellation kills everything it started, with
-// the environment processEnv gives it.
+// the environment ProcessEnv gives it.
 func newCommand(ctx context.Context, path string, args []string, p Process, extra map[string]string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Dir = p.WorkDir
-	env := processEnv(p, extra)
+	env := ProcessEnv(p, extra)
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		cmd.Env = append(cmd.Env, k+"="+env[k])
 	}
@@ -57,11 +57,11 @@ func newCommand(ctx context.Context, path string, args []string, p Process, extr
 	return cmd
 }
 
-// processEnv is the environment a process agent runs with: the worker's
+// ProcessEnv is the environment a process agent runs with: the worker's
 // own, plus p.Env, plus extra (later ones win). The worker's NID_* and
 // TEMPORAL_* variables are left out: they hold its secrets (the API token,
 // Temporal's key), which no agent needs.
-func processEnv(p Process, extra map[string]string) map[string]string {
+func ProcessEnv(p Process, extra map[string]string) map[string]string {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok && !config.ReservedEnv(k) {

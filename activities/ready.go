@@ -135,7 +135,7 @@ func ready(ctx context.Context, ref SessionRef, k Kind, p Process) error {
 // agentChecks are the checks of a process agent: CLI, credentials,
 // sandbox, one each.
 func agentChecks(ctx context.Context, k Kind, p Process, deep bool) []Check {
-	env := processEnv(p, nil)
+	env := ProcessEnv(p, nil)
 	path, cli := cliCheck(ctx, k, p, env, deep)
 	checks := []Check{cli}
 	if k.Credentials != nil {

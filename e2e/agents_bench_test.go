@@ -124,13 +124,7 @@ func privateDirs(b *testing.B) (home, tmp string) {
 // CA bundle SSL_CERT_FILE names for every model call, about 7 ms a turn
 // here, which a person's shell and nid's worker both pay.
 func environ(env map[string]string) []string {
-	all := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && !config.ReservedEnv(k) {
-			all[k] = v
-		}
-	}
-	maps.Copy(all, env)
+	all := activities.ProcessEnv(activities.Process{Env: env}, nil)
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(all)) {
 		out = append(out, k+"="+all[k])

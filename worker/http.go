@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -34,18 +36,37 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 // Prometheus metrics at /metrics and the API with the dashboard everywhere
 // else, every response with security headers.
 func NewHTTPServer(mcp, api, metrics http.Handler, lim HTTPLimits) *http.Server {
+	// Shutdown waits for requests to end, and a stream ends only when its
+	// reader leaves: closing tells the streams the server is going.
+	closing, closed := context.WithCancel(context.Background())
 	mux := http.NewServeMux()
-	mux.Handle("/mcp/", longLived(mcp, lim.StreamWrite))
+	mux.Handle("/mcp/", longLived(mcp, lim.StreamWrite, closing))
 	mux.Handle("/metrics", metrics)
-	mux.Handle("/api/events", longLived(api, lim.StreamWrite))
+	mux.Handle("/api/events", longLived(api, lim.StreamWrite, closing))
 	mux.Handle("/", api)
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           secureHeaders(mux),
 		ReadHeaderTimeout: lim.ReadHeader,
 		ReadTimeout:       lim.Read,
 		WriteTimeout:      lim.Write,
 		IdleTimeout:       lim.Idle,
 	}
+	srv.RegisterOnShutdown(closed)
+	return srv
+}
+
+// StopHTTP shuts srv down, giving requests under way grace to finish, then
+// closes what is left. What is left is not an error: net/http counts a
+// connection that never sent a request as busy for its first five
+// seconds, and an HTTP client may open one it never uses.
+func StopHTTP(srv *http.Server, grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return srv.Close()
+	}
+	return err
 }
 
 // secureHeaders sets headers that keep other pages from framing, sniffing
@@ -67,10 +88,14 @@ func secureHeaders(h http.Handler) http.Handler {
 // (an event stream, an MCP call waiting on a workflow): each write gets d
 // from when it starts, so a reader that stops reading is still cut off.
 // (The read timeout needs nothing: net/http lifts it once the request body
-// is read.)
-func longLived(h http.Handler, d time.Duration) http.Handler {
+// is read.) The response ends when closing is done, as when its reader
+// leaves.
+func longLived(h http.Handler, d time.Duration, closing context.Context) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}, r)
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(closing, cancel)()
+		h.ServeHTTP(&streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}, r.WithContext(ctx))
 	})
 }
 

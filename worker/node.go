@@ -241,6 +241,11 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 // a poll on every partition.
 const activityPollers = 8
 
+// httpGrace is how long a stopping node waits for API calls under way.
+// The workers have stopped by then, so no turn needs the MCP endpoint, and
+// event streams end at once.
+const httpGrace = 2 * time.Second
+
 func activityWorkerOptions(m *metrics.Metrics) sdkworker.Options {
 	// On Ctrl-C a turn in flight gets a moment to finish rather than
 	// being cut and run again by the next worker.
@@ -334,9 +339,7 @@ func (n *Node) Stop() error {
 		errs = append(errs, n.acts.Close())
 	}
 	if n.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, n.http.Shutdown(ctx))
-		cancel()
+		errs = append(errs, StopHTTP(n.http, httpGrace))
 	}
 	if n.Client != nil {
 		n.Client.Close()

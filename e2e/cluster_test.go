@@ -187,7 +187,9 @@ func TestClusterTwoHosts(t *testing.T) {
 	require.Equal(t, "host-b", move.ToHost)
 	require.Equal(t, "refs/nid/salvage/api/dev/1", move.Salvage)
 	require.NotEmpty(t, simConversations(t, hostB, "api", "dev"), "the fresh conversation runs on host-b")
-	require.Equal(t, "host-b", coord.ls()["api/dev"].Host)
+	// The listing comes from visibility, which the cluster writes after
+	// the history: it may lag the session's own view by a moment.
+	coord.eventually("nid ls to list api/dev on host-b", time.Minute, func() bool { return coord.ls()["api/dev"].Host == "host-b" })
 	require.Contains(t, coord.hosts()["host-b"].Sessions, "api/dev")
 	hostB.mcpCall("api", "dev", "lock_release", map[string]any{"name": "src/parser.go"})
 	coord.eventually("the lock released through host-b's MCP endpoint", time.Minute, func() bool {

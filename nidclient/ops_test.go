@@ -2,11 +2,13 @@ package nidclient_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
@@ -413,4 +415,45 @@ func TestSessions(t *testing.T) {
 	none, err := nidclient.Sessions(ctx, empty, "")
 	require.NoError(t, err)
 	require.Empty(t, none)
+}
+
+// An update lost to its workflow continuing as new, or to a failed workflow
+// task, is sent again, up to five times in all; any other answer is final.
+func TestResendSendsALostUpdateAgain(t *testing.T) {
+	t.Parallel()
+	lostToContinueAsNew := fmt.Errorf("update: %w", errors.New("Workflow completed before the Update completed"))
+	lostToATaskFailure := serviceerror.NewWorkflowNotReady("Unable to perform workflow execution update due to unexpected workflow task failure.")
+	refused := errors.New("the board has no task t9")
+	for _, tt := range []struct {
+		name    string
+		answers []error
+		calls   int
+		want    error
+	}{
+		{"answered", []error{nil}, 1, nil},
+		{"lost twice, then answered", []error{lostToContinueAsNew, lostToATaskFailure, nil}, 3, nil},
+		{"refused", []error{refused, nil}, 1, refused},
+		{"lost, then refused", []error{lostToATaskFailure, refused, nil}, 2, refused},
+		{"always lost", []error{lostToATaskFailure, lostToATaskFailure, lostToATaskFailure, lostToATaskFailure, lostToATaskFailure, nil}, 5, lostToATaskFailure},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			err := nidclient.Resend(context.Background(), func() error {
+				calls++
+				return tt.answers[calls-1]
+			})
+			require.Equal(t, tt.calls, calls)
+			require.Equal(t, tt.want, err)
+		})
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	err := nidclient.Resend(ctx, func() error {
+		calls++
+		cancel()
+		return lostToATaskFailure
+	})
+	require.Equal(t, 1, calls, "a caller that gave up is not sent again")
+	require.Equal(t, lostToATaskFailure, err)
 }

@@ -60,7 +60,7 @@ func startRecorded(cmd *exec.Cmd, dir string) (done func(), err error) {
 	return func() { _ = os.Remove(file) }, nil
 }
 
-func writeRecord(dir, file string, rec procRecord) error {
+func writeRecord(dir, file string, rec any) error {
 	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return err
 	}

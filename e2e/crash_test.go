@@ -357,7 +357,9 @@ func (s *site) recordedAgents() []os.DirEntry {
 
 // An agent runs in a process group of its own, so killing nid up leaves it
 // running; the next start finds it through its pid file and kills it, with
-// everything it started, before the turn runs again.
+// everything it started, before the turn runs again. The turn runs again at
+// that start: nid fails the attempt the killed worker left, rather than
+// leaving it to the server to notice the missing heartbeats.
 func TestCrashLeavesNoAgentProcessRunning(t *testing.T) {
 	s, pidOf := hangingAgentSite(t)
 	up := s.up()
@@ -378,6 +380,41 @@ func TestCrashLeavesNoAgentProcessRunning(t *testing.T) {
 	})
 	require.Equal(t, "answered", s.session(c, "web", "lead").LastOutput)
 	require.Empty(t, s.recordedAgents(), "no record outlives its process")
+	require.Contains(t, next.out.String(), "Running again at once what a worker that did not stop cleanly left unfinished")
+	require.Equal(t, []string{activities.ErrWorkerStopped}, retriedTurns(t, c, "web", "lead"),
+		"the cut attempt was failed by the next start, not timed out")
+	attempts, err := os.ReadDir(activities.AttemptDir(filepath.Join(s.dir, ".nid")))
+	require.NoError(t, err)
+	require.Empty(t, attempts, "no attempt's record outlives it")
+}
+
+// retriedTurns is, for each turn of the session that took more than one
+// attempt, why its attempt before the last ended: the failure's type, or
+// "timeout".
+func retriedTurns(t *testing.T, c client.Client, group, name string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	iter := c.GetWorkflowHistory(ctx, workflows.SessionID(group, name), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	turns := map[int64]bool{}
+	var why []string
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activities.RunTurnName {
+			turns[e.GetEventId()] = true
+		}
+		a := e.GetActivityTaskStartedEventAttributes()
+		if a == nil || !turns[a.GetScheduledEventId()] || a.GetAttempt() < 2 {
+			continue
+		}
+		if f := a.GetLastFailure(); f.GetTimeoutFailureInfo() != nil {
+			why = append(why, "timeout")
+		} else {
+			why = append(why, f.GetApplicationFailureInfo().GetType())
+		}
+	}
+	return why
 }
 
 // SIGTERM stops the agent of a turn in flight, and what it started, before

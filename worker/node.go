@@ -173,6 +173,10 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		logger.Warn("Could not check every recorded agent process", "dir", activities.PidDir(cfg.State), "error", err)
 	}
 
+	// After the reaping: a cut attempt run again must not meet the agent
+	// that was running it.
+	failCutAttempts(ctx, n.Client, activities.AttemptDir(cfg.State), logger)
+
 	// Before any worker starts: an activity waiting in this host's queue
 	// (a restart) runs the moment it does, and reads the configuration.
 	n.cfg.Store(cfg)
@@ -207,7 +211,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	RegisterWorkflows(wfw)
 	ws := []sdkworker.Worker{wfw}
 	if cfg.Worker.MaxSessions > 0 {
-		actw := sdkworker.New(n.Client, workflows.HostQueue(cfg.Worker.Host), activityWorkerOptions(m))
+		actw := sdkworker.New(n.Client, workflows.HostQueue(cfg.Worker.Host), activityWorkerOptions(m, &attemptRecorder{dir: activities.AttemptDir(cfg.State), logger: logger}))
 		RegisterActivities(actw, acts)
 		ws = append(ws, actw)
 	}
@@ -246,10 +250,14 @@ const activityPollers = 8
 // event streams end at once.
 const httpGrace = 2 * time.Second
 
-func activityWorkerOptions(m *metrics.Metrics) sdkworker.Options {
+func activityWorkerOptions(m *metrics.Metrics, attempts *attemptRecorder) sdkworker.Options {
 	// On Ctrl-C a turn in flight gets a moment to finish rather than
 	// being cut and run again by the next worker.
-	return sdkworker.Options{WorkerStopTimeout: 5 * time.Second, Interceptors: m.Interceptors(), MaxConcurrentActivityTaskPollers: activityPollers}
+	return sdkworker.Options{
+		WorkerStopTimeout:                5 * time.Second,
+		Interceptors:                     append(m.Interceptors(), attempts),
+		MaxConcurrentActivityTaskPollers: activityPollers,
+	}
 }
 
 // workflowWorkerOptions give the workflow worker pollers of their own for

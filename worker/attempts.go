@@ -62,7 +62,7 @@ func failCutAttempts(ctx context.Context, c client.Client, dir string, logger *s
 	var failed []string
 	for _, a := range cut {
 		reason := temporal.NewApplicationError(
-			fmt.Sprintf("the worker running this attempt (pid %d) stopped before it ended; it runs again", a.Owner),
+			fmt.Sprintf("the worker running this attempt (pid %d) stopped before it ended", a.Owner),
 			activities.ErrWorkerStopped)
 		err := c.CompleteActivity(ctx, a.Token, nil, reason)
 		_, gone := errors.AsType[*serviceerror.NotFound](err)

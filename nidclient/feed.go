@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -29,19 +31,25 @@ type FeedOptions struct {
 
 // Feed follows the events of running sessions, as `nid watch` and the HTTP
 // API's event stream show them. Temporal has no push for workflow state, so
-// a feed polls: one visibility list and one events query per session each
-// time it is asked.
+// a feed polls: one visibility list each time it is asked, and an events
+// query to each session whose listing names an event the feed has not
+// seen (to every session the first time, and to those whose listing does
+// not say). A thousand idle sessions then cost one list a poll, not a
+// thousand queries, each of which is a workflow task on the worker.
 type Feed struct {
 	c    client.Client
 	opts FeedOptions
 	// last is the sequence number of the last event returned, by session.
-	last   map[string]int64
-	polled bool
+	last map[string]int64
+	// answered is each session's listing when it last answered.
+	answered map[string]Session
+	polled   bool
+	polls    int
 }
 
 // NewFeed returns a feed over Temporal client c.
 func NewFeed(c client.Client, opts FeedOptions) *Feed {
-	return &Feed{c: c, opts: opts, last: map[string]int64{}}
+	return &Feed{c: c, opts: opts, last: map[string]int64{}, answered: map[string]Session{}}
 }
 
 // FeedPoll is what one poll found.
@@ -65,7 +73,10 @@ func (f *Feed) Poll(ctx context.Context) (FeedPoll, error) {
 		return FeedPoll{}, err
 	}
 	targets := sessions
-	if f.opts.Name != "" && len(targets) == 0 {
+	if !first {
+		targets = slices.DeleteFunc(slices.Clone(sessions), f.seenAll)
+	}
+	if f.opts.Name != "" && len(sessions) == 0 {
 		// Visibility may lag behind a session that just started.
 		targets = []Session{{Group: f.opts.Group, Name: f.opts.Name}}
 	}
@@ -97,14 +108,36 @@ func (f *Feed) Poll(ctx context.Context) (FeedPoll, error) {
 			last = max(last, e.Seq)
 		}
 		f.last[t.Ref()] = last
+		f.answered[t.Ref()] = t
 		poll.Events = append(poll.Events, evs...)
 	}
 	slices.SortStableFunc(poll.Events, func(a, b workflows.Event) int {
 		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Group+"/"+a.Session, b.Group+"/"+b.Session), cmp.Compare(a.Seq, b.Seq))
 	})
 	f.polled = true
+	f.polls++
 	return poll, nil
 }
+
+// seenAll says the feed has every event the session's listing names. A
+// session whose listing does not say (one that has not continued as new
+// since workflows.VersionListedEvents, as an idle one never does) is asked
+// when its listing changed since it last answered, and every
+// unlistedEvery polls in case an event came without a change.
+func (f *Feed) seenAll(s Session) bool {
+	last, seen := f.last[s.Ref()]
+	if !seen {
+		return false
+	}
+	if s.LastEvent > 0 {
+		return s.LastEvent <= last
+	}
+	return f.polls%unlistedEvery != 0 && reflect.DeepEqual(f.answered[s.Ref()], s)
+}
+
+// unlistedEvery is how often, in polls, a feed asks a session whose listing
+// names no event even when its listing did not change.
+const unlistedEvery = 10
 
 // sessions lists the sessions followed; on the first poll a group with none
 // must be running.
@@ -173,4 +206,30 @@ func Sessions(ctx context.Context, c client.Client, group string) ([]Session, er
 		return nil, &NotFoundError{Kind: "group", Ref: group, Message: GroupMissing(group, groups).Error()}
 	}
 	return sessions, nil
+}
+
+// QuietPolls is the most a feed's polls are spaced while nothing happens:
+// each poll that finds nothing doubles the wait before the next, from the
+// feed's own interval up to this, and one that finds news goes back to the
+// interval. The visibility list a poll makes is the dearest thing an idle
+// fleet asks of the server: a thousand sessions every half second kept a
+// third of a core busy.
+const QuietPolls = 2 * time.Second
+
+// Pace spaces a feed's polls (see QuietPolls).
+type Pace struct {
+	Every time.Duration
+	wait  time.Duration
+}
+
+// Next is how long to wait before the next poll, after one that found news
+// or not.
+func (p *Pace) Next(news bool) time.Duration {
+	switch {
+	case news || p.wait == 0:
+		p.wait = p.Every
+	default:
+		p.wait = min(2*p.wait, max(QuietPolls, p.Every))
+	}
+	return p.wait
 }

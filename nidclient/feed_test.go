@@ -2,7 +2,10 @@ package nidclient_test
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/nid-dev/nid/internal/temporaltest"
@@ -45,9 +49,7 @@ func TestFeed(t *testing.T) {
 	require.Empty(t, poll.Events, "nothing happened since")
 
 	temporaltest.TakeTurns(t, c, "web", "lead", "l3")
-	poll, err = feed.Poll(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []string{"lead: message queued: l3", "lead: turn 3"}, texts(poll.Events), "only what is new")
+	require.Equal(t, []string{"lead: message queued: l3", "lead: turn 3"}, texts(pollFor(t, feed, 2)), "only what is new")
 
 	// A session that ends and is gone (deleted in the Web UI, or past the
 	// namespace's retention) is a problem of the poll: the feed goes on.
@@ -80,10 +82,57 @@ func TestFeedOfAGroup(t *testing.T) {
 
 	temporaltest.TakeTurns(t, c, "web", "stuck", "s1")
 	temporaltest.TakeTurns(t, c, "web", "lead", "l1")
+	temporaltest.Settle(t, c)
 	poll, err = feed.Poll(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"stuck: message queued: s1", "stuck: turn 1", "lead: message queued: l1", "lead: turn 1"}, texts(poll.Events),
 		"new events of every session, oldest first")
+}
+
+// pollFor polls feed until n events came, and returns them.
+func pollFor(t *testing.T, feed *nidclient.Feed, n int) []workflows.Event {
+	t.Helper()
+	var got []workflows.Event
+	require.Eventually(t, func() bool {
+		poll, err := feed.Poll(context.Background())
+		require.NoError(t, err)
+		got = append(got, poll.Events...)
+		return len(got) >= n
+	}, time.Minute, 20*time.Millisecond, "%d events of %d: %v", len(got), n, texts(got))
+	require.Len(t, got, n, texts(got))
+	return got
+}
+
+// After its first poll a feed asks a session for its events only when its
+// listing names one the feed has not seen: idle sessions cost no query.
+func TestAFeedAsksOnlySessionsWithNews(t *testing.T) {
+	t.Parallel()
+	_, c := startIn(t, groups)
+	temporaltest.Settle(t, c)
+	counted := &temporaltest.Counter{Client: c}
+	feed := nidclient.NewFeed(counted, nidclient.FeedOptions{Backlog: 1})
+	poll, err := feed.Poll(context.Background())
+	require.NoError(t, err)
+	require.Len(t, poll.Sessions, 5)
+	require.Equal(t, 5, counted.Queries(), "the first poll asks every session")
+
+	for range 3 {
+		poll, err = feed.Poll(context.Background())
+		require.NoError(t, err)
+		require.Empty(t, poll.Events)
+	}
+	require.Equal(t, 5, counted.Queries(), "nothing new: no session was asked")
+
+	temporaltest.TakeTurns(t, c, "web", "lead", "l1")
+	require.Equal(t, []string{"lead: message queued: l1", "lead: turn 1"}, texts(pollFor(t, feed, 2)))
+	asked := counted.Queried()[5:]
+	require.NotEmpty(t, asked)
+	// Once when its listing named the message, and once more if that was
+	// before it named the turn.
+	require.LessOrEqual(t, len(asked), 2)
+	for _, id := range asked {
+		require.Equal(t, workflows.SessionID("web", "lead"), id, "only the session with news was asked")
+	}
 }
 
 func sortedTexts(evs []workflows.Event) []string {
@@ -138,4 +187,81 @@ func TestSessionFromAVisibilityRecordWithoutMemo(t *testing.T) {
 	pct := 80.4
 	require.Equal(t, nidclient.Session{Group: "web", Name: "worker", Agent: "sim", Status: workflows.StatusWorking,
 		Context: workflows.ContextRecord{Percent: &pct, Rotations: 2}}, s)
+}
+
+// oldSessions lists sessions whose listings name no event, as those of
+// before workflows.VersionListedEvents do, and answers their events
+// queries with nothing, noting who was asked.
+type oldSessions struct {
+	client.Client
+	status map[string]string
+	mu     sync.Mutex
+	asked  []string
+}
+
+func (o *oldSessions) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	resp := &workflowservice.ListWorkflowExecutionsResponse{}
+	if !strings.Contains(req.GetQuery(), workflows.SessionWorkflowName) {
+		return resp, nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.status)) {
+		status, err := converter.GetDefaultDataConverter().ToPayload(o.status[name])
+		if err != nil {
+			return nil, err
+		}
+		resp.Executions = append(resp.Executions, &workflowpb.WorkflowExecutionInfo{
+			Execution:        &commonpb.WorkflowExecution{WorkflowId: workflows.SessionID("web", name)},
+			SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{workflows.SearchStatus: status}},
+		})
+	}
+	return resp, nil
+}
+
+func (o *oldSessions) QueryWorkflow(_ context.Context, id, _, _ string, _ ...any) (converter.EncodedValue, error) {
+	o.mu.Lock()
+	o.asked = append(o.asked, strings.TrimPrefix(id, "nid/web/"))
+	o.mu.Unlock()
+	p, err := converter.GetDefaultDataConverter().ToPayloads([]workflows.Event{})
+	return client.NewValue(p), err
+}
+
+// A session whose listing names no event is asked when its listing changed
+// and every tenth poll, not at every poll.
+func TestAFeedAsksSessionsOfBeforeListedEventsLessOften(t *testing.T) {
+	old := &oldSessions{status: map[string]string{"lead": workflows.StatusIdle, "worker": workflows.StatusIdle}}
+	feed := nidclient.NewFeed(old, nidclient.FeedOptions{Group: "web"})
+	// poll polls n times and says who was asked, in name order.
+	poll := func(n int) []string {
+		t.Helper()
+		for range n {
+			p, err := feed.Poll(context.Background())
+			require.NoError(t, err)
+			require.NoError(t, p.Problem)
+		}
+		old.mu.Lock()
+		defer old.mu.Unlock()
+		asked := slices.Sorted(slices.Values(old.asked))
+		old.asked = nil
+		return asked
+	}
+	require.Equal(t, []string{"lead", "worker"}, poll(1), "the first poll asks every session")
+	require.Empty(t, poll(4), "no listing changed")
+	old.status["worker"] = workflows.StatusWorking
+	require.Equal(t, []string{"worker"}, poll(1), "the session whose listing changed")
+	require.Empty(t, poll(4))
+	require.Equal(t, []string{"lead", "worker"}, poll(1), "ten polls after the first, every session is asked")
+}
+
+func TestPaceSpacesQuietPolls(t *testing.T) {
+	p := nidclient.Pace{Every: 500 * time.Millisecond}
+	var got []time.Duration
+	for _, news := range []bool{false, false, false, false, false, true, false} {
+		got = append(got, p.Next(news))
+	}
+	ms := time.Millisecond
+	require.Equal(t, []time.Duration{500 * ms, time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second, 500 * ms, time.Second}, got)
+
+	slow := nidclient.Pace{Every: 5 * time.Second}
+	require.Equal(t, 5*time.Second, slow.Next(false))
+	require.Equal(t, 5*time.Second, slow.Next(false), "a feed slower than QuietPolls keeps its own interval")
 }

@@ -39,6 +39,10 @@ type Session struct {
 	// Host is the host the session runs on (empty: a session of before
 	// hosts, not yet continued as new).
 	Host string `json:"host,omitempty"`
+	// LastEvent is the sequence number of the session's newest event as
+	// its listing says; 0 when it does not say (a session of before
+	// workflows.VersionListedEvents).
+	LastEvent int64 `json:"-"`
 }
 
 // Ref is the session's address, group/name.
@@ -128,7 +132,11 @@ func SessionFrom(e *workflowpb.WorkflowExecutionInfo) Session {
 			s.Group, s.Name = parts[1], parts[2]
 		}
 	}
-	if p, ok := e.GetMemo().GetFields()[workflows.MemoContext]; ok {
+	memo := e.GetMemo().GetFields()
+	if p, ok := memo[workflows.MemoEvents]; ok {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &s.LastEvent)
+	}
+	if p, ok := memo[workflows.MemoContext]; ok {
 		if err := converter.GetDefaultDataConverter().FromPayload(p, &s.Context); err == nil {
 			return s
 		}

@@ -401,8 +401,9 @@ func TestSessions(t *testing.T) {
 
 	api, err := nidclient.Sessions(ctx, c, "api")
 	require.NoError(t, err)
+	exec := temporaltest.Session(t, c, "api", "exec")
 	require.Equal(t, []nidclient.Session{{Group: "api", Name: "exec", Agent: "sim", Status: workflows.StatusIdle,
-		Context: temporaltest.Session(t, c, "api", "exec").Context, Host: temporaltest.Host}}, api)
+		Context: exec.Context, Host: temporaltest.Host, LastEvent: exec.Events[len(exec.Events)-1].Seq}}, api)
 
 	_, err = nidclient.Sessions(ctx, c, "mobile")
 	nf := requireError[*nidclient.NotFoundError](t, err, `no group "mobile"; running groups: api, web`)

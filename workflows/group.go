@@ -94,7 +94,7 @@ func (g *group) setup(ctx workflow.Context) error {
 			return err
 		}
 	}
-	listenSignals(ctx, g.signalSelector)
+	listenSignals(ctx, g.signalSelector, nil)
 	if g.has(VersionTeam) {
 		// Sessions wait for their first board; a restart of nid finds them
 		// waiting.

@@ -867,3 +867,8 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 // MemoContext is the memo key holding a session's ContextRecord, so a
 // visibility list shows the whole CONTEXT column without a query per session.
 const MemoContext = "context"
+
+// MemoEvents is the memo key holding the sequence number of a session's
+// newest event (since VersionListedEvents), so a feed can tell which
+// sessions have events it has not seen without asking each one.
+const MemoEvents = "events"

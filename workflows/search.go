@@ -68,6 +68,9 @@ type published struct {
 	valid     bool
 	// contextAt is when the context was last written.
 	contextAt time.Time
+	// events is the newest event's sequence number the memo holds (since
+	// VersionListedEvents).
+	events int64
 }
 
 // publishPaced is publish for a session about to take another turn: a
@@ -77,24 +80,47 @@ type published struct {
 func (s *session) publishPaced(ctx workflow.Context) {
 	p, c := s.published, s.st.Context
 	wait := listingPace - workflow.Now(ctx).Sub(p.contextAt)
-	onlyContext := p.valid && p.status == s.status() && p.rotations == c.Rotations && p.host == s.st.Host &&
-		!(samePercent(p.percent, c.Percent) && sameContext(p.context, c))
-	if !s.has(VersionPacedListing) || !onlyContext || wait <= 0 {
+	paced := !(samePercent(p.percent, c.Percent) && sameContext(p.context, c)) || s.eventsUnlisted()
+	onlyPaced := p.valid && p.status == s.status() && p.rotations == c.Rotations && p.host == s.st.Host && paced
+	if !s.has(VersionPacedListing) || !onlyPaced || wait <= 0 {
 		s.publish(ctx)
 		return
 	}
 	workflow.SetCurrentDetails(ctx, s.details())
+	s.publishAfter(ctx, wait)
+}
+
+// publishAfter publishes once d has passed, unless a write is already on
+// its way.
+func (s *session) publishAfter(ctx workflow.Context, d time.Duration) {
 	if s.publishDue {
-		return // a write is already on its way
+		return
 	}
 	s.publishDue = true
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		if err := workflow.Sleep(ctx, wait); err != nil {
+		if err := workflow.Sleep(ctx, d); err != nil {
 			return
 		}
 		s.publishDue = false
 		s.publish(ctx)
 	})
+}
+
+// eventsUnlisted says the session recorded events its memo does not name
+// yet (always false before VersionListedEvents).
+func (s *session) eventsUnlisted() bool {
+	return s.has(VersionListedEvents) && (!s.published.valid || s.published.events != s.st.NextSeq)
+}
+
+// listEvents lists, within listingPace, the events a signal just
+// recorded: the loop may not publish for a long while (a turn runs, or the
+// session waits), and a feed asks a session for its events only when its
+// memo says it has new ones. Whatever the loop publishes meanwhile takes
+// them along.
+func (s *session) listEvents(ctx workflow.Context) {
+	if s.eventsUnlisted() {
+		s.publishAfter(ctx, listingPace)
+	}
 }
 
 // publish keeps the search attributes and the memo in step with the state,
@@ -129,13 +155,21 @@ func (s *session) publish(ctx workflow.Context) {
 			workflow.GetLogger(ctx).Warn("search attributes not updated", "error", err)
 		}
 	}
+	memo := map[string]interface{}{}
 	if !p.valid || !sameContext(p.context, c) {
 		contextAt = workflow.Now(ctx)
-		if err := workflow.UpsertMemo(ctx, map[string]interface{}{MemoContext: c}); err != nil {
+		memo[MemoContext] = c
+	}
+	if s.eventsUnlisted() {
+		memo[MemoEvents] = s.st.NextSeq
+	}
+	if len(memo) > 0 {
+		if err := workflow.UpsertMemo(ctx, memo); err != nil {
 			workflow.GetLogger(ctx).Warn("memo not updated", "error", err)
 		}
 	}
-	s.published = published{status: s.status(), percent: c.Percent, rotations: c.Rotations, context: c, host: s.st.Host, valid: true, contextAt: contextAt}
+	s.published = published{status: s.status(), percent: c.Percent, rotations: c.Rotations, context: c, host: s.st.Host, valid: true,
+		contextAt: contextAt, events: s.st.NextSeq}
 	// Current details cost no history: the Web UI reads them by query.
 	workflow.SetCurrentDetails(ctx, s.details())
 }

@@ -187,7 +187,7 @@ func (s *session) setup(ctx workflow.Context) error {
 		return err
 	}
 	s.version = versionOf(ctx)
-	listenSignals(ctx, s.signalSelector)
+	listenSignals(ctx, s.signalSelector, s.listEvents)
 	if s.st.NextSeq == 0 {
 		s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("session started (%s)", s.in.Spec.Kind)})
 	}

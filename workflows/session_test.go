@@ -1480,10 +1480,20 @@ func TestGenerationsCountConversations(t *testing.T) {
 	require.Equal(t, []string{"work:0", "work:0", "handoff-request:0", "fresh:1", "work:1"}, gens)
 }
 
-// listing is a memo the session wrote to its listing, and when.
+// listing is what the session's listing said after a memo it wrote, and
+// when it wrote it.
 type listing struct {
 	ContextRecord
-	at time.Time
+	// events is the newest event's number the listing held.
+	events int64
+	// newContext says the memo wrote the context.
+	newContext bool
+	at         time.Time
+}
+
+// contextWrites are the listings whose memo wrote the context.
+func contextWrites(all []listing) []listing {
+	return slices.DeleteFunc(slices.Clone(all), func(l listing) bool { return !l.newContext })
 }
 
 // listed records every memo the session writes to its listing.
@@ -1491,7 +1501,19 @@ func (h *harness) listed() *[]listing {
 	var memos []listing
 	h.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
 		memo := args.Get(0).(map[string]interface{})
-		memos = append(memos, listing{memo[MemoContext].(ContextRecord), h.env.Now()})
+		var l listing
+		if len(memos) > 0 {
+			l = memos[len(memos)-1]
+		}
+		l.at = h.env.Now()
+		c, ok := memo[MemoContext].(ContextRecord)
+		if l.newContext = ok; ok {
+			l.ContextRecord = c
+		}
+		if n, ok := memo[MemoEvents].(int64); ok {
+			l.events = n
+		}
+		memos = append(memos, l)
 	}).Return(nil)
 	return &memos
 }
@@ -1499,32 +1521,46 @@ func (h *harness) listed() *[]listing {
 func TestBackToBackTurnsListTheirContextAtAPace(t *testing.T) {
 	t.Run("sub-second turns", func(t *testing.T) {
 		h := newHarness(t)
-		memos := h.listed()
+		all := h.listed()
 		h.send(time.Minute, 12)
 		v := h.run(sessionInput(policy(config.ModeOff, 0, 0)), time.Hour)
 		require.Equal(t, 12, v.Context.TotalTurns)
 		// At the start; with the second turn, the first change in a minute;
 		// then not again until the turns, which took no time, are over and
 		// the session waits.
-		require.Len(t, *memos, 3)
-		require.Equal(t, 1, (*memos)[1].TotalTurns)
-		last := (*memos)[len(*memos)-1]
+		memos := contextWrites(*all)
+		require.Len(t, memos, 3)
+		require.Equal(t, 1, memos[1].TotalTurns)
+		last := memos[len(memos)-1]
 		require.Equal(t, 12, last.TotalTurns, "what waited is written when the session waits")
 		require.Equal(t, v.Context.UsedTokens, last.UsedTokens)
+		// The first message woke the session: its event is listed with the
+		// status, before any turn ended.
+		require.Len(t, *all, 4)
+		require.False(t, (*all)[1].newContext)
+		require.Equal(t, (*all)[0].events+1, (*all)[1].events)
+		require.Equal(t, int64(len(v.Events)), last.events, "every event is listed by the end")
 	})
 	t.Run("turns slower than the pace", func(t *testing.T) {
 		h := newHarness(t)
-		memos := h.listed()
+		all := h.listed()
 		h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).After(2 * listingPace).Return(h.agent.RunTurn)
 		h.send(time.Minute, 12)
 		v := h.run(sessionInput(policy(config.ModeOff, 0, 0)), time.Hour)
 		require.Equal(t, 12, v.Context.TotalTurns)
 		// At the start and with every turn: each follows one that took
 		// longer than the pace.
-		require.Len(t, *memos, 13)
-		for i, m := range (*memos)[1:] {
+		memos := contextWrites(*all)
+		require.Len(t, memos, 13)
+		for i, m := range memos[1:] {
 			require.Equal(t, i+1, m.TotalTurns)
 		}
+		// The messages queued while the first turn ran are listed within
+		// the pace, not when it ends.
+		queued := (*all)[2]
+		require.False(t, queued.newContext)
+		require.Equal(t, int64(13), queued.events, "the session's start and twelve messages queued")
+		require.Equal(t, listingPace, queued.at.Sub((*all)[1].at))
 	})
 	t.Run("a rotation is listed at once", func(t *testing.T) {
 		h := newHarness(t)

@@ -27,7 +27,9 @@ func onSignal[T any](ctx workflow.Context, sel workflow.Selector, name string, f
 // Select takes a signal off its channel the moment it arrives, and if the
 // main loop continues as new before this coroutine runs again, that signal
 // would be lost. Left on the channel, continueAsNew drains it.
-func listenSignals(ctx workflow.Context, selector signalSelector) {
+//
+// after, when not nil, runs after each signal is folded.
+func listenSignals(ctx workflow.Context, selector signalSelector, after func(workflow.Context)) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		sel := selector(ctx)
 		for {
@@ -35,6 +37,9 @@ func listenSignals(ctx workflow.Context, selector signalSelector) {
 				return
 			}
 			sel.Select(ctx)
+			if after != nil {
+				after(ctx)
+			}
 		}
 	})
 }

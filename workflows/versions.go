@@ -167,8 +167,17 @@ const (
 	// testdata/v7-*.json.gz; v7-pace-fast.json.gz holds the paced writes.
 	VersionPacedListing Version = 15
 
+	// VersionListedEvents: the memo also holds the sequence number of the
+	// session's newest event (MemoEvents), written with the rest of the
+	// listing, and an event a signal records is listed within listingPace
+	// (by a timer) even when nothing else is written: a feed (nid watch,
+	// nid up's, each dashboard's) then asks only the sessions with news for
+	// their events, not every session every half second. Histories:
+	// testdata/v8-*.json.gz.
+	VersionListedEvents Version = 16
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionPacedListing
+	versionLatest = VersionListedEvents
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

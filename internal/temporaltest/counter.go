@@ -2,6 +2,8 @@ package temporaltest
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"go.temporal.io/api/workflowservice/v1"
@@ -20,6 +22,9 @@ type Counter struct {
 	lists    atomic.Int64
 	queries  atomic.Int64
 	sent     atomic.Int64
+
+	mu      sync.Mutex
+	queried []string
 }
 
 // ListWorkflow lists through the real client.
@@ -35,6 +40,9 @@ func (c *Counter) ListWorkflow(ctx context.Context, req *workflowservice.ListWor
 // QueryWorkflow queries through the real client.
 func (c *Counter) QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error) {
 	c.queries.Add(1)
+	c.mu.Lock()
+	c.queried = append(c.queried, workflowID)
+	c.mu.Unlock()
 	return c.Client.QueryWorkflow(ctx, workflowID, runID, queryType, args...)
 }
 
@@ -58,3 +66,10 @@ func (c *Counter) Lists() int { return int(c.lists.Load()) }
 
 // Queries is how many workflow queries were made.
 func (c *Counter) Queries() int { return int(c.queries.Load()) }
+
+// Queried is the workflow id of each query made, in order.
+func (c *Counter) Queried() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.queried)
+}

@@ -92,6 +92,7 @@ func runWatch(ctx context.Context, c client.Client, opts watchOptions, stdout, s
 		stdout: stdout, stderr: stderr,
 	}
 	started := false
+	pace := nidclient.Pace{Every: opts.Interval}
 	for {
 		poll, err := f.src.Poll(ctx)
 		if ctx.Err() != nil {
@@ -119,7 +120,7 @@ func runWatch(ctx context.Context, c client.Client, opts watchOptions, stdout, s
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(opts.Interval):
+		case <-time.After(pace.Next(err != nil || len(poll.Events) > 0)):
 		}
 	}
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // Event stream settings. Temporal has no push for workflow state, so the
-// stream polls as `nid watch` does: one visibility list and one events query
-// per session each interval.
+// stream polls as `nid watch` does (see nidclient.Feed), each interval
+// while there is news and less often while there is none
+// (nidclient.QuietPolls).
 const (
 	eventsEvery     = 500 * time.Millisecond
 	eventsKeepAlive = 15 * time.Second
@@ -106,8 +107,10 @@ func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 
 	s := &stream{w: w}
 	ping := time.Now()
+	pace := nidclient.Pace{Every: eventsEvery}
 	for {
-		if s.show(poll) {
+		news := s.show(poll)
+		if news {
 			ping = time.Now()
 		} else if time.Since(ping) > eventsKeepAlive {
 			fmt.Fprint(w, ": keep-alive\n\n")
@@ -117,7 +120,7 @@ func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(eventsEvery):
+		case <-time.After(pace.Next(news)):
 		}
 		// A failed poll is skipped: the next one asks again.
 		poll, _ = feed.Poll(ctx)

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,8 +162,16 @@ func BenchmarkLs1000(b *testing.B) {
 	}
 	s := newSite(b, groups.String())
 	s.upWait = 10 * time.Minute
-	s.up()
+	up := s.up()
 	s.eventually("1000 sessions listed", 10*time.Minute, func() bool { return len(s.ls()) == 1000 })
+	// The sessions have nothing to do: what nid up spends now is what an
+	// idle fleet costs, its own live feed included.
+	time.Sleep(10 * time.Second)
+	busy := cpuTime(b, up.cmd.Process.Pid)
+	time.Sleep(10 * time.Second)
+	idle := float64(cpuTime(b, up.cmd.Process.Pid)-busy) / float64(10*time.Second) * 100
+	b.ReportMetric(idle, "%cpu-idle-1000")
+	fmt.Printf("nid up with 1000 idle sessions: %.1f%% of a core\n", idle)
 
 	var runs []time.Duration
 	for i := 0; i < 10; i++ {
@@ -184,4 +195,25 @@ func newBenchSite(b *testing.B, groups string) *site {
 	s.upWait = 10 * time.Minute
 	s.up()
 	return s
+}
+
+// cpuTime is the processor time pid has used, user and system.
+func cpuTime(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command's name: utime and stime are the 12th and
+	// 13th, in clock ticks (100 a second on Linux).
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // A worker killed mid-activity leaves the attempt started on the server,
@@ -26,26 +25,23 @@ func AttemptDir(stateDir string) string { return filepath.Join(stateDir, "attemp
 // is retried like any attempt that timed out.
 const ErrWorkerStopped = "WorkerStopped"
 
+// Attempt is what identifies an activity attempt.
+type Attempt struct {
+	// Token is the attempt's task token: it fails that attempt and no
+	// later one.
+	Token    []byte `json:"token"`
+	Activity string `json:"activity"`
+	Workflow string `json:"workflow"`
+	// Number counts the activity's attempts from 1.
+	Number int32 `json:"attempt"`
+}
+
 // attemptRecord is one activity attempt under way, and the worker running
 // it.
 type attemptRecord struct {
-	// Token is the attempt's task token: it fails that attempt and no
-	// later one.
-	Token      []byte `json:"token"`
-	Activity   string `json:"activity"`
-	Workflow   string `json:"workflow"`
-	Attempt    int32  `json:"attempt"`
+	Attempt
 	Owner      int    `json:"owner"`
 	OwnerStart string `json:"ownerStart,omitempty"`
-}
-
-// Attempt is what identifies an activity attempt.
-type Attempt struct {
-	Token    []byte
-	Activity string
-	Workflow string
-	// Number counts the activity's attempts from 1.
-	Number int32
 }
 
 // RecordAttempt records an attempt this worker runs in dir; done removes the
@@ -54,7 +50,7 @@ func RecordAttempt(dir string, a Attempt) (done func(), err error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	file := filepath.Join(dir, hex.EncodeToString(id[:])+".json")
-	rec := attemptRecord{Token: a.Token, Activity: a.Activity, Workflow: a.Workflow, Attempt: a.Number, Owner: os.Getpid(), OwnerStart: ownStart()}
+	rec := attemptRecord{Attempt: a, Owner: os.Getpid(), OwnerStart: ownStart()}
 	if err := writeRecord(dir, file, rec); err != nil {
 		return nil, err
 	}
@@ -82,20 +78,13 @@ func (c CutAttempt) Forget() error {
 // directory) are left alone, and so is a .tmp file, which a live worker may
 // be writing; a record that names no attempt is removed.
 func CutAttempts(dir string) ([]CutAttempt, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	files, err := recordFiles(dir)
 	if err != nil {
 		return nil, err
 	}
 	var cut []CutAttempt
 	var errs []error
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		file := filepath.Join(dir, e.Name())
+	for _, file := range files {
 		rec, ok := readAttempt(file)
 		if !ok {
 			if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -103,14 +92,9 @@ func CutAttempts(dir string) ([]CutAttempt, error) {
 			}
 			continue
 		}
-		if alive(rec.Owner, rec.OwnerStart) {
-			continue
+		if !alive(rec.Owner, rec.OwnerStart) {
+			cut = append(cut, CutAttempt{Attempt: rec.Attempt, Owner: rec.Owner, file: file})
 		}
-		cut = append(cut, CutAttempt{
-			Attempt: Attempt{Token: rec.Token, Activity: rec.Activity, Workflow: rec.Workflow, Number: rec.Attempt},
-			Owner:   rec.Owner,
-			file:    file,
-		})
 	}
 	return cut, errors.Join(errs...)
 }

@@ -21,9 +21,9 @@ func TestCutAttemptsAreTheDeadWorkersOnes(t *testing.T) {
 	done, err := RecordAttempt(dir, mine)
 	require.NoError(t, err)
 	dead := deadPID(t)
-	left := attemptRecord{Token: []byte("token-of-a-cut-turn"), Activity: RunTurnName, Workflow: "nid/web/worker", Attempt: 2, Owner: dead}
+	left := attemptRecord{Attempt: Attempt{Token: []byte("token-of-a-cut-turn"), Activity: RunTurnName, Workflow: "nid/web/worker", Number: 2}, Owner: dead}
 	require.NoError(t, writeRecord(dir, filepath.Join(dir, "left.json"), left))
-	require.NoError(t, writeRecord(dir, filepath.Join(dir, "no-token.json"), attemptRecord{Activity: RunTurnName, Owner: dead}))
+	require.NoError(t, writeRecord(dir, filepath.Join(dir, "no-token.json"), attemptRecord{Attempt: Attempt{Activity: RunTurnName}, Owner: dead}))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "half.json"), []byte(`{"token":"dG9r`), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "being-written.json.tmp"), []byte(`{"token":`), 0o600))
 

@@ -60,6 +60,25 @@ func startRecorded(cmd *exec.Cmd, dir string) (done func(), err error) {
 	return func() { _ = os.Remove(file) }, nil
 }
 
+// recordFiles lists the records written to dir (none when it does not
+// exist yet). A .tmp file is not one: a live worker may be writing it.
+func recordFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".json") {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	return files, nil
+}
+
 func writeRecord(dir, file string, rec any) error {
 	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
 		return err
@@ -81,19 +100,12 @@ func writeRecord(dir, file string, rec any) error {
 // killed, in words, for the log. Records of a live worker (another one on
 // the same state directory) are left alone.
 func ReapOrphans(dir string) (killed []string, err error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	files, err := recordFiles(dir)
 	if err != nil {
 		return nil, err
 	}
 	var errs []error
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		file := filepath.Join(dir, e.Name())
+	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			errs = append(errs, err)

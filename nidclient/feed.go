@@ -43,8 +43,8 @@ type Feed struct {
 	last map[string]int64
 	// answered is each session's listing when it last answered.
 	answered map[string]Session
-	polled   bool
-	polls    int
+	// polls counts the polls that succeeded.
+	polls int
 }
 
 // NewFeed returns a feed over Temporal client c.
@@ -67,7 +67,7 @@ type FeedPoll struct {
 // cannot be listed, and, on its first poll, with a *NotFoundError when the
 // group or session followed is not running.
 func (f *Feed) Poll(ctx context.Context) (FeedPoll, error) {
-	first := !f.polled
+	first := f.polls == 0
 	sessions, err := f.sessions(ctx, first)
 	if err != nil {
 		return FeedPoll{}, err
@@ -114,7 +114,6 @@ func (f *Feed) Poll(ctx context.Context) (FeedPoll, error) {
 	slices.SortStableFunc(poll.Events, func(a, b workflows.Event) int {
 		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Group+"/"+a.Session, b.Group+"/"+b.Session), cmp.Compare(a.Seq, b.Seq))
 	})
-	f.polled = true
 	f.polls++
 	return poll, nil
 }

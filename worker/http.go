@@ -55,11 +55,11 @@ func NewHTTPServer(mcp, api, metrics http.Handler, lim HTTPLimits) *http.Server 
 	return srv
 }
 
-// StopHTTP shuts srv down, giving requests under way grace to finish, then
+// stopHTTP shuts srv down, giving requests under way grace to finish, then
 // closes what is left. What is left is not an error: net/http counts a
 // connection that never sent a request as busy for its first five
 // seconds, and an HTTP client may open one it never uses.
-func StopHTTP(srv *http.Server, grace time.Duration) error {
+func stopHTTP(srv *http.Server, grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := srv.Shutdown(ctx)

@@ -347,7 +347,7 @@ func (n *Node) Stop() error {
 		errs = append(errs, n.acts.Close())
 	}
 	if n.http != nil {
-		errs = append(errs, StopHTTP(n.http, httpGrace))
+		errs = append(errs, stopHTTP(n.http, httpGrace))
 	}
 	if n.Client != nil {
 		n.Client.Close()

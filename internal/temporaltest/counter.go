@@ -20,7 +20,6 @@ type Counter struct {
 	client.Client
 	PageSize int32
 	lists    atomic.Int64
-	queries  atomic.Int64
 	sent     atomic.Int64
 
 	mu      sync.Mutex
@@ -39,7 +38,6 @@ func (c *Counter) ListWorkflow(ctx context.Context, req *workflowservice.ListWor
 
 // QueryWorkflow queries through the real client.
 func (c *Counter) QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args ...any) (converter.EncodedValue, error) {
-	c.queries.Add(1)
 	c.mu.Lock()
 	c.queried = append(c.queried, workflowID)
 	c.mu.Unlock()
@@ -65,7 +63,11 @@ func (c *Counter) Sent() int { return int(c.sent.Load()) }
 func (c *Counter) Lists() int { return int(c.lists.Load()) }
 
 // Queries is how many workflow queries were made.
-func (c *Counter) Queries() int { return int(c.queries.Load()) }
+func (c *Counter) Queries() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queried)
+}
 
 // Queried is the workflow id of each query made, in order.
 func (c *Counter) Queried() []string {

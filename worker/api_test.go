@@ -732,3 +732,24 @@ func TestNonLoopbackListenNeedsAToken(t *testing.T) {
 	require.ErrorContains(t, err, "is not a loopback address")
 	require.False(t, started, "no Temporal server was started")
 }
+
+// An event stream over sessions that have nothing to do backs off: its
+// polls spread out to one every nidclient.QuietPolls rather than every
+// eventsEvery. Only an upper bound is asserted, which a slow machine (fewer
+// polls) cannot break.
+func TestAQuietEventStreamPollsLessOften(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, webGroups)
+	temporaltest.Settle(t, s.c)
+	const watched = 5 * time.Second
+	opened := make(chan int, 1)
+	sse(t, s, "?backlog=1", 2, func() {
+		opened <- s.calls.Lists()
+		time.Sleep(watched)
+	})
+	polls := s.calls.Lists() - <-opened
+	// Quiet from the start, the pace doubles from eventsEvery to
+	// QuietPolls: polls at 0.5, 1.5, 3.5 and 5.5 s. At the fast pace it
+	// would have been ten.
+	require.LessOrEqual(t, polls, 4, "a quiet stream kept polling every %v", eventsEvery)
+}

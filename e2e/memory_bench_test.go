@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nid-dev/nid/internal/temporaltest"
 )
 
 // BenchmarkMemory prints the resident memory of nid up (the embedded
@@ -22,6 +24,7 @@ func BenchmarkMemory(b *testing.B) {
 	var lines []string
 	for _, n := range []int{1, 50, 200} {
 		s := newSite(b, simGroup("mem", n, "1s"))
+		s.upWait = 10 * time.Minute
 		p := s.up()
 		s.untilTotalTurns(n, 3*n, 10*time.Minute)
 		rss := residentKiB(b, p.cmd.Process.Pid)
@@ -32,14 +35,19 @@ func BenchmarkMemory(b *testing.B) {
 
 	const sessions, turns, every = 10, 10_000, 1_000
 	s := newSite(b, simGroup("grow", sessions, "0s"))
+	s.upWait = 10 * time.Minute
 	p := s.up()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.readEvents(ctx)
 	var samples []int64
+	var live, goroutines []string
 	for at := every; at <= turns; at += every {
 		s.untilTotalTurns(sessions, at, 15*time.Minute)
 		samples = append(samples, residentKiB(b, p.cmd.Process.Pid))
+		heap, routines := s.runtimeGauges(b)
+		live = append(live, strconv.FormatFloat(heap/(1<<20), 'f', 0, 64))
+		goroutines = append(goroutines, strconv.FormatFloat(routines, 'f', 0, 64))
 	}
 	// The first thousand turns warm the caches up; growth is measured
 	// from there.
@@ -51,7 +59,9 @@ func BenchmarkMemory(b *testing.B) {
 	}
 	lines = append(lines,
 		fmt.Sprintf("nid up with %d sessions over %d turns, an event stream open: %s MiB at every %d turns", sessions, turns, strings.Join(trail, " "), every),
-		fmt.Sprintf("growth after the first %d turns: %.1f KiB per session per 1,000 turns", every, growth))
+		fmt.Sprintf("growth after the first %d turns: %.1f KiB per session per 1,000 turns", every, growth),
+		fmt.Sprintf("the live Go heap (what the last collection kept) at the same points: %s MiB", strings.Join(live, " ")),
+		fmt.Sprintf("goroutines at the same points: %s", strings.Join(goroutines, " ")))
 	for _, l := range lines {
 		fmt.Println(l)
 	}
@@ -102,6 +112,27 @@ func (s *site) readEvents(ctx context.Context) {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 	}
+}
+
+// runtimeGauges reads nid up's live heap in bytes and its goroutines from
+// its /metrics: the resident set also holds garbage not yet collected and
+// memory the allocator keeps, so a leak shows plainest in these.
+func (s *site) runtimeGauges(b *testing.B) (liveHeap, goroutines float64) {
+	b.Helper()
+	token, err := os.ReadFile(filepath.Join(s.dir, ".nid", "http-token"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	status, families := temporaltest.Scrape(b, fmt.Sprintf("http://127.0.0.1:%d", s.http), strings.TrimSpace(string(token)))
+	if status != http.StatusOK {
+		b.Fatalf("/metrics answered %d", status)
+	}
+	liveHeap, okHeap := temporaltest.Sample(families, "go_gc_heap_live_bytes", nil)
+	goroutines, okRoutines := temporaltest.Sample(families, "go_goroutines", nil)
+	if !okHeap || !okRoutines {
+		b.Fatal("/metrics has no go_gc_heap_live_bytes or go_goroutines")
+	}
+	return liveHeap, goroutines
 }
 
 // residentKiB is a process's resident set size now, in KiB.

@@ -35,13 +35,7 @@ const webGroups = `  web:
 // the decoded answer.
 func (s *apiSite) call(t *testing.T, method, body, token string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.srv.URL+"/api/"+method, strings.NewReader(body))
-	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	resp := temporaltest.Do(t, http.MethodPost, s.srv.URL+"/api/"+method, strings.NewReader(body), token)
 	defer resp.Body.Close()
 	var out map[string]any
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))

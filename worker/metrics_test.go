@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/config"
@@ -17,58 +15,6 @@ import (
 )
 
 const testMetricsToken = "metrics-token-0123456789"
-
-// scrape GETs /metrics with token as the bearer token ("" for none) and
-// returns the status and, for a 200, the metric families.
-func scrape(t *testing.T, base, token string) (int, map[string]*dto.MetricFamily) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
-	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, nil
-	}
-	var p expfmt.TextParser
-	families, err := p.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, families
-}
-
-// sample is the value of the family's metric whose labels include labels,
-// and whether there is one.
-func sample(families map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	f := families[name]
-	if f == nil {
-		return 0, false
-	}
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		match := true
-		for k, v := range labels {
-			match = match && have[k] == v
-		}
-		if !match {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
 
 func TestMetricsCountRotationsByMethodAndNeedAToken(t *testing.T) {
 	t.Parallel()
@@ -91,12 +37,12 @@ func TestMetricsCountRotationsByMethodAndNeedAToken(t *testing.T) {
 	require.NotNil(t, worker.Percent)
 
 	for _, token := range []string{"", "wrong-token-0123456789"} {
-		status, _ := scrape(t, n.HTTP, token)
+		status, _ := temporaltest.Scrape(t, n.HTTP, token)
 		require.Equal(t, http.StatusUnauthorized, status, "token %q", token)
 	}
-	status, _ := scrape(t, n.HTTP, temporaltest.Token)
+	status, _ := temporaltest.Scrape(t, n.HTTP, temporaltest.Token)
 	require.Equal(t, http.StatusOK, status, "the API token reads the metrics too")
-	status, got := scrape(t, n.HTTP, testMetricsToken)
+	status, got := temporaltest.Scrape(t, n.HTTP, testMetricsToken)
 	require.Equal(t, http.StatusOK, status)
 	req, err := http.NewRequest(http.MethodPost, n.HTTP+"/api/session.list", strings.NewReader("{}"))
 	require.NoError(t, err)
@@ -125,14 +71,17 @@ func TestMetricsCountRotationsByMethodAndNeedAToken(t *testing.T) {
 		// turns are of other kinds.
 		{"nid_turn_duration_seconds", map[string]string{"agent": "sim", "kind": "work", "outcome": "ok"}, 3},
 	} {
-		v, ok := sample(got, want.name, want.labels)
+		v, ok := temporaltest.Sample(got, want.name, want.labels)
 		require.True(t, ok, "%s%v is missing", want.name, want.labels)
 		require.Equal(t, want.value, v, "%s%v", want.name, want.labels)
 	}
-	spent, ok := sample(got, "nid_group_budget_spent_turns", map[string]string{"group": "web"})
+	spent, ok := temporaltest.Sample(got, "nid_group_budget_spent_turns", map[string]string{"group": "web"})
 	require.True(t, ok, "the group's budget spent is missing")
 	require.GreaterOrEqual(t, spent, 3.0)
-	polls, ok := sample(got, "temporal_workflow_task_execution_latency_seconds", nil)
+	polls, ok := temporaltest.Sample(got, "temporal_workflow_task_execution_latency_seconds", nil)
 	require.True(t, ok, "the Temporal SDK's own worker metrics are missing: %v", slices.Sorted(maps.Keys(got)))
 	require.Positive(t, polls)
+	live, ok := temporaltest.Sample(got, "go_gc_heap_live_bytes", nil)
+	require.True(t, ok, "the live heap, which tells a leak from garbage, is missing")
+	require.Positive(t, live)
 }

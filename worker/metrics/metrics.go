@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -75,6 +76,8 @@ type Metrics struct {
 	rotationSeconds *prometheus.HistogramVec
 }
 
+var liveHeap = regexp.MustCompile(`^/gc/heap/live:bytes$`)
+
 // New makes a registry with the process's and the Go runtime's metrics, a
 // Temporal SDK metrics handler that reports into it, and nid's turn and
 // rotation metrics. SDK errors (a metric it cannot record) go to logger.
@@ -118,7 +121,9 @@ func New(logger *slog.Logger) (*Metrics, error) {
 		OnError:              func(err error) { logger.Warn("Temporal SDK metric not recorded", "error", err) },
 	})
 	for _, c := range []prometheus.Collector{
-		collectors.NewGoCollector(),
+		// The live heap (what the last collection kept) tells a leak from
+		// the garbage and the allocator's slack the resident set also holds.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: liveHeap})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.turnSeconds, m.rotations, m.rotationSeconds,
 	} {

@@ -42,6 +42,7 @@ import (
 	"go.temporal.io/server/common/resolver"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	nidconfig "github.com/nid-dev/nid/config"
@@ -447,15 +448,31 @@ func (l errorLogger) and(tags []tag.Tag) []tag.Tag {
 
 func (l errorLogger) emit(msg string, tags []tag.Tag) {
 	tags = l.and(tags)
-	for _, t := range tags {
-		// Every time a worker stops, the server logs its abandoned long polls
-		// as errors. It flattens the cause into the message, so only the
-		// text tells a caller going away from a fault.
-		if t.Key() == "error" && strings.Contains(fmt.Sprint(t.Value()), context.Canceled.Error()) {
-			return
-		}
+	if notAFault(msg, tags) {
+		return
 	}
 	l.log.Error(msg, attrs(tags)...)
+}
+
+// notAFault tells the server's error lines that report no fault of its own.
+func notAFault(msg string, tags []tag.Tag) bool {
+	for _, t := range tags {
+		switch {
+		// Every time a worker stops, the server logs its abandoned long
+		// polls as errors. It flattens the cause into the message, so only
+		// the text tells a caller going away from a fault.
+		case t.Key() == "error" && strings.Contains(fmt.Sprint(t.Value()), context.Canceled.Error()):
+			return true
+		// The server means to leave "busy, try again" answers to the caller
+		// (nid sends a placement again when the hosts registry was
+		// continuing as new), but its check misses them when they come
+		// wrapped in an update-with-start's answer, so a fleet's first
+		// start printed errors for work that then went through.
+		case msg == "service failures" && t.Key() == "grpc_code" && fmt.Sprint(t.Value()) == codes.ResourceExhausted.String():
+			return true
+		}
+	}
+	return false
 }
 
 // fatal stops the process as the server expects of its logger: it goes on

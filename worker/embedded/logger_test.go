@@ -9,8 +9,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
+	"go.temporal.io/server/common/metrics"
+	"go.temporal.io/server/common/rpc/interceptor"
 )
 
 // The server derives a logger per request and task and logs only a few
@@ -37,6 +42,31 @@ level=ERROR msg="persistence failed" service=history host=vm shard=1 wf-id=nid/w
 	log.With(service, tag.Error(context.Canceled)).Error("poll ended")
 	service.Error("poll ended", tag.Error(errors.New("wrapped: "+context.Canceled.Error())))
 	require.Empty(t, out.String())
+}
+
+// A "busy, try again" answer inside an update-with-start's answer is the
+// caller's to retry, as the server means any such answer to be; a fault the
+// server answers with still reaches the log. The lines come from the
+// server's own error handler, so a change of its wording fails here.
+func TestTheServersBusyAnswersAreNotLoggedAsErrors(t *testing.T) {
+	var out bytes.Buffer
+	handler := interceptor.NewRequestErrorHandler(errorLogger{log: slog.New(slog.NewTextHandler(&out, nil))},
+		dynamicconfig.GetBoolPropertyFnFilteredByNamespace(false))
+	answer := func(err error) {
+		handler.HandleError(nil, "/temporal.api.workflowservice.v1.WorkflowService/ExecuteMultiOperation",
+			metrics.NoopMetricsHandler, []tag.Tag{tag.Operation("ExecuteMultiOperation")}, err, "default")
+	}
+
+	closing := serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW,
+		"workflow operation can not be applied because workflow is closing")
+	answer(serviceerror.NewMultiOperationExecution("Update-with-Start could not be executed.",
+		[]error{serviceerror.NewMultiOperationAborted("Operation was aborted."), closing}))
+	answer(closing)
+	require.Empty(t, out.String())
+
+	answer(serviceerror.NewMultiOperationExecution("Update-with-Start could not be executed.",
+		[]error{serviceerror.NewInternal("persistence failed"), serviceerror.NewMultiOperationAborted("Operation was aborted.")}))
+	require.Contains(t, out.String(), `level=ERROR msg="service failures" operation=ExecuteMultiOperation grpc_code=Internal`)
 }
 
 func stripTime(logs string) string {

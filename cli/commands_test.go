@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
@@ -93,7 +96,7 @@ func TestLs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &temporaltest.Counter{Client: s.c, PageSize: tt.pageSize}
 			var out, errOut bytes.Buffer
-			require.NoError(t, runLs(context.Background(), c, lsOptions{Group: tt.group}, &out, &errOut))
+			require.NoError(t, runLs(context.Background(), c, lsOptions{Group: tt.group, Now: time.Now()}, &out, &errOut))
 			require.Equal(t, tt.wantOut, out.String())
 			require.Empty(t, errOut.String())
 			require.Zero(t, c.Queries(), "nid ls asks no session")
@@ -104,6 +107,44 @@ func TestLs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// With no worker left, the listing still shows what the sessions last
+// said, and nid ls says that nothing runs them, from the time of the last
+// worker's last poll the server keeps. While a worker runs it says nothing
+// (TestLs).
+func TestLsSaysWhenNoWorkerRunsTheSessions(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	temporaltest.Settle(t, s.c)
+	stopped := time.Now()
+	s.down()
+
+	var out, errOut bytes.Buffer
+	later := stopped.Add(nidclient.ServedWithin + time.Minute)
+	require.NoError(t, runLs(context.Background(), s.c, lsOptions{Now: later}, &out, &errOut))
+	require.Contains(t, out.String(), "web/lead    sim    idle    testhost  1      31% of 200k\n", "the listing as the sessions left it")
+	require.Regexp(t, `^no worker is running these sessions: the last one asked Temporal for their work at \d\d:\d\d:\d\d \(\d+m\d+s ago\), so STATUS is what it was when it stopped \(start nid up or nid worker\)\n$`, errOut.String())
+
+	out.Reset()
+	errOut.Reset()
+	require.NoError(t, runLs(context.Background(), s.c, lsOptions{Group: "web", JSON: true, Now: later}, &out, &errOut))
+	require.True(t, json.Valid(out.Bytes()), "the note stays off the JSON: %s", out.String())
+	require.Contains(t, errOut.String(), "no worker is running these sessions")
+}
+
+// noPollers is a server that knows of no worker on the sessions' queue, as
+// one does five minutes after the last stopped, or after its own restart.
+type noPollers struct{ client.Client }
+
+func (noPollers) DescribeTaskQueue(context.Context, string, enumspb.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
+	return &workflowservice.DescribeTaskQueueResponse{}, nil
+}
+
+func TestUnservedNoteWithoutALastPoll(t *testing.T) {
+	require.Equal(t, "no worker is running these sessions: Temporal knows of none asking for their work, so STATUS is what it was when the last one stopped (start nid up or nid worker)",
+		unservedNote(context.Background(), noPollers{}, time.Now()))
 }
 
 func TestLsJSON(t *testing.T) {

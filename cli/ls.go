@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
@@ -19,6 +20,8 @@ type lsOptions struct {
 	Group string
 	JSON  bool
 	Color bool
+	// Now is the time a worker's last poll is measured to.
+	Now time.Time
 }
 
 func newLsCommand(a *app) *cli.Command {
@@ -30,7 +33,9 @@ func newLsCommand(a *app) *cli.Command {
 			"and context: \"62% of 200k\" is how full the context window is, \"↻2\" counts\n" +
 			"rotations, \"—\" means the agent reports no usage. From 75% the percent is\n" +
 			"yellow on a terminal (never with NO_COLOR). HOST is the host it runs on. One\n" +
-			"visibility query answers it.",
+			"visibility query answers it. When no worker has asked Temporal for the\n" +
+			"sessions' work for two minutes, nothing runs them, and a line on stderr says\n" +
+			"that STATUS is what it was when the last worker stopped.",
 		Flags: []cli.Flag{jsonFlag()},
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
@@ -41,6 +46,7 @@ func newLsCommand(a *app) *cli.Command {
 			if err != nil {
 				return err
 			}
+			opts.Now = time.Now()
 			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
 				return runLs(ctx, c, opts, a.Stdout, a.Stderr)
 			})
@@ -66,9 +72,19 @@ type lsItem struct {
 }
 
 func runLs(ctx context.Context, c client.Client, opts lsOptions, stdout, stderr io.Writer) error {
+	// Asked beside the list, so that it costs no time of its own.
+	unserved := make(chan string, 1)
+	go func() { unserved <- unservedNote(ctx, c, opts.Now) }()
 	sessions, err := nidclient.Sessions(ctx, c, opts.Group)
 	if err != nil {
 		return err
+	}
+	if len(sessions) > 0 {
+		defer func() {
+			if note := <-unserved; note != "" {
+				fmt.Fprintln(stderr, note)
+			}
+		}()
 	}
 	if opts.JSON {
 		items := make([]lsItem, 0, len(sessions))
@@ -98,6 +114,21 @@ func runLs(ctx context.Context, c client.Client, opts lsOptions, stdout, stderr 
 		}
 	}
 	return nil
+}
+
+// unservedNote says, when no worker has asked for the sessions' work
+// lately, that nothing runs them and their listing is stale; it is empty
+// otherwise, and when the server will not say (the listing stands alone).
+func unservedNote(ctx context.Context, c client.Client, now time.Time) string {
+	unserved, since, err := nidclient.Unserved(ctx, c, now)
+	if err != nil || !unserved {
+		return ""
+	}
+	if since.IsZero() {
+		return "no worker is running these sessions: Temporal knows of none asking for their work, so STATUS is what it was when the last one stopped (start nid up or nid worker)"
+	}
+	return fmt.Sprintf("no worker is running these sessions: the last one asked Temporal for their work at %s (%s ago), so STATUS is what it was when it stopped (start nid up or nid worker)",
+		since.Local().Format(time.TimeOnly), now.Sub(since).Round(time.Second))
 }
 
 func writeJSON(w io.Writer, v any) error {

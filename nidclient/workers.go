@@ -1,0 +1,36 @@
+package nidclient
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nid-dev/nid/workflows"
+)
+
+// ServedWithin is how recently a worker must have asked for the session
+// workflows' tasks to be taken for running: an idle worker's long poll
+// ends within a minute and it polls again at once, and the server keeps
+// the time of each worker's last poll for five minutes after it stops.
+const ServedWithin = 2 * time.Minute
+
+// Unserved says whether no worker has asked for the session workflows'
+// tasks within ServedWithin of now. Then nothing runs the sessions, and
+// what their listing says is what it was when the last worker stopped:
+// since is that worker's last poll, zero when the server no longer knows
+// of any.
+func Unserved(ctx context.Context, c client.Client, now time.Time) (unserved bool, since time.Time, err error) {
+	resp, err := c.DescribeTaskQueue(ctx, workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return false, time.Time{}, fmt.Errorf("describing task queue %s: %w", workflows.TaskQueue, err)
+	}
+	for _, p := range resp.GetPollers() {
+		if t := p.GetLastAccessTime().AsTime(); p.GetLastAccessTime() != nil && t.After(since) {
+			since = t
+		}
+	}
+	return now.Sub(since) > ServedWithin, since, nil
+}

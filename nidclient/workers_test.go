@@ -1,0 +1,61 @@
+package nidclient
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/nid-dev/nid/workflows"
+)
+
+// pollers answers DescribeTaskQueue for the session workflows' queue with
+// workers last seen at the given times.
+type pollers struct {
+	client.Client
+	seen []time.Time
+	err  error
+}
+
+func (p pollers) DescribeTaskQueue(_ context.Context, queue string, kind enumspb.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
+	if queue != workflows.TaskQueue || kind != enumspb.TASK_QUEUE_TYPE_WORKFLOW {
+		return nil, errors.New("asked about another queue")
+	}
+	resp := &workflowservice.DescribeTaskQueueResponse{}
+	for _, t := range p.seen {
+		resp.Pollers = append(resp.Pollers, &taskqueuepb.PollerInfo{Identity: "worker", LastAccessTime: timestamppb.New(t)})
+	}
+	return resp, p.err
+}
+
+func TestUnservedIsNoWorkerPollingLately(t *testing.T) {
+	now := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		seen      []time.Time
+		unserved  bool
+		wantSince time.Time
+	}{
+		{name: "an idle worker between long polls", seen: []time.Time{now.Add(-5 * time.Minute), now.Add(-55 * time.Second)}, wantSince: now.Add(-55 * time.Second)},
+		{name: "every worker silent", seen: []time.Time{now.Add(-4 * time.Minute), now.Add(-ServedWithin - time.Second)}, unserved: true, wantSince: now.Add(-ServedWithin - time.Second)},
+		{name: "none the server knows of", unserved: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			unserved, since, err := Unserved(context.Background(), pollers{seen: tt.seen}, now)
+			require.NoError(t, err)
+			require.Equal(t, tt.unserved, unserved)
+			require.True(t, tt.wantSince.Equal(since), "since %v, want %v", since, tt.wantSince)
+		})
+	}
+
+	_, _, err := Unserved(context.Background(), pollers{err: errors.New("permission denied")}, now)
+	require.ErrorContains(t, err, "describing task queue nid: permission denied")
+}

@@ -3,10 +3,12 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
@@ -25,21 +27,43 @@ import (
 func resetStickyQueues(ctx context.Context, c client.Client, namespace string, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	start := time.Now()
 	execs, err := nidclient.RunningOnTaskQueue(ctx, c, workflows.TaskQueue)
 	if err != nil {
 		logger.Warn("Could not list workflows to take them over", "error", err)
 		return
 	}
+	// One request each: a few at once, so that a fleet of thousands is
+	// taken over in seconds, not one round trip after another.
+	var g errgroup.Group
+	g.SetLimit(stickyResets)
+	var reset atomic.Int64
 	for _, e := range execs {
 		if ctx.Err() != nil {
-			return
+			break
 		}
-		_, err := c.WorkflowService().ResetStickyTaskQueue(ctx, &workflowservice.ResetStickyTaskQueueRequest{
-			Namespace: namespace,
-			Execution: e.GetExecution(),
+		g.Go(func() error {
+			_, err := c.WorkflowService().ResetStickyTaskQueue(ctx, &workflowservice.ResetStickyTaskQueueRequest{
+				Namespace: namespace,
+				Execution: e.GetExecution(),
+			})
+			switch {
+			case err == nil || nidclient.IsNotFound(err):
+				reset.Add(1)
+			case ctx.Err() == nil:
+				logger.Warn("Could not take a workflow over from the worker that ran it", "workflowID", e.GetExecution().GetWorkflowId(), "error", err)
+			}
+			return nil
 		})
-		if err != nil && !nidclient.IsNotFound(err) && ctx.Err() == nil {
-			logger.Warn("Could not take a workflow over from the worker that ran it", "workflowID", e.GetExecution().GetWorkflowId(), "error", err)
-		}
 	}
+	_ = g.Wait()
+	if ctx.Err() != nil && int(reset.Load()) < len(execs) {
+		logger.Warn("Ran out of time taking workflows over from the worker that ran them: the rest answer queries once the server gives up on it",
+			"taken", reset.Load(), "running", len(execs))
+		return
+	}
+	logger.Debug("Took the running workflows over", "workflows", len(execs), "took", time.Since(start))
 }
+
+// stickyResets is how many workflows resetStickyQueues takes over at once.
+const stickyResets = 8

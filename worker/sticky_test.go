@@ -1,0 +1,98 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+)
+
+// stickyServer lists running workflows and records which it was asked to
+// take over, and how many of those requests were in flight at once.
+type stickyServer struct {
+	client.Client
+	service *stickyService
+}
+
+type stickyService struct {
+	workflowservice.WorkflowServiceClient
+	running  []string
+	refuse   map[string]error
+	mu       sync.Mutex
+	reset    []string
+	inFlight int
+	most     int
+	release  chan struct{}
+}
+
+func (s stickyServer) ListWorkflow(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	resp := &workflowservice.ListWorkflowExecutionsResponse{}
+	for _, id := range s.service.running {
+		resp.Executions = append(resp.Executions, &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: "run-" + id}})
+	}
+	return resp, nil
+}
+
+func (s stickyServer) WorkflowService() workflowservice.WorkflowServiceClient { return s.service }
+
+func (s *stickyService) ResetStickyTaskQueue(ctx context.Context, req *workflowservice.ResetStickyTaskQueueRequest, _ ...grpc.CallOption) (*workflowservice.ResetStickyTaskQueueResponse, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.most = max(s.most, s.inFlight)
+	s.mu.Unlock()
+	<-s.release
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight--
+	id := req.GetExecution().GetWorkflowId()
+	if req.GetNamespace() != "nid-test" || req.GetExecution().GetRunId() != "run-"+id {
+		return nil, fmt.Errorf("asked to reset %v in %q", req.GetExecution(), req.GetNamespace())
+	}
+	s.reset = append(s.reset, id)
+	return &workflowservice.ResetStickyTaskQueueResponse{}, s.refuse[id]
+}
+
+// A starting worker takes every running workflow over, a few at a time; a
+// workflow that has ended meanwhile is no news, a refusal is warned of.
+func TestAStartingWorkerTakesEveryRunningWorkflowOver(t *testing.T) {
+	s := &stickyService{refuse: map[string]error{
+		"nid/web/gone":  serviceerror.NewNotFound("workflow execution already completed"),
+		"nid/web/taken": serviceerror.NewPermissionDenied("not allowed", ""),
+	}, release: make(chan struct{})}
+	for i := range 40 {
+		s.running = append(s.running, fmt.Sprintf("nid/web/s%d", i))
+	}
+	s.running = append(s.running, "nid/web/gone", "nid/web/taken")
+	// Hold the requests until as many as may be are in flight (or, done one
+	// by one, they never would be), then let them all go.
+	go func() {
+		defer close(s.release)
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			s.mu.Lock()
+			full := s.inFlight == stickyResets
+			s.mu.Unlock()
+			if full {
+				return
+			}
+		}
+	}()
+
+	var logs bytes.Buffer
+	resetStickyQueues(context.Background(), stickyServer{service: s}, "nid-test", slog.New(slog.NewTextHandler(&logs, nil)))
+	require.ElementsMatch(t, s.running, s.reset, "each running workflow, once")
+	require.Equal(t, stickyResets, s.most, "a few at once, never more")
+	require.Contains(t, logs.String(), `msg="Could not take a workflow over from the worker that ran it" workflowID=nid/web/taken`)
+	require.NotContains(t, logs.String(), "nid/web/gone")
+	require.NotContains(t, logs.String(), "Ran out of time")
+}

@@ -124,6 +124,7 @@ func NewApp(d Deps) *cli.App {
 			newServerCommand(a),
 			newWorkerCommand(a),
 			newLsCommand(a),
+			newShowCommand(a),
 			newHostsCommand(a),
 			newRotateCommand(a),
 			newMoveCommand(a),

@@ -129,7 +129,7 @@ func TestCommandsPrintAgentTextInert(t *testing.T) {
 	}
 
 	for _, args := range [][]string{
-		{"ls"}, {"inbox"}, {"board"}, {"group", "show", "web"}, {"stop", "web/lead"},
+		{"ls"}, {"show", "web/lead"}, {"inbox"}, {"board"}, {"group", "show", "web"}, {"stop", "web/lead"},
 		{"board", "add", "web", hostile}, {"transcript", "web/lead"}, {"watch", "web/lead"},
 	} {
 		t.Run(strings.ReplaceAll(strings.Join(args, " "), hostile, "TITLE"), func(t *testing.T) {
@@ -138,7 +138,7 @@ func TestCommandsPrintAgentTextInert(t *testing.T) {
 		})
 	}
 
-	for _, args := range [][]string{{"ls", "--json"}, {"inbox", "--json"}, {"board", "--json"}, {"transcript", "web/lead", "--json"}, {"watch", "web/lead", "--json"}} {
+	for _, args := range [][]string{{"ls", "--json"}, {"show", "web/lead", "--json"}, {"inbox", "--json"}, {"board", "--json"}, {"transcript", "web/lead", "--json"}, {"watch", "web/lead", "--json"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out := nid(t, args...)
 			for i, r := range out {

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/workflows"
+)
+
+func TestShow(t *testing.T) {
+	t.Parallel()
+	s := newTeam(t)
+	temporaltest.Rotate(t, s.c, "web", "lead", config.ModeHandoff)
+	temporaltest.Settle(t, s.c)
+	show := func(name string) string {
+		var out bytes.Buffer
+		require.NoError(t, runShow(context.Background(), s.c, showOptions{Group: "web", Name: name, Now: time.Now()}, &out))
+		// The time of the last rotation is the test's own.
+		return regexp.MustCompile(`at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, \d+s ago`).ReplaceAllString(out.String(), "at TIME, Ns ago")
+	}
+
+	require.Equal(t, ""+
+		"session       web/worker\n"+
+		"agent         sim, model sim\n"+
+		"status        idle\n"+
+		"host          testhost\n"+
+		"context       44% of 200k, 88.8k used (reported)\n"+
+		"rotates at    85% = 170k of 200k (contextPercent)\n"+
+		"turns         3 in all, 1 since the last rotation\n"+
+		"rotations     2; the last compact (manual) ok at TIME, Ns ago\n"+
+		"conversation  sim-1 (the session's first)\n"+
+		"next          —\n"+
+		"queued        no messages\n"+
+		"task          none\n"+
+		"locks         none\n"+
+		"worktree      none (the group has no repo)\n"+
+		"workflow      nid/web/worker\n"+
+		"last output   sim turn 3 of conversation sim-1: worked on \"w3\"\n", show("worker"))
+
+	lead := show("lead")
+	require.Contains(t, lead, "rotations     1; the last handoff (manual) ok at TIME, Ns ago\n")
+	require.Contains(t, lead, "conversation  sim-2 (after 1 handoff)\n")
+	require.Contains(t, lead, "turns         2 in all, 0 since the last rotation\n")
+
+	var answer struct {
+		workflows.SessionView
+		WorkflowID string `json:"workflowID"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s.mustNid("show", "web/worker", "--json")), &answer))
+	require.Equal(t, "nid/web/worker", answer.WorkflowID)
+	require.Equal(t, temporaltest.Session(t, s.c, "web", "worker").Context, answer.Context, "the session's own record, as session.get answers")
+
+	_, errOut, err := s.nid("show", "web/nobody")
+	require.Error(t, err)
+	require.Contains(t, errOut+err.Error(), `no session "web/nobody"; sessions in web: lead, worker`)
+	for _, args := range [][]string{{"show"}, {"show", "web"}, {"show", "web/lead", "web/worker"}} {
+		_, errOut, err := s.nid(args...)
+		require.Error(t, err, "nid %v", args)
+		require.Regexp(t, `nid show takes one GROUP/SESSION|is not a session`, errOut+err.Error())
+	}
+}
+
+// What comes next, as the session's view says it: each thing pending is
+// named, in the order it happens.
+func TestShowNext(t *testing.T) {
+	tests := []struct {
+		name string
+		view workflows.SessionView
+		want string
+	}{
+		{"nothing", workflows.SessionView{}, "—"},
+		{"a rotation running and one asked for", workflows.SessionView{
+			Rotating:      &workflows.RotateRequest{Mode: config.ModeCompact, Reason: "context"},
+			PendingRotate: &workflows.RotateRequest{Reason: "manual"},
+		}, "rotating now: compact (context); a rotation asked for: the group's mode (manual)"},
+		{"a handoff written", workflows.SessionView{HandoffPending: true}, "the agent wrote its handoff: it hands off"},
+		{"the window full", workflows.SessionView{ContextFull: true}, "the vendor refused a turn as too long for its window: it hands off"},
+		{"the policy", workflows.SessionView{HandoffNext: true, PolicyHalted: "two compactions did not help"},
+			"the policy's next rotation is a handoff, a compaction having not helped; the policy no longer rotates it (two compactions did not help); nid rotate still does"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, showNext(tt.view))
+		})
+	}
+	require.False(t, strings.Contains(showStatus(workflows.SessionView{Status: "idle"}), "down"))
+	require.Equal(t, "host-down (host box-a is down: it waits for it), moving to box-b",
+		showStatus(workflows.SessionView{Status: "host-down", Host: "box-a", HostDown: true, Moving: "box-b"}))
+}

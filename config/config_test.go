@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -942,4 +943,25 @@ func TestWorkerHostAndPins(t *testing.T) {
 	c, err = config.Load(config.LoadOptions{Kinds: kinds(), File: file, Environ: []string{}, Worker: true})
 	require.NoError(t, err, "a URL is cloned by each host, not checked here")
 	require.Equal(t, "https://git.example.com/app.git", c.Groups["web"].Repo, "a URL is not a path")
+}
+
+// Every command reads nid.yaml before it does anything, so a fleet's file
+// is part of what each nid ls costs: a thousand sessions in ten groups.
+func BenchmarkLoadThousandSessions(b *testing.B) {
+	var yaml strings.Builder
+	yaml.WriteString("groups:\n")
+	for g := range 10 {
+		fmt.Fprintf(&yaml, "  g%d:\n    sessions:\n", g)
+		for s := range 100 {
+			fmt.Fprintf(&yaml, "      - {agent: sim, name: s%d}\n", s)
+		}
+	}
+	path := filepath.Join(b.TempDir(), "nid.yaml")
+	require.NoError(b, os.WriteFile(path, []byte(yaml.String()), 0o600))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := config.Load(config.LoadOptions{Kinds: kinds(), File: path, Environ: []string{}}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -152,21 +153,34 @@ func (d *decoder) scalar(path string, raw any, v reflect.Value) {
 	}
 }
 
-// keys returns the key names of struct type t in declaration order, and the
-// field index of each.
-func keys(t reflect.Type) ([]string, map[string]int) {
-	var names []string
-	index := make(map[string]int, t.NumField())
+// structKeys are the key names of a struct type in declaration order, and
+// the field index of each.
+type structKeys struct {
+	names []string
+	index map[string]int
+}
+
+// keyCache holds each struct type's keys: a file of a thousand sessions
+// decodes the session type a thousand times, and every command reads it.
+var keyCache sync.Map // reflect.Type → structKeys
+
+func keys(t reflect.Type) structKeys {
+	if k, ok := keyCache.Load(t); ok {
+		return k.(structKeys)
+	}
+	k := structKeys{index: make(map[string]int, t.NumField())}
 	for i := range t.NumField() {
 		name := t.Field(i).Tag.Get("koanf")
-		names = append(names, name)
-		index[name] = i
+		k.names = append(k.names, name)
+		k.index[name] = i
 	}
-	return names, index
+	keyCache.Store(t, k)
+	return k
 }
 
 func (d *decoder) structure(path string, raw any, v reflect.Value) {
-	names, index := keys(v.Type())
+	sk := keys(v.Type())
+	names, index := sk.names, sk.index
 	m, ok := raw.(map[string]any)
 	if !ok {
 		d.add(path, "%s is not a mapping (allowed keys: %s)", describe(raw), strings.Join(names, ", "))

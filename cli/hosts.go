@@ -75,7 +75,7 @@ func runHosts(ctx context.Context, c client.Client, opts hostsOptions, stdout, s
 		}
 		rows = append(rows, []string{
 			printable(h.Name, true), alive, seen,
-			fmt.Sprintf("%d/%d", len(h.Sessions)-len(h.Stopped), h.MaxSessions), strconv.Itoa(h.Free),
+			fmt.Sprintf("%d/%d", len(h.Sessions)-len(h.Stopped), h.MaxSessions), freeText(h.Free),
 			printable(strings.Join(placed, " "), true),
 		})
 	}
@@ -86,6 +86,15 @@ func runHosts(ctx context.Context, c client.Client, opts hostsOptions, stdout, s
 		fmt.Fprintln(stderr, "no hosts (nid up and nid worker register theirs)")
 	}
 	return nil
+}
+
+// freeText is a host's FREE cell: a host every other host is fuller than
+// takes sessions past its capacity, and says by how many.
+func freeText(free int) string {
+	if free < 0 {
+		return fmt.Sprintf("0 (%d over)", -free)
+	}
+	return strconv.Itoa(free)
 }
 
 // hostText is a session's HOST cell: its host, or — for a session placed

@@ -59,3 +59,9 @@ func TestMoveRefusesWhatMakesNoSense(t *testing.T) {
 	require.Empty(t, v.Moving, "nothing refused reached the session")
 	require.Equal(t, temporaltest.Host, v.Host)
 }
+
+func TestAHostPastItsCapacitySaysByHowMany(t *testing.T) {
+	require.Equal(t, "3", freeText(3))
+	require.Equal(t, "0", freeText(0))
+	require.Equal(t, "0 (1 over)", freeText(-1))
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/nid-dev/nid/statedir"
 )
@@ -61,7 +62,9 @@ func startRecorded(cmd *exec.Cmd, dir string) (done func(), err error) {
 }
 
 // recordFiles lists the records written to dir (none when it does not
-// exist yet). A .tmp file is not one: a live worker may be writing it.
+// exist yet). A .tmp file is not one: a live worker may be writing it. One
+// older than abandonedAfter was left by a worker killed between writing and
+// renaming it, and is removed.
 func recordFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -72,12 +75,22 @@ func recordFiles(dir string) ([]string, error) {
 	}
 	var files []string
 	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".json") {
-			files = append(files, filepath.Join(dir, e.Name()))
+		switch name := e.Name(); {
+		case e.IsDir():
+		case strings.HasSuffix(name, ".json"):
+			files = append(files, filepath.Join(dir, name))
+		case strings.HasSuffix(name, ".json.tmp"):
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > abandonedAfter {
+				_ = os.Remove(filepath.Join(dir, name))
+			}
 		}
 	}
 	return files, nil
 }
+
+// abandonedAfter is how old a record's .tmp file must be to be taken for
+// abandoned: writing and renaming one takes a live worker microseconds.
+const abandonedAfter = time.Minute
 
 func writeRecord(dir, file string, rec any) error {
 	if err := os.MkdirAll(dir, statedir.DirMode); err != nil {
@@ -90,6 +103,8 @@ func writeRecord(dir, file string, rec any) error {
 	// Whole or not at all: a reader never sees half a record.
 	tmp := file + ".tmp"
 	if err := os.WriteFile(tmp, b, statedir.FileMode); err != nil {
+		// A full disk leaves part of it behind.
+		_ = os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, file)

@@ -137,6 +137,20 @@ func TestReapOrphans(t *testing.T) {
 		require.Empty(t, killed)
 		require.NoFileExists(t, file)
 	})
+	t.Run("a record left half-way to its name is removed once it is old", func(t *testing.T) {
+		dir := t.TempDir()
+		abandoned, writing := filepath.Join(dir, "123.json.tmp"), filepath.Join(dir, "456.json.tmp")
+		for _, f := range []string{abandoned, writing} {
+			require.NoError(t, os.WriteFile(f, []byte(`{"pid":`), 0o644))
+		}
+		old := time.Now().Add(-abandonedAfter - time.Second)
+		require.NoError(t, os.Chtimes(abandoned, old, old))
+		killed, err := ReapOrphans(dir)
+		require.NoError(t, err)
+		require.Empty(t, killed)
+		require.NoFileExists(t, abandoned)
+		require.FileExists(t, writing, "a live worker may be writing it")
+	})
 	t.Run("no directory yet", func(t *testing.T) {
 		killed, err := ReapOrphans(filepath.Join(t.TempDir(), "pids"))
 		require.NoError(t, err)

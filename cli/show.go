@@ -198,8 +198,11 @@ func showTask(t *workflows.Task) string {
 }
 
 func showWorktree(v workflows.SessionView) string {
-	if v.Worktree == "" {
-		return "none (the group has no repo)"
+	switch {
+	case v.Worktree == "" && v.Context.TotalTurns == 0:
+		return "none yet (made before its first turn when its group has a repo)"
+	case v.Worktree == "":
+		return "none (its group has no repo)"
 	}
 	if v.Branch == "" {
 		return v.Worktree

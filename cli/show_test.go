@@ -42,7 +42,7 @@ func TestShow(t *testing.T) {
 		"queued        no messages\n"+
 		"task          none\n"+
 		"locks         none\n"+
-		"worktree      none (the group has no repo)\n"+
+		"worktree      none (its group has no repo)\n"+
 		"workflow      nid/web/worker\n"+
 		"last output   sim turn 3 of conversation sim-1: worked on \"w3\"\n", show("worker"))
 
@@ -67,6 +67,14 @@ func TestShow(t *testing.T) {
 		require.Error(t, err, "nid %v", args)
 		require.Regexp(t, `nid show takes one GROUP/SESSION|is not a session`, errOut+err.Error())
 	}
+}
+
+func TestShowWorktree(t *testing.T) {
+	require.Equal(t, "none yet (made before its first turn when its group has a repo)", showWorktree(workflows.SessionView{}))
+	done := workflows.SessionView{Context: workflows.ContextRecord{TotalTurns: 3}}
+	require.Equal(t, "none (its group has no repo)", showWorktree(done))
+	done.Worktree, done.Branch = "/repo/.nid/worktrees/web/lead", "nid/web/lead"
+	require.Equal(t, "/repo/.nid/worktrees/web/lead (branch nid/web/lead)", showWorktree(done))
 }
 
 // What comes next, as the session's view says it: each thing pending is

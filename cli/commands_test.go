@@ -125,13 +125,13 @@ func TestLsSaysWhenNoWorkerRunsTheSessions(t *testing.T) {
 	later := stopped.Add(nidclient.ServedWithin + time.Minute)
 	require.NoError(t, runLs(context.Background(), s.c, lsOptions{Now: later}, &out, &errOut))
 	require.Contains(t, out.String(), "web/lead    sim    idle    testhost  1      31% of 200k\n", "the listing as the sessions left it")
-	require.Regexp(t, `^no worker is running these sessions: the last one asked Temporal for their work at \d\d:\d\d:\d\d \(\d+m\d+s ago\), so STATUS is what it was when it stopped \(start nid up or nid worker\)\n$`, errOut.String())
+	require.Regexp(t, `^no worker is running \(the last one asked Temporal for nid's work at \d\d:\d\d:\d\d, \d+m\d+s ago\), so each STATUS is what the session last wrote: start nid up or nid worker\n$`, errOut.String())
 
 	out.Reset()
 	errOut.Reset()
 	require.NoError(t, runLs(context.Background(), s.c, lsOptions{Group: "web", JSON: true, Now: later}, &out, &errOut))
 	require.True(t, json.Valid(out.Bytes()), "the note stays off the JSON: %s", out.String())
-	require.Contains(t, errOut.String(), "no worker is running these sessions")
+	require.Contains(t, errOut.String(), "no worker is running")
 }
 
 // noPollers is a server that knows of no worker on the sessions' queue, as
@@ -143,7 +143,7 @@ func (noPollers) DescribeTaskQueue(context.Context, string, enumspb.TaskQueueTyp
 }
 
 func TestUnservedNoteWithoutALastPoll(t *testing.T) {
-	require.Equal(t, "no worker is running these sessions: Temporal knows of none asking for their work, so STATUS is what it was when the last one stopped (start nid up or nid worker)",
+	require.Equal(t, "no worker is running (Temporal knows of none asking for nid's work), so each STATUS is what the session last wrote: start nid up or nid worker",
 		unservedNote(context.Background(), noPollers{}, time.Now()))
 }
 

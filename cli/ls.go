@@ -124,11 +124,7 @@ func unservedNote(ctx context.Context, c client.Client, now time.Time) string {
 	if err != nil || !unserved {
 		return ""
 	}
-	if since.IsZero() {
-		return "no worker is running these sessions: Temporal knows of none asking for their work, so STATUS is what it was when the last one stopped (start nid up or nid worker)"
-	}
-	return fmt.Sprintf("no worker is running these sessions: the last one asked Temporal for their work at %s (%s ago), so STATUS is what it was when it stopped (start nid up or nid worker)",
-		since.Local().Format(time.TimeOnly), now.Sub(since).Round(time.Second))
+	return nidclient.NoWorkerText(since, now) + ", so each STATUS is what the session last wrote: start nid up or nid worker"
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -51,9 +51,17 @@ func (e *InvalidError) Error() string { return e.Message }
 type UnavailableError struct {
 	Who string
 	Err error
+	// NoWorker, when set, says that no worker runs nid's workflows, which
+	// is why the workflow did not answer.
+	NoWorker string
 }
 
-func (e *UnavailableError) Error() string { return NotAnswering(e.Who, e.Err).Error() }
+func (e *UnavailableError) Error() string {
+	if e.NoWorker != "" {
+		return fmt.Sprintf("%s did not answer: %s; start nid up or nid worker", e.Who, e.NoWorker)
+	}
+	return NotAnswering(e.Who, e.Err).Error()
+}
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
@@ -75,7 +83,7 @@ func NotAnswering(who string, err error) error {
 // naming the sessions that exist, or an *UnavailableError.
 func sessionError(ctx context.Context, c client.Client, group, name string, err error) error {
 	if !IsNotFound(err) {
-		return &UnavailableError{Who: group + "/" + name, Err: err}
+		return unanswered(ctx, c, group+"/"+name, err)
 	}
 	return &NotFoundError{Kind: "session", Ref: group + "/" + name, Message: UnknownSession(ctx, c, group, name).Error()}
 }
@@ -83,7 +91,7 @@ func sessionError(ctx context.Context, c client.Client, group, name string, err 
 // groupError is sessionError for a group.
 func groupError(ctx context.Context, c client.Client, group string, err error) error {
 	if !IsNotFound(err) {
-		return &UnavailableError{Who: "group " + group, Err: err}
+		return unanswered(ctx, c, "group "+group, err)
 	}
 	return &NotFoundError{Kind: "group", Ref: group, Message: UnknownGroup(ctx, c, group).Error()}
 }

@@ -17,15 +17,15 @@ import (
 // answer is no hosts; a registry that does not answer is an
 // *UnavailableError.
 func Hosts(ctx context.Context, c client.Client) (workflows.HostsView, error) {
-	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
 	v := workflows.HostsView{Hosts: []workflows.HostView{}}
-	val, err := c.QueryWorkflow(ctx, workflows.HostsID, "", workflows.QueryHosts)
+	val, err := c.QueryWorkflow(qctx, workflows.HostsID, "", workflows.QueryHosts)
 	if IsNotFound(err) {
 		return v, nil
 	}
 	if err != nil {
-		return v, &UnavailableError{Who: "the hosts registry (" + workflows.HostsID + ")", Err: err}
+		return v, unanswered(ctx, c, "the hosts registry ("+workflows.HostsID+")", err)
 	}
 	if err := val.Get(&v); err != nil {
 		return v, err

@@ -34,3 +34,23 @@ func Unserved(ctx context.Context, c client.Client, now time.Time) (unserved boo
 	}
 	return now.Sub(since) > ServedWithin, since, nil
 }
+
+// NoWorkerText says that nothing runs nid's workflows, and since when (see
+// Unserved).
+func NoWorkerText(since, now time.Time) string {
+	if since.IsZero() {
+		return "no worker is running (Temporal knows of none asking for nid's work)"
+	}
+	return fmt.Sprintf("no worker is running (the last one asked Temporal for nid's work at %s, %s ago)",
+		since.Local().Format(time.TimeOnly), now.Sub(since).Round(time.Second))
+}
+
+// unanswered is the error for a workflow that did not answer a query:
+// with no worker to run it, it says so rather than only that time ran out.
+func unanswered(ctx context.Context, c client.Client, who string, err error) error {
+	e := &UnavailableError{Who: who, Err: err}
+	if unserved, since, uerr := Unserved(ctx, c, time.Now()); uerr == nil && unserved {
+		e.NoWorker = NoWorkerText(since, time.Now())
+	}
+	return e
+}

@@ -11,17 +11,22 @@ import (
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nid-dev/nid/workflows"
 )
 
 // pollers answers DescribeTaskQueue for the session workflows' queue with
-// workers last seen at the given times.
+// workers last seen at the given times, and every query with a timeout.
 type pollers struct {
 	client.Client
 	seen []time.Time
 	err  error
+}
+
+func (pollers) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	return nil, context.DeadlineExceeded
 }
 
 func (p pollers) DescribeTaskQueue(_ context.Context, queue string, kind enumspb.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
@@ -58,4 +63,24 @@ func TestUnservedIsNoWorkerPollingLately(t *testing.T) {
 
 	_, _, err := Unserved(context.Background(), pollers{err: errors.New("permission denied")}, now)
 	require.ErrorContains(t, err, "describing task queue nid: permission denied")
+}
+
+// A query no worker could answer says that no worker runs, rather than
+// only that time ran out; one that timed out with a worker about says what
+// it always said.
+func TestUnansweredQueriesSayWhenNoWorkerRuns(t *testing.T) {
+	ctx := context.Background()
+	_, err := GetSession(ctx, pollers{}, "web", "lead")
+	require.EqualError(t, err, "web/lead did not answer: no worker is running (Temporal knows of none asking for nid's work); start nid up or nid worker")
+	var unavailable *UnavailableError
+	require.ErrorAs(t, err, &unavailable)
+
+	_, err = GetGroup(ctx, pollers{seen: []time.Time{time.Now().Add(-4 * time.Minute)}}, "web")
+	require.Regexp(t, `^group web did not answer: no worker is running \(the last one asked Temporal for nid's work at \d\d:\d\d:\d\d, 4m0s ago\); start nid up or nid worker$`, err.Error())
+
+	_, err = Hosts(ctx, pollers{})
+	require.ErrorContains(t, err, "the hosts registry (nid/hosts) did not answer: no worker is running")
+
+	_, err = GetSession(ctx, pollers{seen: []time.Time{time.Now()}}, "web", "lead")
+	require.EqualError(t, err, "web/lead did not answer (is nid up or nid worker running?): context deadline exceeded")
 }

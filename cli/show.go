@@ -140,12 +140,7 @@ func showContext(cr workflows.ContextRecord, color bool) string {
 func showRotations(cr workflows.ContextRecord, now time.Time) string {
 	s := fmt.Sprint(cr.Rotations)
 	if r := cr.LastRotation; r != nil {
-		outcome := "ok"
-		if !r.OK {
-			outcome = "failed"
-		}
-		s += fmt.Sprintf("; the last %s (%s) %s at %s, %s ago", r.Method, r.Reason, outcome,
-			r.At.Local().Format(time.DateTime), now.Sub(r.At).Round(time.Second))
+		s += fmt.Sprintf("; the last %s at %s, %s ago", r.Text(), r.At.Local().Format(time.DateTime), now.Sub(r.At).Round(time.Second))
 	}
 	return s
 }

@@ -28,8 +28,8 @@ func Unserved(ctx context.Context, c client.Client, now time.Time) (unserved boo
 		return false, time.Time{}, fmt.Errorf("describing task queue %s: %w", workflows.TaskQueue, err)
 	}
 	for _, p := range resp.GetPollers() {
-		if t := p.GetLastAccessTime().AsTime(); p.GetLastAccessTime() != nil && t.After(since) {
-			since = t
+		if at := p.GetLastAccessTime(); at != nil && at.AsTime().After(since) {
+			since = at.AsTime()
 		}
 	}
 	return now.Sub(since) > ServedWithin, since, nil
@@ -49,8 +49,9 @@ func NoWorkerText(since, now time.Time) string {
 // with no worker to run it, it says so rather than only that time ran out.
 func unanswered(ctx context.Context, c client.Client, who string, err error) error {
 	e := &UnavailableError{Who: who, Err: err}
-	if unserved, since, uerr := Unserved(ctx, c, time.Now()); uerr == nil && unserved {
-		e.NoWorker = NoWorkerText(since, time.Now())
+	now := time.Now()
+	if unserved, since, uerr := Unserved(ctx, c, now); uerr == nil && unserved {
+		e.NoWorker = NoWorkerText(since, now)
 	}
 	return e
 }

@@ -314,6 +314,15 @@ type RotationMark struct {
 	OK     bool      `json:"ok"`
 }
 
+// Text is the rotation in words: "compact (context) ok".
+func (r RotationMark) Text() string {
+	outcome := "ok"
+	if !r.OK {
+		outcome = "failed"
+	}
+	return fmt.Sprintf("%s (%s) %s", r.Method, r.Reason, outcome)
+}
+
 // Event is one line of a session's feed.
 type Event struct {
 	Seq      int64          `json:"seq"`

@@ -206,11 +206,7 @@ func (s *session) details() string {
 		d += "; on host " + s.st.Host
 	}
 	if r := c.LastRotation; r != nil {
-		outcome := "ok"
-		if !r.OK {
-			outcome = "failed"
-		}
-		d += fmt.Sprintf("; last rotation %s (%s) %s", r.Method, r.Reason, outcome)
+		d += "; last rotation " + r.Text()
 	}
 	if b := s.st.Board; b != nil {
 		if t := b.HeldBy(s.in.Name); t != nil {

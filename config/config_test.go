@@ -965,3 +965,37 @@ func BenchmarkLoadThousandSessions(b *testing.B) {
 		}
 	}
 }
+
+// A group's repo reaches git, so one git would take as an option, hand to
+// a program (a remote helper), or fetch over a transport nid does not use
+// is refused when nid.yaml is read, naming the group and what is allowed.
+func TestReposGitWouldRunAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		repo string
+		ok   bool
+	}{
+		{"https://git.example.com/app.git", true},
+		{"ssh://git@git.example.com/app.git", true},
+		{"git@github.com:nid-dev/nid.git", true},
+		{"file:///srv/git/app.git", true},
+		{"/srv/git/app", true},
+		{"ext::sh -c touch% /tmp/pwned", false},
+		{"fd::3", false},
+		{"--upload-pack=touch /tmp/pwned", false},
+		{"http://git.example.com/app.git", false},
+		{"git://git.example.com/app.git", false},
+		{"https://git.example.com/app.git\n[core]", false},
+	} {
+		problem := config.RepoProblem(tc.repo)
+		require.Equal(t, tc.ok, problem == "", "%q: %s", tc.repo, problem)
+		if !tc.ok {
+			require.Contains(t, problem, "a repo is an https://, ssh:// or file:// URL, user@host:path, or a path on this host")
+		}
+	}
+	file := filepath.Join(t.TempDir(), "nid.yaml")
+	yaml := "groups:\n  web:\n    repo: \"ext::sh -c touch% /tmp/pwned\"\n    sessions:\n      - {agent: sim}\n"
+	require.NoError(t, os.WriteFile(file, []byte(yaml), 0o600))
+	_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: file, Environ: []string{}})
+	require.ErrorContains(t, err, "groups.web.repo")
+	require.ErrorContains(t, err, "names a git remote helper")
+}

@@ -94,6 +94,35 @@ func IsRepoURL(repo string) bool {
 	return strings.Contains(repo, "://") || scpRE.MatchString(repo)
 }
 
+// RepoProblem says why git must not be given repo as a repository to
+// clone, fetch or push, or "" when it may: an https://, ssh:// or file://
+// URL, git's scp-like user@host:path, or a path on this host. Anything git
+// would take as an option (a leading -), hand to a remote helper that
+// runs a program (ext::, or any other transport::address), or reach over
+// another transport (http://, git://) is refused, as is text with control
+// characters.
+func RepoProblem(repo string) string {
+	const allowed = "a repo is an https://, ssh:// or file:// URL, user@host:path, or a path on this host"
+	switch {
+	case repo == "":
+		return "repo is empty; " + allowed
+	case strings.HasPrefix(repo, "-"):
+		return fmt.Sprintf("repo %q begins with -, which git would take as an option; %s", repo, allowed)
+	case strings.IndexFunc(repo, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+		return fmt.Sprintf("repo %q holds control characters; %s", repo, allowed)
+	case strings.Contains(repo, "::"):
+		return fmt.Sprintf("repo %q names a git remote helper (transport::address), which runs a program; %s", repo, allowed)
+	}
+	if scheme, _, ok := strings.Cut(repo, "://"); ok {
+		switch strings.ToLower(scheme) {
+		case "https", "ssh", "file":
+			return ""
+		}
+		return fmt.Sprintf("repo %q uses %s://, which nid does not fetch over; %s", repo, scheme, allowed)
+	}
+	return ""
+}
+
 // SessionHost is the host nid.yaml pins a session to: its own host:, else
 // its group's; empty lets nid place it.
 func (c *Config) SessionHost(group string, s Session) string {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -143,6 +143,9 @@ func (b Budget) Validate() error { return joinLines(b.problems("")) }
 func (g Group) teamProblems(path string) []problem {
 	var ps []problem
 	if g.Repo != "" {
+		if msg := RepoProblem(g.Repo); msg != "" {
+			ps = append(ps, problem{path + ".repo", msg})
+		}
 		if g.WorkDir != "" {
 			ps = append(ps, problem{path + ".workdir", "not allowed with repo: each session works in its own worktree of the repo"})
 		}
@@ -250,17 +253,38 @@ func (c *Config) repoProblems() []problem {
 }
 
 // GitRepoProblem says why repo is not a git repository on this host, or
-// "" when it is one.
+// "" when it is one: a work tree (repo or a directory above it has .git)
+// or a bare repository. It runs no git: git would read the repository's
+// configuration, and every git command nid runs goes through the worker's
+// one runner, which reads it with every program it names switched off.
 func GitRepoProblem(repo string) string {
-	out, err := exec.Command("git", "-C", repo, "rev-parse", "--is-inside-work-tree").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "true" {
-		detail := strings.TrimSpace(string(out))
-		if detail == "" && err != nil {
-			detail = err.Error()
-		}
-		return fmt.Sprintf("%q is not a git repository (git says: %s)", repo, firstLine(detail))
+	fi, err := os.Stat(repo)
+	if err != nil || !fi.IsDir() {
+		return fmt.Sprintf("%q is not a git repository: it is not a directory", repo)
 	}
-	return ""
+	for dir := filepath.Clean(repo); ; dir = filepath.Dir(dir) {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return ""
+		}
+		if dir == filepath.Dir(dir) {
+			break
+		}
+	}
+	if isBareRepo(repo) {
+		return ""
+	}
+	return fmt.Sprintf("%q is not a git repository: neither it nor a directory above it has .git, and it is not a bare repository", repo)
+}
+
+// isBareRepo reports whether dir is laid out as a bare git repository.
+func isBareRepo(dir string) bool {
+	for _, name := range []string{"objects", "refs"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	fi, err := os.Stat(filepath.Join(dir, "HEAD"))
+	return err == nil && fi.Mode().IsRegular()
 }
 
 func firstLine(s string) string {

@@ -48,9 +48,6 @@ type TurnInput struct {
 	Conversation string     `json:"conversation,omitempty"`
 	Prompt       string     `json:"prompt"`
 	Kind         string     `json:"kind"`
-	// WorkDir is where the agent runs: the session's worktree, or the
-	// group's shared directory; empty means the worker's own.
-	WorkDir string `json:"workdir,omitempty"`
 	// Generation numbers the session's conversations: it grows by one at
 	// each handoff. The agent's MCP token is bound to it, so a
 	// conversation rotated away cannot act.
@@ -71,7 +68,6 @@ type CompactInput struct {
 	Session      SessionRef `json:"session"`
 	Spec         AgentSpec  `json:"spec"`
 	Conversation string     `json:"conversation"`
-	WorkDir      string     `json:"workdir,omitempty"`
 	// Generation is the conversation's (see TurnInput.Generation): a
 	// compaction keeps it. An agent process the compaction starts gets
 	// this generation's MCP token.

@@ -34,12 +34,11 @@ const (
 	FactsTimeout = 30 * time.Second
 )
 
-// FactsInput names the session whose work GatherFacts reads.
+// FactsInput names the session whose work GatherFacts reads: its
+// worktree, or its group's directory, as this worker's nid.yaml or nid's
+// record says. The "workdir" of histories from before is not read.
 type FactsInput struct {
 	Session SessionRef `json:"session"`
-	// WorkDir is the session's worktree, or the group's directory; empty
-	// means the worker's own, as for a turn.
-	WorkDir string `json:"workdir,omitempty"`
 }
 
 // Facts is what nid itself reads of a session's work in git, for a fresh
@@ -73,22 +72,27 @@ type Facts struct {
 // plain repository its group works in. A directory that is neither is
 // Facts{Repo: false}, not an error.
 //
-// The worktree is the agent's to write, so git runs there as readOnlyGit
+// The worktree is the agent's to write, so git runs there as worktreeGit
 // says: never under a configuration, hook or attribute the agent could
 // have planted, and never longer than FactsTimeout.
 func (a *Activities) GatherFacts(ctx context.Context, in FactsInput) (Facts, error) {
-	if err := checkSession(in.Session); err != nil {
+	if err := checkSession(&in.Session); err != nil {
 		return Facts{}, classify(err)
 	}
-	dir, err := filepath.Abs(workDir(Process{WorkDir: a.workDirOf(in.Session, in.WorkDir)}))
+	p, err := a.placeOf(in.Session)
 	if err != nil {
-		return Facts{}, classify(BadInput("workdir %q: %v", in.WorkDir, err))
+		return Facts{}, classify(err)
 	}
-	state, record := "", ""
-	if a.StateDir != "" {
-		if state, err = filepath.Abs(a.StateDir); err != nil {
-			return Facts{}, classify(BadInput("state directory %q: %v", a.StateDir, err))
-		}
+	dir, err := filepath.Abs(workDir(Process{WorkDir: a.placeWorkDir(p)}))
+	if err != nil {
+		return Facts{}, classify(BadInput("workdir of %s/%s: %v", in.Session.Group, in.Session.Name, err))
+	}
+	state, err := a.stateDir()
+	if err != nil {
+		return Facts{}, classify(err)
+	}
+	record := ""
+	if state != "" {
 		record = gitDirsFile(state, in.Session)
 	}
 	rec, ok := sessionGitDirs(dir, record)
@@ -105,14 +109,15 @@ func (a *Activities) GatherFacts(ctx context.Context, in FactsInput) (Facts, err
 		return Facts{}, err
 	default:
 		// What a retry would find is what this attempt found: a
-		// repository git cannot read, or one too slow to read.
+		// repository git cannot read, or one too slow to read, or one
+		// whose links an agent rewrote.
 		return Facts{}, classify(AgentFailed("reading the git facts of %s: %v", rec.Worktree, err))
 	}
 }
 
-// readFacts runs git as readOnlyGit says to read the facts of rec.
+// readFacts runs git as worktreeGit says to read the facts of rec.
 func readFacts(ctx context.Context, state string, rec gitDirsRecord) (Facts, error) {
-	g, err := openReadOnlyGit(ctx, state, rec)
+	g, err := openWorktreeGit(ctx, state, rec, indexCopy)
 	if err != nil {
 		return Facts{}, err
 	}
@@ -121,7 +126,7 @@ func readFacts(ctx context.Context, state string, rec gitDirsRecord) (Facts, err
 }
 
 // facts runs the commands that make Facts.
-func (g *readOnlyGit) facts(ctx context.Context, rec gitDirsRecord) (Facts, error) {
+func (g *worktreeGit) facts(ctx context.Context, rec gitDirsRecord) (Facts, error) {
 	f := Facts{Repo: true}
 	branch, err := g.lines(ctx, 1, "symbolic-ref", "--quiet", "--short", "HEAD")
 	switch {
@@ -164,7 +169,7 @@ func (g *readOnlyGit) facts(ctx context.Context, rec gitDirsRecord) (Facts, erro
 }
 
 // commits fills in the base and the commits since.
-func (g *readOnlyGit) commits(ctx context.Context, f *Facts, rec gitDirsRecord) error {
+func (g *worktreeGit) commits(ctx context.Context, f *Facts, rec gitDirsRecord) error {
 	base := rec.Base
 	if base == "" && rec.GitDir != rec.Common {
 		// A record from before nid kept the base: the branch left where

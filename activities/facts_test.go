@@ -32,9 +32,10 @@ type worked struct {
 
 func newWorked(t *testing.T) worked {
 	t.Helper()
-	w := worked{repo: newRepo(t), acts: &activities.Activities{StateDir: t.TempDir()}}
+	repo := newRepo(t)
+	w := worked{repo: repo, acts: &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}}
 	w.start = gitRun(t, w.repo, "rev-parse", "--short", "HEAD")
-	ws, err := w.acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: w.repo})
+	ws, err := w.acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	w.tree = ws.Worktree
 	writeFile(t, w.repo, "CHANGES.md", "main moved on\n")
@@ -52,7 +53,7 @@ func newWorked(t *testing.T) worked {
 
 func (w worked) facts(t *testing.T) activities.Facts {
 	t.Helper()
-	f, err := w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead, WorkDir: w.tree})
+	f, err := w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
 	require.NoError(t, err)
 	return f
 }
@@ -165,40 +166,44 @@ func plainGit(t *testing.T, dir string) {
 // a .git directory in place of the file, and the repository's own config
 // are the agent's to write; whatever it plants there (fsmonitor, diff
 // drivers, textconv, filters, hooks, a pager) runs nothing when nid reads
-// the facts, and does not change them. Plain git, run the same way the user
+// the facts, and does not change them. Links pointed elsewhere are refused,
+// saying so, rather than followed. Plain git, run the same way the user
 // would, does run them: the plants are real.
 func TestGatherFactsRunsNothingTheAgentPlanted(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		// refused: the worktree no longer says of itself what nid
+		// recorded, and nid reads nothing of it but says so.
+		refused bool
 		// plant changes the worktree the way an agent could and returns
 		// the config file git would then read.
 		plant func(t *testing.T, w worked) string
 	}{
-		{"the .git file points at a git directory of the agent's", func(t *testing.T, w worked) string {
+		{"the .git file points at a git directory of the agent's", true, func(t *testing.T, w worked) string {
 			evil := filepath.Join(t.TempDir(), "evil.git")
 			gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
 			require.NoError(t, os.WriteFile(filepath.Join(w.tree, ".git"), []byte("gitdir: "+evil+"\n"), 0o644))
 			return filepath.Join(evil, "config")
 		}},
-		{"a .git directory replaces the file", func(t *testing.T, w worked) string {
+		{"a .git directory replaces the file", true, func(t *testing.T, w worked) string {
 			require.NoError(t, os.Remove(filepath.Join(w.tree, ".git")))
 			gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, filepath.Join(w.tree, ".git"))
 			return filepath.Join(w.tree, ".git", "config")
 		}},
-		{"commondir points at a common directory of the agent's", func(t *testing.T, w worked) string {
+		{"commondir points at a common directory of the agent's", true, func(t *testing.T, w worked) string {
 			evil := filepath.Join(t.TempDir(), "common")
 			gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
 			gitDir := filepath.Join(w.repo, ".git", "worktrees", "lead")
 			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "commondir"), []byte(evil+"\n"), 0o644))
 			return filepath.Join(evil, "config")
 		}},
-		{"config.worktree in the worktree's git directory", func(t *testing.T, w worked) string {
+		{"config.worktree in the worktree's git directory", false, func(t *testing.T, w worked) string {
 			// The user turned on per-worktree config; the agent writes
 			// its worktree's.
 			gitRun(t, w.repo, "config", "extensions.worktreeConfig", "true")
 			return filepath.Join(w.repo, ".git", "worktrees", "lead", "config.worktree")
 		}},
-		{"the repository's own config, open to an agent with full permissions", func(t *testing.T, w worked) string {
+		{"the repository's own config, open to an agent with full permissions", false, func(t *testing.T, w worked) string {
 			return filepath.Join(w.repo, ".git", "config")
 		}},
 	} {
@@ -212,7 +217,12 @@ func TestGatherFactsRunsNothingTheAgentPlanted(t *testing.T) {
 			// is when a clean filter runs.
 			require.NoError(t, os.Chtimes(filepath.Join(w.tree, "lexer.go"), time0, time0))
 
-			require.Equal(t, before, w.facts(t))
+			if tc.refused {
+				_, err := w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
+				requireFinal(t, err, activities.ErrAgentFailed, "nid refused")
+			} else {
+				require.Equal(t, before, w.facts(t))
+			}
 			require.Empty(t, marked(t, marks), "nothing the agent planted ran")
 
 			plainGit(t, w.tree)
@@ -243,8 +253,8 @@ func TestGatherFactsOfAPlainRepository(t *testing.T) {
 	plant(t, filepath.Join(dir, ".git", "config"), marks)
 	writeFile(t, dir, filepath.Join(".git", "info", "attributes"), "* filter=evil diff=evil\n")
 
-	acts := &activities.Activities{StateDir: t.TempDir()}
-	f, err := acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead, WorkDir: dir})
+	acts := &activities.Activities{StateDir: t.TempDir(), Places: sharedDir(dir)}
+	f, err := acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
 	require.NoError(t, err)
 	require.Equal(t, activities.Facts{
 		Repo:     true,
@@ -262,14 +272,14 @@ func TestGatherFactsOfAPlainRepository(t *testing.T) {
 
 // A directory that is no git work tree has no facts, and says so.
 func TestGatherFactsWithoutARepository(t *testing.T) {
-	acts := &activities.Activities{StateDir: t.TempDir()}
-	f, err := acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead, WorkDir: t.TempDir()})
+	acts := &activities.Activities{StateDir: t.TempDir(), Places: sharedDir(t.TempDir())}
+	f, err := acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
 	require.NoError(t, err)
 	require.Equal(t, activities.Facts{}, f)
 	require.Equal(t, "Git: the session's directory is not a git work tree, so nid has no branch, commits or changes to show.\n", f.Text())
 
-	_, err = acts.GatherFacts(t.Context(), activities.FactsInput{Session: activities.SessionRef{Group: "..", Name: "lead"}, WorkDir: t.TempDir()})
-	requireFinal(t, err, activities.ErrBadInput, "does not name a session")
+	_, err = acts.GatherFacts(t.Context(), activities.FactsInput{Session: activities.SessionRef{Group: "..", Name: "lead"}})
+	requireFinal(t, err, activities.ErrBadInput, `group ".." is not a valid name`)
 }
 
 // Many commits, many changes, long names, a megabyte subject and one with
@@ -323,13 +333,13 @@ func TestGatherFactsDoesNotWait(t *testing.T) {
 	w := newWorked(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := w.acts.GatherFacts(ctx, activities.FactsInput{Session: webLead, WorkDir: w.tree})
+	_, err := w.acts.GatherFacts(ctx, activities.FactsInput{Session: webLead})
 	require.ErrorIs(t, err, context.Canceled)
 
 	index := filepath.Join(w.repo, ".git", "worktrees", "lead", "index")
 	require.NoError(t, os.Remove(index))
 	require.NoError(t, syscall.Mkfifo(index, 0o600))
-	_, err = w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead, WorkDir: w.tree})
+	_, err = w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
 	requireFinal(t, err, activities.ErrAgentFailed, "index is not a regular file")
 
 	w = newWorked(t)
@@ -337,6 +347,6 @@ func TestGatherFactsDoesNotWait(t *testing.T) {
 	elsewhere := filepath.Join(t.TempDir(), "HEAD")
 	require.NoError(t, os.Rename(head, elsewhere))
 	require.NoError(t, os.Symlink(elsewhere, head))
-	_, err = w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead, WorkDir: w.tree})
+	_, err = w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
 	requireFinal(t, err, activities.ErrAgentFailed, "HEAD")
 }

@@ -13,55 +13,35 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/nid-dev/nid/statedir"
 )
 
-// readOnlyGit runs git to read a repository whose files the agent can
+// worktreeGit runs git on a session's worktree, whose files the agent can
 // write, so that nothing the agent planted runs or is believed.
 //
-// Git executes what its configuration names (core.fsmonitor, diff drivers
-// and textconv, filter drivers that .gitattributes select, hooks, pagers,
-// a partial clone's fetches), and the configuration git would read here is
-// the agent's: a plain repository's .git/config is in its directory, a
-// worktree's git directory (config.worktree, commondir) is writable to its
-// sandbox, and a .git file or commondir can point anywhere. Switches on the
-// command line cannot close all of it: there is no switch for filters, and
-// a driver may have any name. So git never reads that configuration at all.
-// It runs with a git directory of nid's own, under the state directory,
-// which holds a configuration nid writes (a few harmless core keys copied,
-// checked, from the repository's), a copy of the worktree's HEAD and index,
-// and links to the repository's refs; objects are read from the
-// repository's object directory, the work tree is the one recorded. The
-// system and global configurations are off too, the environment's GIT_
-// variables dropped, and the knobs that could still run something are
-// switched off on the command line as well, in case git ever reads more.
-type readOnlyGit struct {
+// The configuration git would read there is the agent's: a plain
+// repository's .git/config is in its directory, a worktree's git directory
+// (config.worktree, commondir) is the agent's to rewrite unless its sandbox
+// keeps it, and a .git file or commondir can point anywhere. Switches on
+// the command line (runGit's) cannot close all of it: there is no switch
+// for filters, and a driver may have any name. So git never reads that
+// configuration at all. It runs with a git directory of nid's own, under
+// the state directory, which holds a configuration nid writes (a few
+// harmless core keys copied, checked, from the repository's), a copy of the
+// worktree's HEAD, an index of nid's choosing (a copy of the worktree's to
+// read, a new one to salvage, the worktree's own to lay a salvage over
+// it), and links to the repository's refs; objects are the repository's,
+// the work tree is the one recorded.
+type worktreeGit struct {
 	// dir is nid's own git directory, removed by close.
 	dir string
+	// env points git at dir, the work tree, the objects and the index.
 	env []string
 	// work is where git runs: the work tree.
 	work string
-}
-
-// readOnlyGitArgs come before every command. Our configuration sets none of
-// these; they hold even if git were to read another.
-var readOnlyGitArgs = []string{
-	"--no-pager", "--no-optional-locks",
-	"-c", "core.fsmonitor=false",
-	// The index is the agent's to write: its cache of untracked files
-	// is not believed.
-	"-c", "core.untrackedCache=false",
-	"-c", "core.hooksPath=/dev/null",
-	"-c", "core.pager=cat",
-	"-c", "protocol.allow=never",
-	"-c", "gc.auto=0",
-	"-c", "maintenance.auto=false",
-	"-c", "log.showSignature=false",
-	"-c", "color.ui=false",
 }
 
 // copiedConfig are the repository's settings that change what git reports
@@ -73,10 +53,29 @@ var copiedConfig = regexp.MustCompile(`^(core\.(filemode|symlinks|ignorecase|pre
 // syntax.
 var configValueRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
-// openReadOnlyGit makes nid's own git directory for the repository rec
-// records, under stateDir (where the agent cannot write), or the system's
-// temporary directory when there is none.
-func openReadOnlyGit(ctx context.Context, stateDir string, rec gitDirsRecord) (*readOnlyGit, error) {
+// Which index a worktreeGit gives git.
+type gitIndex int
+
+const (
+	// indexCopy is a copy of the worktree's, so that whatever git writes
+	// of it lands in nid's directory: to read.
+	indexCopy gitIndex = iota
+	// indexNew is an empty one of nid's own: to commit the worktree as it
+	// is without touching what the agent staged.
+	indexNew
+	// indexOwn is the worktree's own: to lay a salvage over a worktree
+	// nid has just made.
+	indexOwn
+)
+
+// openWorktreeGit checks that the worktree rec records still says of
+// itself what nid recorded (checkWorktreeLinks), then makes nid's own git
+// directory for it under stateDir (where the agent cannot write), or the
+// system's temporary directory when there is none.
+func openWorktreeGit(ctx context.Context, stateDir string, rec gitDirsRecord, index gitIndex) (*worktreeGit, error) {
+	if err := checkWorktreeLinks(rec); err != nil {
+		return nil, err
+	}
 	parent := ""
 	if stateDir != "" {
 		parent = filepath.Join(stateDir, "tmp")
@@ -84,19 +83,19 @@ func openReadOnlyGit(ctx context.Context, stateDir string, rec gitDirsRecord) (*
 			return nil, err
 		}
 	}
-	dir, err := os.MkdirTemp(parent, "gitfacts-")
+	dir, err := os.MkdirTemp(parent, "git-")
 	if err != nil {
 		return nil, err
 	}
-	g := &readOnlyGit{dir: dir, work: rec.Worktree}
-	if err := g.prepare(ctx, rec); err != nil {
+	g := &worktreeGit{dir: dir, work: rec.Worktree}
+	if err := g.prepare(ctx, rec, index); err != nil {
 		g.close()
 		return nil, err
 	}
 	return g, nil
 }
 
-func (g *readOnlyGit) prepare(ctx context.Context, rec gitDirsRecord) error {
+func (g *worktreeGit) prepare(ctx context.Context, rec gitDirsRecord, index gitIndex) error {
 	head, err := readSmall(filepath.Join(rec.GitDir, "HEAD"), 4<<10)
 	if err != nil {
 		return err
@@ -115,11 +114,17 @@ func (g *readOnlyGit) prepare(ctx context.Context, rec gitDirsRecord) error {
 			return err
 		}
 	}
-	// A copy, so that whatever git writes of the index lands in nid's
-	// directory, never the worktree's.
-	index := filepath.Join(g.dir, "index")
-	if err := copySmall(filepath.Join(rec.GitDir, "index"), index, 1<<30); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	indexFile := filepath.Join(g.dir, "index")
+	switch index {
+	case indexCopy:
+		if err := copySmall(filepath.Join(rec.GitDir, "index"), indexFile, 1<<30); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	case indexOwn:
+		indexFile = filepath.Join(rec.GitDir, "index")
+		if fi, err := os.Lstat(indexFile); err == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", indexFile)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(g.dir, "info"), statedir.DirMode); err != nil {
 		return err
@@ -127,21 +132,15 @@ func (g *readOnlyGit) prepare(ctx context.Context, rec gitDirsRecord) error {
 	if err := copySmall(filepath.Join(rec.Common, "info", "exclude"), filepath.Join(g.dir, "info", "exclude"), 1<<20); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	g.env = append(cleanEnv(),
-		"GIT_DIR="+g.dir,
-		"GIT_WORK_TREE="+rec.Worktree,
-		"GIT_OBJECT_DIRECTORY="+filepath.Join(rec.Common, "objects"),
-		"GIT_INDEX_FILE="+index,
-		"GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_ATTR_NOSYSTEM=1",
-		"GIT_OPTIONAL_LOCKS=0",
-		"GIT_TERMINAL_PROMPT=0",
-		"GIT_NO_LAZY_FETCH=1",
-		"GIT_NO_REPLACE_OBJECTS=1",
-		"GIT_PAGER=cat",
-		"LC_ALL=C",
-	)
+	g.env = []string{
+		"GIT_DIR=" + g.dir,
+		"GIT_WORK_TREE=" + rec.Worktree,
+		"GIT_OBJECT_DIRECTORY=" + filepath.Join(rec.Common, "objects"),
+		"GIT_INDEX_FILE=" + indexFile,
+	}
+	if index == indexCopy {
+		g.env = append(g.env, "GIT_OPTIONAL_LOCKS=0")
+	}
 	config := "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
 	if err := os.WriteFile(filepath.Join(g.dir, "config"), []byte(config), statedir.FileMode); err != nil {
 		return err
@@ -174,30 +173,51 @@ func (g *readOnlyGit) prepare(ctx context.Context, rec gitDirsRecord) error {
 	return os.WriteFile(filepath.Join(g.dir, "config"), []byte(config), statedir.FileMode)
 }
 
-func (g *readOnlyGit) close() { _ = os.RemoveAll(g.dir) }
+func (g *worktreeGit) close() { _ = os.RemoveAll(g.dir) }
 
-// run runs one git command with its output to w.
-func (g *readOnlyGit) run(ctx context.Context, w io.Writer, args ...string) error {
-	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, readOnlyGitArgs...), args...)...)
-	cmd.Dir, cmd.Env, cmd.Stdout = g.work, g.env, w
-	var errOut bytes.Buffer
-	cmd.Stderr = &limitWriter{w: &errOut, n: 4 << 10}
-	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("git %s: %w", args[0], ctx.Err())
-		}
-		return &gitError{args: args, err: err, msg: strings.TrimSpace(errOut.String())}
-	}
-	return nil
+// run runs one git command through runGit with its output to w.
+func (g *worktreeGit) run(ctx context.Context, w io.Writer, args ...string) error {
+	_, err := runGit(ctx, gitCommand{dir: g.work, env: g.env, args: append([]string{"--no-optional-locks"}, args...), out: w})
+	return err
+}
+
+// output runs one git command and returns its output, trimmed.
+func (g *worktreeGit) output(ctx context.Context, args ...string) (string, error) {
+	return runGit(ctx, gitCommand{dir: g.work, env: g.env, args: args})
 }
 
 // lines runs a git command and keeps the first keep lines of its output.
-func (g *readOnlyGit) lines(ctx context.Context, keep int, args ...string) (*lineSink, error) {
+func (g *worktreeGit) lines(ctx context.Context, keep int, args ...string) (*lineSink, error) {
 	out := &lineSink{keep: keep}
 	err := g.run(ctx, out, args...)
 	out.flush()
 	return out, err
+}
+
+// checkWorktreeLinks refuses a worktree that no longer says of itself what
+// nid recorded: its .git file names another git directory, or that one's
+// commondir another repository, or a plain repository's .git is no longer
+// a directory. Git, the user's included, follows them; nid never does, and
+// says what it found, for an agent may have pointed them at a
+// configuration of its own.
+func checkWorktreeLinks(rec gitDirsRecord) error {
+	dotGit := filepath.Join(rec.Worktree, ".git")
+	if rec.GitDir == rec.Common {
+		if rec.GitDir != dotGit || !isRegularDir(dotGit) {
+			return fmt.Errorf("%s is no longer the git directory %s that nid recorded: nid refused it and ran nothing", dotGit, rec.GitDir)
+		}
+		return nil
+	}
+	now, ok := readWorktreeGitDirs(rec.Worktree)
+	switch {
+	case !ok:
+		return fmt.Errorf("%s's .git file, or its git directory's gitdir or commondir, no longer says what git made it say (git directory %s of repository %s); "+
+			"nid refused to follow it and ran nothing, but git run there by hand would follow it: look at what changed them", rec.Worktree, rec.GitDir, rec.Common)
+	case now.GitDir != rec.GitDir || now.Common != rec.Common:
+		return fmt.Errorf("%s now says its git directory is %s of repository %s, not %s of %s as nid recorded; "+
+			"nid refused to follow it and ran nothing, but git run there by hand would follow it: look at what changed it", rec.Worktree, now.GitDir, now.Common, rec.GitDir, rec.Common)
+	}
+	return nil
 }
 
 // gitError is a git command that failed, with what it said.

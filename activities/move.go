@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/nid-dev/nid/config"
@@ -15,13 +16,13 @@ import (
 // leaves.
 const SaveWorkName = "nid.SaveWork"
 
-// SaveWorkInput names the worktree a session leaves; Number numbers the
-// move, so each salvage has a ref of its own.
+// SaveWorkInput names the session leaving this host; Number numbers the
+// move, so each salvage has a ref of its own. Where its work is comes from
+// nid's record of the worktree it made here: the "repo" and "worktree" of
+// histories from before are not read.
 type SaveWorkInput struct {
-	Session  SessionRef `json:"session"`
-	Repo     string     `json:"repo"`
-	Worktree string     `json:"worktree"`
-	Number   int        `json:"number"`
+	Session SessionRef `json:"session"`
+	Number  int        `json:"number"`
 }
 
 // SaveWorkResult says what was saved: the salvage ref of the uncommitted
@@ -33,10 +34,20 @@ type SaveWorkResult struct {
 	Head    string `json:"head,omitempty"`
 }
 
+// maxMoves bounds a move's number: salvage refs are named after it.
+const maxMoves = 1 << 30
+
 // SalvageRef is where the uncommitted work of a session's n-th move is
 // kept: outside its branch, so nothing is committed on the user's behalf.
 func SalvageRef(ref SessionRef, n int) string {
 	return fmt.Sprintf("refs/nid/salvage/%s/%s/%d", ref.Group, ref.Name, n)
+}
+
+// isSalvageOf reports whether salvage is one of ref's salvage refs.
+func isSalvageOf(ref SessionRef, salvage string) bool {
+	rest, ok := strings.CutPrefix(salvage, fmt.Sprintf("refs/nid/salvage/%s/%s/", ref.Group, ref.Name))
+	n, err := strconv.Atoi(rest)
+	return ok && err == nil && n >= 0 && n <= maxMoves && strconv.Itoa(n) == rest
 }
 
 // SaveWork saves a session's work before it leaves this host: the
@@ -44,27 +55,48 @@ func SalvageRef(ref SessionRef, n int) string {
 // commit on a salvage ref, never on the branch; the branch and the salvage
 // pushed to the repository's origin, if it has one; then the worktree is
 // removed, since the session works elsewhere from now on. Run again (a
-// retry) after the worktree is gone, it finds nothing left to save.
+// retry) after the worktree is gone, it finds nothing left to save; a
+// session with no worktree here has nothing to save.
 func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkResult, error) {
 	var res SaveWorkResult
-	if in.Repo == "" || in.Worktree == "" {
+	if err := checkSession(&in.Session); err != nil {
+		return res, classify(err)
+	}
+	if in.Number < 0 || in.Number > maxMoves {
+		return res, classify(BadInput("move number %d is not between 0 and %d", in.Number, maxMoves))
+	}
+	p, err := a.placeOf(in.Session)
+	if err != nil {
+		return res, classify(err)
+	}
+	if p.repo == "" {
 		return res, nil
 	}
-	repo, err := a.repoDir(ctx, in.Session, in.Repo)
+	state, err := a.stateDir()
 	if err != nil {
-		return res, err
+		return res, classify(err)
 	}
-	branch, ok, err := worktreeBranch(ctx, repo, filepath.Clean(in.Worktree))
+	repo := p.repoDir
+	branch, ok, err := worktreeBranch(ctx, repo, p.worktree)
 	if err != nil {
 		return res, classify(AgentFailed("%s: %v", repo, err))
 	}
 	if !ok {
 		return res, nil
 	}
-	if res.Head, err = git(ctx, in.Worktree, "rev-parse", "HEAD"); err != nil {
+	rec, ok := sessionGitDirs(p.worktree, gitDirsFile(state, in.Session))
+	if !ok {
+		return res, classify(AgentFailed("%s is registered in %s but says nothing nid can check of its git directory: refused, nothing run", p.worktree, repo))
+	}
+	g, err := openWorktreeGit(ctx, state, rec, indexNew)
+	if err != nil {
+		return res, classify(AgentFailed("saving the work of %s/%s: %v", in.Session.Group, in.Session.Name, err))
+	}
+	defer g.close()
+	if res.Head, err = g.output(ctx, "rev-parse", "--verify", "HEAD^{commit}"); err != nil {
 		return res, classify(AgentFailed("%v", err))
 	}
-	salvage, err := a.salvage(ctx, in)
+	salvage, err := salvage(ctx, g, repo, in)
 	if err != nil {
 		return res, classify(AgentFailed("saving the uncommitted work of %s/%s: %v", in.Session.Group, in.Session.Name, err))
 	}
@@ -76,11 +108,19 @@ func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkRe
 	if res.Pushed, err = pushOrigin(ctx, repo, branch, extra...); err != nil {
 		return res, classify(AgentFailed("pushing %s's work: %v", in.Session.Group+"/"+in.Session.Name, err))
 	}
+	// The worktree goes without git reading it: `git worktree remove`
+	// runs git status there, under the worktree's own configuration.
+	if err := ownedWorktree(state, in.Session, p.worktree); err != nil {
+		return res, classify(AgentFailed("%v", err))
+	}
 	unlock := a.lockRepo(repo)
-	_, err = git(ctx, repo, "worktree", "remove", "--force", in.Worktree)
+	err = os.RemoveAll(p.worktree)
+	if err == nil {
+		_, err = repoGit(ctx, repo, "worktree", "prune")
+	}
 	unlock()
 	if err != nil {
-		return res, classify(AgentFailed("%v", err))
+		return res, classify(AgentFailed("removing %s: %v", p.worktree, err))
 	}
 	return res, nil
 }
@@ -88,55 +128,54 @@ func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkRe
 // salvage commits the worktree as it is, through an index of its own so
 // the worktree's staging stays as the agent left it, onto the salvage ref;
 // "" when nothing is uncommitted.
-func (a *Activities) salvage(ctx context.Context, in SaveWorkInput) (string, error) {
-	tmp, err := os.CreateTemp(a.StateDir, "salvage-index-")
-	if err != nil {
-		return "", err
-	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
-	os.Remove(tmp.Name()) // git makes the index; an empty file is not one
-	env := []string{"GIT_INDEX_FILE=" + tmp.Name()}
+func salvage(ctx context.Context, g *worktreeGit, repo string, in SaveWorkInput) (string, error) {
 	for _, step := range [][]string{{"read-tree", "HEAD"}, {"add", "-A"}} {
-		if _, err := gitEnv(ctx, in.Worktree, env, step...); err != nil {
+		if _, err := g.output(ctx, step...); err != nil {
 			return "", err
 		}
 	}
-	tree, err := gitEnv(ctx, in.Worktree, env, "write-tree")
+	tree, err := g.output(ctx, "write-tree")
 	if err != nil {
 		return "", err
 	}
-	head, err := git(ctx, in.Worktree, "rev-parse", "HEAD^{tree}")
+	head, err := g.output(ctx, "rev-parse", "HEAD^{tree}")
 	if err != nil {
 		return "", err
 	}
 	if tree == head {
 		return "", nil
 	}
-	commit, err := git(ctx, in.Worktree, "commit-tree", tree, "-p", "HEAD", "-m",
-		fmt.Sprintf("nid: uncommitted work of %s/%s when it left its host", in.Session.Group, in.Session.Name))
+	commit, err := runGit(ctx, gitCommand{dir: g.work, env: g.env, config: []string{"user.name=nid", "user.email=nid@localhost"},
+		args: []string{"commit-tree", tree, "-p", "HEAD", "-m", fmt.Sprintf("nid: uncommitted work of %s/%s when it left its host", in.Session.Group, in.Session.Name)}})
 	if err != nil {
 		return "", err
 	}
 	ref := SalvageRef(in.Session, in.Number)
-	if _, err := git(ctx, in.Worktree, "update-ref", ref, commit); err != nil {
+	if _, err := repoGit(ctx, repo, "update-ref", ref, commit); err != nil {
 		return "", err
 	}
 	return ref, nil
 }
 
-// applySalvage lays the salvage over the worktree as uncommitted changes.
-func (a *Activities) applySalvage(ctx context.Context, repo, worktree, salvage string) error {
-	if !strings.HasPrefix(salvage, "refs/nid/salvage/") {
-		return classify(BadInput("salvage %q is not a salvage ref (refs/nid/salvage/...)", salvage))
-	}
-	if _, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", salvage); err != nil {
-		if _, ferr := git(ctx, repo, "fetch", "origin", salvage+":"+salvage); ferr != nil {
+// applySalvage lays the salvage over the worktree rec records as
+// uncommitted changes.
+func (a *Activities) applySalvage(ctx context.Context, repo string, rec gitDirsRecord, salvage string) error {
+	if _, err := repoGit(ctx, repo, "rev-parse", "--verify", "--quiet", salvage); err != nil {
+		if _, ferr := remoteGit(ctx, repo, "fetch", "--quiet", "origin", salvage+":"+salvage); ferr != nil {
 			return classify(AgentFailed("salvage %s is in neither %s nor its origin: %v", salvage, repo, ferr))
 		}
 	}
+	state, err := a.stateDir()
+	if err != nil {
+		return classify(err)
+	}
+	g, err := openWorktreeGit(ctx, state, rec, indexOwn)
+	if err != nil {
+		return classify(AgentFailed("applying %s: %v", salvage, err))
+	}
+	defer g.close()
 	for _, step := range [][]string{{"read-tree", "-u", "--reset", salvage}, {"reset", "-q"}} {
-		if _, err := git(ctx, worktree, step...); err != nil {
+		if _, err := g.output(ctx, step...); err != nil {
 			return classify(AgentFailed("applying %s: %v", salvage, err))
 		}
 	}
@@ -144,36 +183,33 @@ func (a *Activities) applySalvage(ctx context.Context, repo, worktree, salvage s
 }
 
 // repoDir is the repository a session's worktree is made from on this
-// host: repo itself, or for a URL this host's own clone of it under the
-// state directory, fetched afresh, with the session's branch as the remote
-// has it when this clone has none yet.
-func (a *Activities) repoDir(ctx context.Context, ref SessionRef, repo string) (string, error) {
-	if !config.IsRepoURL(repo) {
-		dir, err := filepath.Abs(repo)
-		if err != nil {
-			return "", classify(BadInput("repo %q: %v", repo, err))
-		}
+// host: the path nid.yaml names, or for a URL this host's own clone of it
+// under the state directory, fetched afresh, with the session's branch as
+// the remote has it when this clone has none yet.
+func (a *Activities) repoDir(ctx context.Context, ref SessionRef, p place) (string, error) {
+	dir := p.repoDir
+	if !config.IsRepoURL(p.repo) {
 		return dir, nil
 	}
-	state, err := filepath.Abs(a.StateDir)
-	if err != nil {
+	if err := checkRepoURL(p.repo); err != nil {
 		return "", classify(err)
 	}
-	dir := filepath.Join(state, statedir.Repos, ref.Group)
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); err != nil {
 		if err := os.MkdirAll(filepath.Dir(dir), statedir.DirMode); err != nil {
 			return "", classify(err)
 		}
-		if _, err := git(ctx, filepath.Dir(dir), "clone", "--quiet", repo, dir); err != nil {
-			return "", classify(AgentFailed("cloning %s: %v", repo, err))
+		if _, err := remoteGit(ctx, filepath.Dir(dir), "clone", "--quiet", "--no-checkout", "--", p.repo, dir); err != nil {
+			return "", classify(AgentFailed("cloning %s: %v", p.repo, err))
 		}
-	} else if _, err := git(ctx, dir, "fetch", "--quiet", "origin"); err != nil {
-		return "", classify(AgentFailed("fetching %s: %v", repo, err))
+	} else if !isRegularDir(filepath.Join(dir, ".git")) {
+		return "", classify(AgentFailed("%s/.git is not the directory nid's clone of %s keeps: move %s away and nid clones again", dir, p.repo, dir))
+	} else if _, err := remoteGit(ctx, dir, "fetch", "--quiet", "origin"); err != nil {
+		return "", classify(AgentFailed("fetching %s: %v", p.repo, err))
 	}
 	branch := WorkspaceBranch(ref)
-	if _, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
-		if _, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+branch); err == nil {
-			if _, err := git(ctx, dir, "branch", "--quiet", branch, "origin/"+branch); err != nil {
+	if _, err := repoGit(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
+		if _, err := repoGit(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+branch); err == nil {
+			if _, err := repoGit(ctx, dir, "branch", "--quiet", "--", branch, "origin/"+branch); err != nil {
 				return "", classify(AgentFailed("%v", err))
 			}
 		}
@@ -185,10 +221,10 @@ func (a *Activities) repoDir(ctx context.Context, ref SessionRef, repo string) (
 // repository's origin.
 const PushBranchName = "nid.PushBranch"
 
-// PushBranchInput names the session whose branch is pushed.
+// PushBranchInput names the session whose branch is pushed; the "repo" of
+// histories from before is not read.
 type PushBranchInput struct {
 	Session SessionRef `json:"session"`
-	Repo    string     `json:"repo"`
 }
 
 // PushBranch pushes the session's branch, nid/<group>/<session>, to the
@@ -196,7 +232,17 @@ type PushBranchInput struct {
 // task done is on the remote whatever becomes of this host. It says which
 // remote ("" when there is none).
 func (a *Activities) PushBranch(ctx context.Context, in PushBranchInput) (string, error) {
-	repo, err := a.repoDir(ctx, in.Session, in.Repo)
+	if err := checkSession(&in.Session); err != nil {
+		return "", classify(err)
+	}
+	p, err := a.placeOf(in.Session)
+	if err != nil {
+		return "", classify(err)
+	}
+	if p.repo == "" {
+		return "", classify(BadInput("session %s/%s has no repository on this host to push", in.Session.Group, in.Session.Name))
+	}
+	repo, err := a.repoDir(ctx, in.Session, p)
 	if err != nil {
 		return "", err
 	}
@@ -209,14 +255,18 @@ func (a *Activities) PushBranch(ctx context.Context, in PushBranchInput) (string
 
 // pushOrigin pushes branch and the refs named to origin, if repo has one.
 func pushOrigin(ctx context.Context, repo, branch string, refs ...string) (string, error) {
-	if _, err := git(ctx, repo, "remote", "get-url", "origin"); err != nil {
+	url, err := repoGit(ctx, repo, "remote", "get-url", "origin")
+	if err != nil {
 		return "", nil
 	}
-	args := []string{"push", "--quiet", "origin", "refs/heads/" + branch + ":refs/heads/" + branch}
+	if err := checkRepoURL(url); err != nil {
+		return "", fmt.Errorf("origin of %s: %w", repo, err)
+	}
+	args := []string{"push", "--quiet", "--", "origin", "refs/heads/" + branch + ":refs/heads/" + branch}
 	for _, r := range refs {
 		args = append(args, r+":"+r)
 	}
-	if _, err := git(ctx, repo, args...); err != nil {
+	if _, err := remoteGit(ctx, repo, args...); err != nil {
 		return "", err
 	}
 	return "origin", nil

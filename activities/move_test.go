@@ -31,7 +31,7 @@ func TestMoveCarriesCommittedAndUncommittedWork(t *testing.T) {
 			writeFile(t, ws.Worktree, "README.md", "the project, half rewritten\n")
 			writeFile(t, ws.Worktree, "notes/todo.txt", "lexer next\n")
 
-			saved, err := hostA.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Repo: repo, Worktree: ws.Worktree, Number: 1})
+			saved, err := hostA.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
 			require.NoError(t, err)
 			require.Equal(t, "refs/nid/salvage/web/lead/1", saved.Salvage)
 			require.Equal(t, head, saved.Head)
@@ -43,11 +43,11 @@ func TestMoveCarriesCommittedAndUncommittedWork(t *testing.T) {
 			}
 			_, err = os.Stat(ws.Worktree)
 			require.True(t, os.IsNotExist(err), "the worktree left the host")
-			again, err := hostA.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Repo: repo, Worktree: ws.Worktree, Number: 1})
+			again, err := hostA.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
 			require.NoError(t, err)
 			require.Empty(t, again.Salvage, "a retry finds nothing left to save")
 
-			moved, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo, Salvage: saved.Salvage})
+			moved, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Salvage: saved.Salvage})
 			require.NoError(t, err)
 			require.Equal(t, "nid/web/lead", moved.Branch)
 			require.Equal(t, committed, gitRun(t, moved.Worktree, "log", "-1", "--format=%h %s"), "the branch arrived")
@@ -61,34 +61,36 @@ func TestMoveCarriesCommittedAndUncommittedWork(t *testing.T) {
 
 func TestSaveWorkWithNothingUncommittedMakesNoSalvage(t *testing.T) {
 	repo := newRepo(t)
-	acts := &activities.Activities{StateDir: t.TempDir()}
-	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	acts := &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
+	_, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
-	saved, err := acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Repo: repo, Worktree: ws.Worktree, Number: 1})
+	saved, err := acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
 	require.NoError(t, err)
 	require.Empty(t, saved.Salvage)
-	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo, Salvage: "refs/heads/main"})
-	require.ErrorContains(t, err, `salvage "refs/heads/main" is not a salvage ref`)
+	for _, salvage := range []string{"refs/heads/main", "refs/nid/salvage/web/other/1", "refs/nid/salvage/web/lead/-1", "refs/nid/salvage/web/lead/1/../../../../heads/main"} {
+		_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Salvage: salvage})
+		require.ErrorContains(t, err, "is not one of web/lead's salvage refs", salvage)
+	}
 }
 
 func TestPushBranchSendsTheBranchToOrigin(t *testing.T) {
 	repo := newRepo(t)
 	bare := filepath.Join(t.TempDir(), "origin.git")
 	gitRun(t, repo, "clone", "-q", "--bare", repo, bare)
-	acts := &activities.Activities{StateDir: t.TempDir()}
 	url := "file://" + bare
-	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: url})
+	acts := &activities.Activities{StateDir: t.TempDir(), Places: placed(url)}
+	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	gitRun(t, ws.Worktree, "-c", "user.name=agent", "-c", "user.email=agent@example.com", "commit", "-q", "--allow-empty", "-m", "Task t1 done")
-	pushed, err := acts.PushBranch(t.Context(), activities.PushBranchInput{Session: webLead, Repo: url})
+	pushed, err := acts.PushBranch(t.Context(), activities.PushBranchInput{Session: webLead})
 	require.NoError(t, err)
 	require.Equal(t, "origin", pushed)
 	require.Equal(t, "Task t1 done", gitRun(t, bare, "log", "-1", "--format=%s", "nid/web/lead"))
 
-	local := &activities.Activities{StateDir: t.TempDir()}
-	_, err = local.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	local := &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
+	_, err = local.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
-	pushed, err = local.PushBranch(t.Context(), activities.PushBranchInput{Session: webLead, Repo: repo})
+	pushed, err = local.PushBranch(t.Context(), activities.PushBranchInput{Session: webLead})
 	require.NoError(t, err)
 	require.Empty(t, pushed, "a repository without origin has nowhere to push")
 }
@@ -103,7 +105,7 @@ func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
 	_, hostB, ws, committed := twoHostsOneCommit(t, repo)
 	writeFile(t, ws.Worktree, "notes.txt", "not committed\n")
 
-	moved, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	moved, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	require.NotEqual(t, ws.Worktree, moved.Worktree)
 	require.Equal(t, committed, gitRun(t, moved.Worktree, "log", "-1", "--format=%h %s"), "the branch's commits are there")
@@ -111,7 +113,7 @@ func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(ws.Worktree, "notes.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "not committed\n", string(b), "the old worktree keeps its uncommitted work")
-	again, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	again, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	require.Equal(t, moved, again, "run again, it finds its worktree")
 
@@ -120,7 +122,7 @@ func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
 	other := activities.SessionRef{Group: "web", Name: "other", WorkflowID: "nid/web/other"}
 	gitRun(t, repo, "branch", "nid/web/other")
 	gitRun(t, repo, "worktree", "add", filepath.Join(t.TempDir(), "mine"), "nid/web/other")
-	_, err = hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other, Repo: repo})
+	_, err = hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other})
 	require.ErrorContains(t, err, "is already checked out at")
 }
 
@@ -128,9 +130,9 @@ func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
 // web/lead's worktree of repo on the first with one commit of the agent's.
 func twoHostsOneCommit(t *testing.T, repo string) (hostA, hostB *activities.Activities, ws activities.WorkspaceResult, committed string) {
 	t.Helper()
-	hostA = &activities.Activities{StateDir: t.TempDir()}
-	hostB = &activities.Activities{StateDir: t.TempDir()}
-	ws, err := hostA.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	hostA = &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
+	hostB = &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
+	ws, err := hostA.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	gitRun(t, ws.Worktree, "config", "user.name", "agent")
 	gitRun(t, ws.Worktree, "config", "user.email", "agent@example.com")

@@ -24,8 +24,22 @@ func workedIn(t *testing.T, acts *Activities, kind, asked string) (string, error
 		where = req.Process.WorkDir
 		return TurnReport{Conversation: "c1", Output: "ok"}, nil
 	}}}
-	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: AgentSpec{Kind: kind}, Prompt: "go", WorkDir: asked})
+	// As a history from before, or a client of its own, sends it.
+	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, map[string]any{"session": lead, "spec": AgentSpec{Kind: kind}, "prompt": "go", "workdir": asked})
 	return where, err
+}
+
+// prepareAsked prepares web/lead's worktree with a workflow input that
+// names repo, as a history from before, or a client of its own, sends it.
+func prepareAsked(t *testing.T, acts *Activities, repo string) (WorkspaceResult, error) {
+	t.Helper()
+	val, err := activityEnv(acts).ExecuteActivity(PrepareWorkspaceName, map[string]any{"session": lead, "repo": repo})
+	if err != nil {
+		return WorkspaceResult{}, err
+	}
+	var ws WorkspaceResult
+	require.NoError(t, val.Get(&ws))
+	return ws, nil
 }
 
 func settingsOf(kind string, set config.AgentSettings) func(SessionRef) (string, config.AgentSettings, bool) {
@@ -115,7 +129,7 @@ func TestTheWorkersConfigDecidesTheRepository(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 	}
 	acts := &Activities{StateDir: t.TempDir(), Places: placedAt(repo, "")}
-	ws, err := acts.PrepareWorkspace(t.Context(), WorkspaceInput{Session: lead, Repo: other})
+	ws, err := prepareAsked(t, acts, other)
 	require.NoError(t, err)
 	for dir, want := range map[string]bool{repo: true, other: false} {
 		err := exec.Command("git", "-C", dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+ws.Branch).Run()
@@ -123,6 +137,6 @@ func TestTheWorkersConfigDecidesTheRepository(t *testing.T) {
 	}
 
 	acts.Places = placedAt("", t.TempDir())
-	_, err = acts.PrepareWorkspace(t.Context(), WorkspaceInput{Session: lead, Repo: other})
+	_, err = prepareAsked(t, acts, other)
 	require.ErrorContains(t, err, "this worker's nid.yaml gives group web no repo")
 }

@@ -102,7 +102,7 @@ func (a *Activities) CheckAgent(ctx context.Context, ref SessionRef, spec AgentS
 		checks = []Check{{Name: "agent", Status: CheckFail, Text: text, errType: ErrUnknownAgent}}
 	} else if !k.Process {
 		checks = []Check{{Name: "agent", Status: CheckOK, Text: k.Title + " runs inside nid: nothing to install"}}
-	} else if p, err := a.process(ref, spec, ""); err != nil {
+	} else if p, err := a.process(ref, spec); err != nil {
 		c := Check{Name: "agent", Status: CheckFail, Text: err.Error(), errType: ErrBadInput}
 		if e, ok := errors.AsType[*Error](err); ok {
 			c.errType = e.Type

@@ -61,7 +61,7 @@ type RescueResult struct {
 // each clipped, the whole within MaxRescueBytes. A session without a
 // transcript gets an empty summary, not an error.
 func (a *Activities) RescueHandoff(ctx context.Context, in RescueInput) (RescueResult, error) {
-	if err := checkSession(in.Session); err != nil {
+	if err := checkSession(&in.Session); err != nil {
 		return RescueResult{}, classify(err)
 	}
 	if err := ctx.Err(); err != nil || a.Transcripts == nil {

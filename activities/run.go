@@ -111,7 +111,7 @@ type Notifier interface {
 }
 
 // process resolves how to run a session's agent on this worker, where
-// workDirOf says (asked is the directory the workflow's input names), with what
+// workDirOf says, with what
 // nid.yaml leaves unset taken from the kind's entry in Kinds. It refuses a
 // spec whose kind is not the one this worker's nid.yaml gives the session,
 // and a process agent for a session the file does not list: a spec comes
@@ -119,7 +119,7 @@ type Notifier interface {
 // It refuses as well permissions the kind cannot enforce, and a sandbox
 // around a directory that holds the state directory: nid never runs an
 // agent with less confinement than it was given.
-func (a *Activities) process(ref SessionRef, spec AgentSpec, asked string) (Process, error) {
+func (a *Activities) process(ref SessionRef, spec AgentSpec) (Process, error) {
 	var (
 		kind string
 		set  config.AgentSettings
@@ -149,7 +149,7 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, asked string) (Proc
 			"set permissions: %s for it (agents.%s, its group or the session)%s",
 			k.Name, ref.Group, ref.Name, p.Permissions, k.Name, strings.Join(k.Permissions, " or "), k.Name, unconfined(k))
 	}
-	p.WorkDir = a.workDirOf(ref, asked)
+	p.WorkDir = a.workDirOf(ref)
 	if a.StateDir != "" {
 		p.PidDir = PidDir(a.StateDir)
 		// Agents run in their worktree: a relative path would not lead back.
@@ -168,20 +168,20 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec, asked string) (Proc
 }
 
 // workDirOf is where the session's agent works: where this worker's
-// nid.yaml puts it (see Places), else asked, the directory the workflow's
-// input names, else WorkDir.
-func (a *Activities) workDirOf(ref SessionRef, asked string) string {
-	if a.Places != nil {
-		if repo, dir, ok := a.Places(ref); ok {
-			if repo != "" {
-				if state, err := filepath.Abs(a.StateDir); err == nil {
-					return worktreeDir(state, ref)
-				}
-			}
-			return cmp.Or(dir, a.WorkDir)
-		}
+// nid.yaml puts it (see placeOf), else WorkDir, never a directory a
+// workflow's input names.
+func (a *Activities) workDirOf(ref SessionRef) string {
+	p, err := a.placeOf(ref)
+	if err != nil {
+		return a.WorkDir
 	}
-	return cmp.Or(asked, a.WorkDir)
+	return a.placeWorkDir(p)
+}
+
+// placeWorkDir is where a session placed at p works: its worktree, else
+// its group's directory, else WorkDir.
+func (a *Activities) placeWorkDir(p place) string {
+	return cmp.Or(p.worktree, p.workDir, a.WorkDir)
 }
 
 // unconfined says what the only way out means for a kind with no sandbox.
@@ -261,6 +261,9 @@ func classify(err error) error {
 // RunTurn sends one prompt to a session's agent and reports what came back,
 // with the output cut to MaxOutputBytes.
 func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, error) {
+	if err := checkSession(&in.Session); err != nil {
+		return TurnResult{}, classify(err)
+	}
 	kind := cmp.Or(in.Kind, TurnWork)
 	var invalid error
 	switch {
@@ -270,7 +273,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 		invalid = BadInput("empty prompt for %s/%s", in.Session.Group, in.Session.Name)
 	}
 	var rep TurnReport
-	err := a.call(ctx, request{op: "turn", what: "Turn", session: in.Session, spec: in.Spec, workDir: in.WorkDir, invalid: invalid, logs: []any{"kind", kind}, ready: true},
+	err := a.call(ctx, request{op: "turn", what: "Turn", session: in.Session, spec: in.Spec, invalid: invalid, logs: []any{"kind", kind}, ready: true},
 		func(ctx context.Context, agent Agent, p Process) (done []any, err error) {
 			a.notePrompt(ctx, in, kind)
 			rep, err = agent.Turn(ctx, TurnRequest{
@@ -297,12 +300,15 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 // Compact asks a session's agent to compact its conversation in place. A
 // compaction the vendor refused is a report with OK false, not an error.
 func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactReport, error) {
+	if err := checkSession(&in.Session); err != nil {
+		return CompactReport{}, classify(err)
+	}
 	var invalid error
 	if in.Conversation == "" {
 		invalid = BadInput("%s/%s has no conversation to compact", in.Session.Group, in.Session.Name)
 	}
 	var rep CompactReport
-	err := a.call(ctx, request{op: "compact", what: "Compaction", session: in.Session, spec: in.Spec, workDir: in.WorkDir, invalid: invalid, logs: []any{"conversation", in.Conversation}},
+	err := a.call(ctx, request{op: "compact", what: "Compaction", session: in.Session, spec: in.Spec, invalid: invalid, logs: []any{"conversation", in.Conversation}},
 		func(ctx context.Context, agent Agent, p Process) (done []any, err error) {
 			rep, err = agent.Compact(ctx, CompactRequest{
 				Session:      in.Session,
@@ -323,6 +329,9 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactRepor
 
 // StopAgent ends a session's agent process, if it has one.
 func (a *Activities) StopAgent(ctx context.Context, in StopInput) (StopResult, error) {
+	if err := checkSession(&in.Session); err != nil {
+		return StopResult{}, classify(err)
+	}
 	err := a.call(ctx, request{op: "stop", what: "Stop", session: in.Session, spec: in.Spec, logs: []any{"conversation", in.Conversation}},
 		func(ctx context.Context, agent Agent, p Process) ([]any, error) {
 			return nil, agent.Stop(ctx, StopRequest{
@@ -343,8 +352,6 @@ type request struct {
 	op, what string
 	session  SessionRef
 	spec     AgentSpec
-	// workDir is where the agent runs; empty means Activities.WorkDir.
-	workDir string
 	// invalid is what is wrong with the request itself, if anything.
 	invalid error
 	// logs are the keys and values every log line of the request carries.
@@ -364,10 +371,10 @@ func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Co
 	if err != nil {
 		return err
 	}
-	if err := cmp.Or(checkSession(r.session), r.invalid); err != nil {
+	if err := r.invalid; err != nil {
 		return classify(err)
 	}
-	p, err := a.process(r.session, r.spec, r.workDir)
+	p, err := a.process(r.session, r.spec)
 	if err != nil {
 		return classify(err)
 	}
@@ -448,17 +455,6 @@ func (a *Activities) heartbeating(ctx context.Context, step string, fn func(cont
 	close(done)
 	<-stopped
 	return err
-}
-
-// checkSession refuses refs whose names could not have come from a valid
-// nid.yaml; adapters build file paths from them.
-func checkSession(ref SessionRef) error {
-	for _, s := range []string{ref.Group, ref.Name} {
-		if s == "" || s == "." || s == ".." || strings.ContainsAny(s, `/\`) {
-			return BadInput("%q/%q does not name a session", ref.Group, ref.Name)
-		}
-	}
-	return nil
 }
 
 // cutOutput keeps at most MaxOutputBytes of the output, cut on a UTF-8

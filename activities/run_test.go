@@ -71,6 +71,7 @@ func activityEnv(acts *Activities) *testsuite.TestActivityEnvironment {
 	env.RegisterActivityWithOptions(acts.RunTurn, activity.RegisterOptions{Name: RunTurnName})
 	env.RegisterActivityWithOptions(acts.Compact, activity.RegisterOptions{Name: CompactName})
 	env.RegisterActivityWithOptions(acts.StopAgent, activity.RegisterOptions{Name: StopAgentName})
+	env.RegisterActivityWithOptions(acts.PrepareWorkspace, activity.RegisterOptions{Name: PrepareWorkspaceName})
 	return env
 }
 

@@ -107,6 +107,12 @@ type gitDirsRecord struct {
 	// Base is the full hash of the commit the session's branch left the
 	// repository's line from; records from before nid kept it have none.
 	Base string `json:"base,omitempty"`
+	// Repo is the group's repo as nid.yaml gave it when nid made the
+	// worktree, and RepoDir that repository on this host: what a session
+	// the file no longer lists is acted on with (see placeOf). Records
+	// from before nid kept them have neither.
+	Repo    string `json:"repo,omitempty"`
+	RepoDir string `json:"repoDir,omitempty"`
 }
 
 // gitDirsFile is where the record of a session's git directories lives.
@@ -140,10 +146,11 @@ func writeGitDirs(path string, rec gitDirsRecord) error {
 
 // readWorktreeGitDirs reads a linked worktree's git directories from its
 // .git file and checks them against each other as git lays them out: the
-// git directory is <common>/worktrees/<name>, points back at the worktree,
-// and common is a git directory.
+// git directory is <common>/worktrees/<name>, its commondir names common
+// and its gitdir points back at the worktree, and common is a git
+// directory. None of the files may be a link, a fifo or large.
 func readWorktreeGitDirs(worktree string) (gitDirsRecord, bool) {
-	b, err := os.ReadFile(filepath.Join(worktree, ".git"))
+	b, err := readSmall(filepath.Join(worktree, ".git"), 4<<10)
 	if err != nil {
 		return gitDirsRecord{}, false
 	}
@@ -153,13 +160,24 @@ func readWorktreeGitDirs(worktree string) (gitDirsRecord, bool) {
 	}
 	gitDir = filepath.Clean(gitDir)
 	common := filepath.Dir(filepath.Dir(gitDir))
-	back, err := os.ReadFile(filepath.Join(gitDir, "gitdir"))
+	back, err := readSmall(filepath.Join(gitDir, "gitdir"), 4<<10)
 	if err != nil || filepath.Base(filepath.Dir(gitDir)) != "worktrees" ||
 		filepath.Clean(strings.TrimSpace(string(back))) != filepath.Join(worktree, ".git") {
 		return gitDirsRecord{}, false
 	}
+	named, err := readSmall(filepath.Join(gitDir, "commondir"), 4<<10)
+	if err != nil {
+		return gitDirsRecord{}, false
+	}
+	commonDir := strings.TrimSpace(string(named))
+	if !filepath.IsAbs(commonDir) {
+		commonDir = filepath.Join(gitDir, commonDir)
+	}
+	if filepath.Clean(commonDir) != common {
+		return gitDirsRecord{}, false
+	}
 	for _, must := range []string{"HEAD", "objects", "refs"} {
-		if _, err := os.Stat(filepath.Join(common, must)); err != nil {
+		if _, err := os.Lstat(filepath.Join(common, must)); err != nil {
 			return gitDirsRecord{}, false
 		}
 	}

@@ -24,9 +24,9 @@ func TestGitDirsComeFromTheRecordNotTheWorktree(t *testing.T) {
 	run(repo, "init", "-q")
 	run(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "start")
 	state := t.TempDir()
-	a := &Activities{StateDir: state}
-	ref := SessionRef{Group: "web", Name: "lead"}
-	res, err := a.PrepareWorkspace(t.Context(), WorkspaceInput{Session: ref, Repo: repo})
+	a := &Activities{StateDir: state, Places: placedAt(repo, "")}
+	ref := lead
+	res, err := a.PrepareWorkspace(t.Context(), WorkspaceInput{Session: ref})
 	require.NoError(t, err)
 
 	p := Process{WorkDir: res.Worktree, GitDirs: gitDirsFile(state, ref), Permissions: config.PermissionsWorkspace}

@@ -390,7 +390,7 @@ func simDir(stateDir string, ref SessionRef) (string, error) {
 	if stateDir == "" {
 		return "", BadInput("sim: no state directory")
 	}
-	if err := checkSession(ref); err != nil {
+	if err := checkSession(&ref); err != nil {
 		return "", err
 	}
 	return filepath.Join(stateDir, "sim", ref.Group, ref.Name), nil

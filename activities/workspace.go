@@ -1,24 +1,22 @@
 package activities
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/nid-dev/nid/statedir"
 )
 
-// WorkspaceInput names the session and its group's repository.
+// WorkspaceInput names the session whose worktree is prepared. The
+// repository is the one this worker's nid.yaml gives its group; a "repo"
+// in the input of histories from before is not read.
 type WorkspaceInput struct {
 	Session SessionRef `json:"session"`
-	Repo    string     `json:"repo"`
 	// Salvage is a ref holding the uncommitted work the session left on
 	// its last host (SaveWork), laid over the fresh worktree as uncommitted
-	// changes again.
+	// changes again. Only the session's own salvage refs are taken.
 	Salvage string `json:"salvage,omitempty"`
 }
 
@@ -31,93 +29,84 @@ type WorkspaceResult struct {
 // WorkspaceBranch is the branch a session works on: nid/<group>/<session>.
 func WorkspaceBranch(ref SessionRef) string { return "nid/" + ref.Group + "/" + ref.Name }
 
-// worktreeDir is where the session's worktree is, under the absolute state
-// directory state.
-func worktreeDir(state string, ref SessionRef) string {
-	return filepath.Join(state, statedir.Worktrees, ref.Group, ref.Name)
-}
-
 // PrepareWorkspace creates the session's git worktree on its own branch
 // under the state directory, once: run again (a retry, a restart) it finds
 // them and changes nothing. An existing branch is checked out as it is, so
 // a session's work is never reset.
 func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (WorkspaceResult, error) {
-	if a.Places != nil {
-		// The worker's own nid.yaml names the repository, not the input.
-		if repo, _, ok := a.Places(in.Session); ok {
-			if repo == "" {
-				return WorkspaceResult{}, classify(BadInput("session %s/%s asks for a worktree of %s, but this worker's nid.yaml gives group %s no repo",
-					in.Session.Group, in.Session.Name, in.Repo, in.Session.Group))
-			}
-			in.Repo = repo
-		}
+	if err := checkSession(&in.Session); err != nil {
+		return WorkspaceResult{}, classify(err)
 	}
-	if in.Repo == "" || in.Session.Group == "" || in.Session.Name == "" {
-		return WorkspaceResult{}, classify(BadInput("a workspace needs a repo and a session"))
+	p, err := a.placeOf(in.Session)
+	switch {
+	case err != nil:
+		return WorkspaceResult{}, classify(err)
+	case !p.listed:
+		return WorkspaceResult{}, classify(BadInput("this worker's nid.yaml no longer lists session %s/%s, so nid makes it no worktree", in.Session.Group, in.Session.Name))
+	case p.repo == "":
+		return WorkspaceResult{}, classify(BadInput("session %s/%s asks for a worktree, but this worker's nid.yaml gives group %s no repo", in.Session.Group, in.Session.Name, in.Session.Group))
+	case in.Salvage != "" && !isSalvageOf(in.Session, in.Salvage):
+		return WorkspaceResult{}, classify(BadInput("salvage %q is not one of %s/%s's salvage refs (%s)", clipName(in.Salvage), in.Session.Group, in.Session.Name, SalvageRef(in.Session, 1)))
 	}
-	repo, err := a.repoDir(ctx, in.Session, in.Repo)
+	repo, err := a.repoDir(ctx, in.Session, p)
 	if err != nil {
 		return WorkspaceResult{}, err
 	}
-	res, err := a.prepareWorktree(ctx, in, repo)
+	res, rec, err := a.prepareWorktree(ctx, in.Session, p, repo)
 	if err == nil && in.Salvage != "" {
-		err = a.applySalvage(ctx, repo, res.Worktree, in.Salvage)
+		err = a.applySalvage(ctx, repo, rec, in.Salvage)
 	}
 	return res, err
 }
 
-func (a *Activities) prepareWorktree(ctx context.Context, in WorkspaceInput, repo string) (WorkspaceResult, error) {
-	state, err := filepath.Abs(a.StateDir)
-	if err != nil {
-		return WorkspaceResult{}, classify(BadInput("state directory %q: %v", a.StateDir, err))
-	}
-	res := WorkspaceResult{Worktree: worktreeDir(state, in.Session), Branch: WorkspaceBranch(in.Session)}
+func (a *Activities) prepareWorktree(ctx context.Context, ref SessionRef, p place, repo string) (WorkspaceResult, gitDirsRecord, error) {
+	res := WorkspaceResult{Worktree: p.worktree, Branch: p.branch(ref)}
 	// Ask the repository, never git inside the worktree: the agent may
 	// have rewritten what the worktree says of itself (see gitDirs).
 	if branch, ok, err := worktreeBranch(ctx, repo, res.Worktree); err != nil {
-		return res, classify(AgentFailed("%s: %v", repo, err))
+		return res, gitDirsRecord{}, classify(AgentFailed("%s: %v", repo, err))
 	} else if ok {
 		if branch != res.Branch {
-			return res, classify(AgentFailed("%s is a worktree on branch %s, not %s: move it away and nid makes a new one", res.Worktree, branch, res.Branch))
+			return res, gitDirsRecord{}, classify(AgentFailed("%s is a worktree on branch %s, not %s: move it away and nid makes a new one", res.Worktree, branch, res.Branch))
 		}
-		return res, a.recordGitDirs(ctx, in.Session, repo, res.Worktree, a.branchBase(ctx, in.Session, repo, res))
+		return a.recordGitDirs(ctx, ref, p, repo, a.branchBase(ctx, ref, repo, res))
 	}
-	if _, err := os.Stat(res.Worktree); err == nil {
-		return res, classify(AgentFailed("%s exists but is not a git worktree: move it away and nid makes a new one", res.Worktree))
+	if _, err := os.Lstat(res.Worktree); err == nil {
+		return res, gitDirsRecord{}, classify(AgentFailed("%s exists but is not a git worktree: move it away and nid makes a new one", res.Worktree))
 	}
 	if err := os.MkdirAll(filepath.Dir(res.Worktree), statedir.DirMode); err != nil {
-		return res, classify(err)
+		return res, gitDirsRecord{}, classify(err)
 	}
 	defer a.lockRepo(repo)()
 	// A worktree removed by hand stays registered until pruned.
-	if _, err := git(ctx, repo, "worktree", "prune"); err != nil {
-		return res, classify(AgentFailed("%s: %v", repo, err))
+	if _, err := repoGit(ctx, repo, "worktree", "prune"); err != nil {
+		return res, gitDirsRecord{}, classify(AgentFailed("%s: %v", repo, err))
 	}
 	var args []string
 	base := ""
-	if _, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+res.Branch); err == nil {
-		args = []string{"worktree", "add", res.Worktree, res.Branch}
-		if _, ok := leftOnAnotherHost(ctx, repo, in.Session, res); ok {
+	if _, err := repoGit(ctx, repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+res.Branch); err == nil {
+		args = []string{"worktree", "add", "--", res.Worktree, res.Branch}
+		if _, ok := leftOnAnotherHost(ctx, repo, ref, res); ok {
 			// The session's work goes on here, from what the branch
 			// holds; the old worktree keeps what was not committed
 			// there, for whoever brings that host back.
-			args = []string{"worktree", "add", "--force", res.Worktree, res.Branch}
+			args = []string{"worktree", "add", "--force", "--", res.Worktree, res.Branch}
 		}
-		base = a.branchBase(ctx, in.Session, repo, res)
+		base = a.branchBase(ctx, ref, repo, res)
 	} else {
-		args = []string{"worktree", "add", "-b", res.Branch, res.Worktree}
+		args = []string{"worktree", "add", "-b", res.Branch, "--", res.Worktree}
 		// The branch starts at the commit named here, not at whatever
 		// HEAD is by the time git reads it, so that the base recorded is
 		// the one it left from.
-		if head, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err == nil {
+		if head, err := repoGit(ctx, repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err == nil {
 			base = head
 			args = append(args, head)
 		}
 	}
-	if _, err := git(ctx, repo, args...); err != nil {
-		return res, classify(AgentFailed("creating the worktree of %s/%s: %v", in.Session.Group, in.Session.Name, err))
+	if _, err := repoGit(ctx, repo, args...); err != nil {
+		return res, gitDirsRecord{}, classify(AgentFailed("creating the worktree of %s/%s: %v", ref.Group, ref.Name, err))
 	}
-	return res, a.recordGitDirs(ctx, in.Session, repo, res.Worktree, base)
+	return a.recordGitDirs(ctx, ref, p, repo, base)
 }
 
 // branchBase is the commit an existing branch of the session left the
@@ -125,12 +114,12 @@ func (a *Activities) prepareWorktree(ctx context.Context, in WorkspaceInput, rep
 // where the branch and the repository's HEAD last met. Empty when neither
 // is known (unrelated histories, an unborn HEAD).
 func (a *Activities) branchBase(ctx context.Context, ref SessionRef, repo string, ws WorkspaceResult) string {
-	if state, err := filepath.Abs(a.StateDir); err == nil {
+	if state, err := a.stateDir(); err == nil && state != "" {
 		if rec, ok := readGitDirs(gitDirsFile(state, ref)); ok && rec.Worktree == ws.Worktree && rec.Base != "" {
 			return rec.Base
 		}
 	}
-	base, err := git(ctx, repo, "merge-base", "HEAD", "refs/heads/"+ws.Branch)
+	base, err := repoGit(ctx, repo, "merge-base", "HEAD", "refs/heads/"+ws.Branch)
 	if err != nil {
 		return ""
 	}
@@ -154,7 +143,7 @@ func worktreeBranch(ctx context.Context, repo, worktree string) (branch string, 
 type aWorktree struct{ path, branch string }
 
 func listWorktrees(ctx context.Context, repo string) ([]aWorktree, error) {
-	out, err := git(ctx, repo, "worktree", "list", "--porcelain")
+	out, err := repoGit(ctx, repo, "worktree", "list", "--porcelain")
 	if err != nil {
 		return nil, err
 	}
@@ -195,44 +184,23 @@ func leftOnAnotherHost(ctx context.Context, repo string, ref SessionRef, res Wor
 }
 
 // recordGitDirs writes, where the agent cannot, where the session's
-// worktree keeps its git directories, as the repository says, and the
-// commit its branch left from: gitDirs and GatherFacts read this rather
-// than anything in the worktree.
-func (a *Activities) recordGitDirs(ctx context.Context, ref SessionRef, repo, worktree, base string) error {
-	common, err := git(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+// worktree keeps its git directories, as the repository says, the commit
+// its branch left from, and the repository it was made from: gitDirs,
+// GatherFacts and SaveWork read this rather than anything in the worktree.
+func (a *Activities) recordGitDirs(ctx context.Context, ref SessionRef, p place, repo, base string) (WorkspaceResult, gitDirsRecord, error) {
+	res := WorkspaceResult{Worktree: p.worktree, Branch: p.branch(ref)}
+	common, err := repoGit(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	if err != nil {
-		return classify(AgentFailed("%s: %v", repo, err))
+		return res, gitDirsRecord{}, classify(AgentFailed("%s: %v", repo, err))
 	}
-	rec, ok := readWorktreeGitDirs(worktree)
+	rec, ok := readWorktreeGitDirs(p.worktree)
 	if !ok || rec.Common != filepath.Clean(common) {
-		return classify(AgentFailed("%s does not point back into %s's git directory as a worktree of it should: move it away and nid makes a new one", worktree, repo))
+		return res, gitDirsRecord{}, classify(AgentFailed("%s does not point back into %s's git directory as a worktree of it should: move it away and nid makes a new one", p.worktree, repo))
 	}
-	rec.Base = base
-	state, err := filepath.Abs(a.StateDir)
+	rec.Base, rec.Repo, rec.RepoDir = base, p.repo, p.repoDir
+	state, err := a.stateDir()
 	if err != nil {
-		return classify(err)
+		return res, rec, classify(err)
 	}
-	return classify(writeGitDirs(gitDirsFile(state, ref), rec))
-}
-
-func git(ctx context.Context, dir string, args ...string) (string, error) {
-	return gitEnv(ctx, dir, nil, args...)
-}
-
-// gitEnv is git with extra environment variables.
-func gitEnv(ctx context.Context, dir string, env []string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(errOut.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return "", fmt.Errorf("git %s: %s", strings.Join(args, " "), msg)
-	}
-	return strings.TrimSpace(out.String()), nil
+	return res, rec, classify(writeGitDirs(gitDirsFile(state, ref), rec))
 }

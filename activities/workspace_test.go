@@ -14,6 +14,16 @@ import (
 
 var webLead = activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
 
+// placed gives group web's sessions repo, as a worker's nid.yaml would.
+func placed(repo string) func(activities.SessionRef) (string, string, bool) {
+	return func(ref activities.SessionRef) (string, string, bool) { return repo, "", ref.Group == "web" }
+}
+
+// sharedDir gives group web's sessions the working directory dir.
+func sharedDir(dir string) func(activities.SessionRef) (string, string, bool) {
+	return func(ref activities.SessionRef) (string, string, bool) { return "", dir, ref.Group == "web" }
+}
+
 // newRepo is a repository on main with one commit, "start", of README.md.
 func newRepo(t *testing.T) string {
 	t.Helper()
@@ -49,7 +59,7 @@ func TestPrepareWorkspaceRecordsTheBase(t *testing.T) {
 	repo := newRepo(t)
 	start := gitRun(t, repo, "rev-parse", "HEAD")
 	gitRun(t, repo, "branch", "nid/web/other")
-	acts := &activities.Activities{StateDir: t.TempDir()}
+	acts := &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
 	base := func(name string) string {
 		t.Helper()
 		var rec struct{ Base string }
@@ -58,19 +68,19 @@ func TestPrepareWorkspaceRecordsTheBase(t *testing.T) {
 		require.NoError(t, json.Unmarshal(b, &rec))
 		return rec.Base
 	}
-	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	require.Equal(t, start, base("lead"))
 
 	commit(t, repo, "Main moves on")
 	other := activities.SessionRef{Group: "web", Name: "other"}
-	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other, Repo: repo})
+	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other})
 	require.NoError(t, err)
 	require.Equal(t, start, base("other"), "an existing branch left where it and main last met")
 
 	commit(t, ws.Worktree, "Work of the session")
 	gitRun(t, repo, "merge", "-q", "--no-edit", "nid/web/lead")
-	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Repo: repo})
+	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	require.Equal(t, start, base("lead"), "a worker restarted keeps the base")
 }
@@ -82,12 +92,12 @@ func TestPrepareWorkspaceRecordsTheBase(t *testing.T) {
 func TestSessionsPrepareTheirWorktreesOfOneRepoAtOnce(t *testing.T) {
 	for round := range 20 {
 		repo := newRepo(t)
-		acts := &activities.Activities{StateDir: t.TempDir()}
+		acts := &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
 		errs := make(chan error, 8)
 		for i := range cap(errs) {
 			go func() {
 				ref := activities.SessionRef{Group: "web", Name: fmt.Sprintf("s%d", i)}
-				_, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: ref, Repo: repo})
+				_, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: ref})
 				errs <- err
 			}()
 		}

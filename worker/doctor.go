@@ -174,13 +174,21 @@ func gitChecks(cfg *config.Config) []activities.Check {
 	if err != nil {
 		return []activities.Check{failed("git", "git is not installed, and %s needs it for the sessions' worktrees: install git (on Debian or Ubuntu: apt-get install git)", uses)}
 	}
-	out, err := exec.Command(path, "--version").Output()
+	version, err := activities.GitVersion(context.Background())
 	if err != nil {
 		return []activities.Check{failed("git", "%s does not run (%v), and %s needs it: reinstall git", path, err, uses)}
 	}
-	checks := []activities.Check{ok("git", "%s (%s), for %s", strings.TrimSpace(string(out)), path, uses)}
+	checks := []activities.Check{ok("git", "%s (%s), for %s", version, path, uses)}
 	for _, name := range groups {
 		key := "groups." + name + ".repo"
+		if repo := cfg.Groups[name].Repo; config.IsRepoURL(repo) {
+			if msg := config.RepoProblem(repo); msg != "" {
+				checks = append(checks, failed("repo", "%s: %s", key, msg))
+			} else {
+				checks = append(checks, ok("repo", "%s: %s, which each host clones when a session first needs it", key, repo))
+			}
+			continue
+		}
 		if msg := config.GitRepoProblem(cfg.Groups[name].Repo); msg != "" {
 			checks = append(checks, failed("repo", "%s: %s: set it to a git repository (git init makes one)", key, msg))
 			continue

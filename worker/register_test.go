@@ -29,10 +29,12 @@ func TestHandoffActivitiesAreRegistered(t *testing.T) {
 	env := suite.NewTestActivityEnvironment()
 	state := t.TempDir()
 	logs := transcript.New(state)
-	RegisterActivities(activityOnly{env}, &activities.Activities{StateDir: state, Transcripts: logs})
+	dir := t.TempDir()
+	RegisterActivities(activityOnly{env}, &activities.Activities{StateDir: state, Transcripts: logs,
+		Places: func(activities.SessionRef) (string, string, bool) { return "", dir, true }})
 	ref := activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
 
-	val, err := env.ExecuteActivity(activities.FactsName, activities.FactsInput{Session: ref, WorkDir: t.TempDir()})
+	val, err := env.ExecuteActivity(activities.FactsName, activities.FactsInput{Session: ref})
 	require.NoError(t, err)
 	var facts activities.Facts
 	require.NoError(t, val.Get(&facts))

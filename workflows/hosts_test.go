@@ -290,8 +290,7 @@ func TestMoveHandsOffOntoTheOtherHostWithTheWork(t *testing.T) {
 	require.Equal(t, "b", r.ToHost)
 	require.Equal(t, "refs/nid/salvage/web/lead/1", r.Salvage)
 	require.Equal(t, []string{HostQueue("a")}, h.queues["save"], "the work is saved where it was")
-	require.Equal(t, []activities.SaveWorkInput{{Session: activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"},
-		Repo: "/repo", Worktree: "/worktrees/nid@a/web/lead", Number: 1}}, h.saves)
+	require.Equal(t, []activities.SaveWorkInput{{Session: activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}, Number: 1}}, h.saves)
 	require.Equal(t, []string{HostQueue("a"), HostQueue("b")}, h.queues["prepare"])
 	require.Equal(t, "refs/nid/salvage/web/lead/1", h.prepares[1].Salvage, "the salvage is laid over the fresh worktree")
 	require.Equal(t, []HostAssign{{Session: "web/lead", Host: "a"}, {Session: "web/lead", Host: "b"}}, h.assigned)
@@ -304,7 +303,6 @@ func TestMoveHandsOffOntoTheOtherHostWithTheWork(t *testing.T) {
 	require.Equal(t, []string{activities.TurnWork, activities.TurnWork, activities.TurnHandoffRequest, activities.TurnFresh, activities.TurnWork}, kinds)
 	require.Equal(t, []string{HostQueue("a"), HostQueue("a"), HostQueue("a"), HostQueue("b"), HostQueue("b")}, queues,
 		"the handoff is asked on the old host, the fresh conversation and what follows run on the new one")
-	require.Equal(t, "/worktrees/nid@b/web/lead", h.agent.turns[3].WorkDir)
 	require.Contains(t, eventTexts(v, EventRotation), "↻ handoff (move) host a → b")
 	require.Equal(t, []string{"moving from host a to host b: it hands off when its current turn ends", "moved from host a to host b",
 		"web/lead is on host b already"}, eventTexts(v, EventHost))

@@ -39,7 +39,7 @@ func HostQueue(host string) string { return "nid@" + host }
 const HostsID = "nid/hosts"
 
 // SessionID is the workflow id of a session: nid/<group>/<session>.
-func SessionID(group, name string) string { return "nid/" + group + "/" + name }
+func SessionID(group, name string) string { return activities.SessionWorkflowID(group, name) }
 
 // GroupID is the workflow id of a group: nid/<group>.
 func GroupID(group string) string { return "nid/" + group }

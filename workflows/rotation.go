@@ -26,9 +26,10 @@ type rotation struct {
 	// kind is what the session's agent kind can do.
 	kind activities.Kind
 	ladder
-	// queue and workDir are where the agent runs: the session's, until a
-	// move puts the fresh conversation on its new host.
-	queue, workDir string
+	// queue is the host the agent runs on: the session's, until a move
+	// puts the fresh conversation on its new host. Where on that host is
+	// the worker's to say, never the workflow's.
+	queue string
 }
 
 // RotationWorkflow rotates one session's conversation once: compaction, or a
@@ -37,7 +38,7 @@ type rotation struct {
 // reached and the rotation happens exactly once.
 func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, error) {
 	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite), ack: workflow.GetSignalChannel(ctx, SignalHandoffAck),
-		kind: activities.KindOf(in.Spec.Kind), ladder: ladder{versionOf(ctx)}, queue: in.ActivityQueue, workDir: in.WorkDir}
+		kind: activities.KindOf(in.Spec.Kind), ladder: ladder{versionOf(ctx)}, queue: in.ActivityQueue}
 	r.res.RotationEvent = RotationEvent{
 		Number:          in.Number,
 		Method:          in.Method,
@@ -104,7 +105,7 @@ func (r *rotation) compact(ctx workflow.Context) bool {
 	}
 	var rep activities.CompactReport
 	err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.CompactName, activities.CompactInput{
-		Session: r.in.Session, Spec: r.in.Spec, Conversation: r.in.Conversation, WorkDir: r.in.WorkDir,
+		Session: r.in.Session, Spec: r.in.Spec, Conversation: r.in.Conversation,
 		Generation: r.in.Generation,
 	}).Get(ctx, &rep)
 	if err == nil {
@@ -204,7 +205,6 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 		Spec:       r.in.Spec,
 		Prompt:     message.Text(),
 		Kind:       activities.TurnFresh,
-		WorkDir:    r.workDir,
 		Generation: r.in.Generation + 1,
 	}).Get(ctx, &fresh)
 	if err == nil {
@@ -323,7 +323,7 @@ func (r *rotation) gatherFacts(ctx workflow.Context) *activities.Facts {
 	actx := workflow.WithActivityOptions(ctx, readOptions(r.queue))
 	var f activities.Facts
 	err := workflow.ExecuteActivity(actx, activities.FactsName, activities.FactsInput{
-		Session: r.in.Session, WorkDir: r.workDir,
+		Session: r.in.Session,
 	}).Get(ctx, &f)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("no facts of the session's work", "error", err)
@@ -356,7 +356,6 @@ func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 			Conversation: r.in.Conversation,
 			Prompt:       HandoffRequestPrompt,
 			Kind:         activities.TurnHandoffRequest,
-			WorkDir:      r.in.WorkDir,
 			Generation:   r.in.Generation,
 		}).Get(ctx, &tr)
 		if err == nil {
@@ -421,7 +420,7 @@ func (r *rotation) moveWork(ctx workflow.Context) bool {
 		actx := workflow.WithActivityOptions(ctx, activityOptions(r.in.ActivityQueue, 5*time.Minute))
 		var saved activities.SaveWorkResult
 		err := workflow.ExecuteActivity(actx, activities.SaveWorkName, activities.SaveWorkInput{
-			Session: r.in.Session, Repo: m.Repo, Worktree: m.Worktree, Number: m.Number,
+			Session: r.in.Session, Number: m.Number,
 		}).Get(ctx, &saved)
 		if err != nil {
 			r.res.Error = fmt.Sprintf("the work on %s could not be saved, so the session stays there: %s", m.From, ErrorText(err))
@@ -434,7 +433,7 @@ func (r *rotation) moveWork(ctx workflow.Context) bool {
 		actx := workflow.WithActivityOptions(ctx, activityOptions(r.queue, 5*time.Minute))
 		var ws activities.WorkspaceResult
 		err := workflow.ExecuteActivity(actx, activities.PrepareWorkspaceName, activities.WorkspaceInput{
-			Session: r.in.Session, Repo: m.Repo, Salvage: r.res.Salvage,
+			Session: r.in.Session, Salvage: r.res.Salvage,
 		}).Get(ctx, &ws)
 		if err != nil {
 			// The work is saved (branch and salvage), but has nowhere to
@@ -444,7 +443,7 @@ func (r *rotation) moveWork(ctx workflow.Context) bool {
 				activities.WorkspaceBranch(r.in.Session), cmp.Or(r.res.Salvage, "no salvage"))
 			return false
 		}
-		r.workDir, r.res.Worktree = ws.Worktree, ws.Worktree
+		r.res.Worktree = ws.Worktree
 	}
 	return true
 }

@@ -182,7 +182,7 @@ func (s *session) pushBranch(ctx workflow.Context) {
 	actx := workflow.WithActivityOptions(ctx, activityOptions(s.queue(), 5*time.Minute))
 	var remote string
 	err := workflow.ExecuteActivity(actx, activities.PushBranchName, activities.PushBranchInput{
-		Session: s.ref(), Repo: s.in.Repo,
+		Session: s.ref(),
 	}).Get(ctx, &remote)
 	branch := activities.WorkspaceBranch(s.ref())
 	if err != nil {

@@ -145,7 +145,6 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 		Conversation: s.st.Conversation,
 		Prompt:       prompt,
 		Kind:         activities.TurnWork,
-		WorkDir:      s.workDir(),
 		Generation:   s.st.Generation,
 	}).Get(ctx, &res)
 	s.st.UsedSeq = s.st.ReserveSeq
@@ -298,7 +297,7 @@ func (s *session) prepareWorkspace(ctx workflow.Context) {
 	actx := workflow.WithActivityOptions(ctx, activityOptions(s.queue(), 5*time.Minute))
 	var res activities.WorkspaceResult
 	err := workflow.ExecuteActivity(actx, activities.PrepareWorkspaceName, activities.WorkspaceInput{
-		Session: s.ref(), Repo: s.in.Repo, Salvage: s.st.Salvage,
+		Session: s.ref(), Salvage: s.st.Salvage,
 	}).Get(ctx, &res)
 	if err != nil {
 		s.record(ctx, Event{Kind: EventTurnFailed, Text: "worktree not prepared: " + ErrorText(err)})

@@ -227,3 +227,11 @@ func versionOf(ctx workflow.Context) Version {
 // them (RotationEvent.At): they change only what a rung-10 session keeps in
 // its state, which reaches history only as the payload of a
 // continue-as-new, and replay does not compare payloads.
+//
+// Activity inputs that name nothing the worker acts on: a turn, a
+// compaction, the git facts, a worktree, a move's save and a push name the
+// session (and the salvage ref and move number) only; the working
+// directory, repository and worktree they carried before are what the
+// worker now takes from its own nid.yaml and records. Only the payloads
+// of the commands changed, which replay does not compare, and the
+// activities ignore those fields in the histories that still carry them.

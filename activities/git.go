@@ -1,0 +1,238 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nid-dev/nid/config"
+)
+
+// Every git command nid runs goes through runGit, which trusts no
+// configuration an agent could have written and runs nothing a
+// configuration names.
+//
+// Git executes what its configuration names: core.fsmonitor, hooks, a
+// pager, an ssh command or proxy, credential helpers, external diff and
+// textconv programs, the filter and merge drivers .gitattributes select, a
+// remote's upload-pack and remote helpers (ext::). The system and global
+// configurations are never read (a push may use the user's credential
+// settings, passed one by one: see userCredentials); the worker's GIT_
+// variables, which could name another repository or program, are dropped;
+// each of those knobs is switched off on the command line, where it wins
+// over any file; transports are limited to https, ssh and file; and every
+// command is bounded in time and output.
+//
+// What remains is the repository's own configuration, for commands run on
+// the repository a group's repo names (its main checkout, or this host's
+// clone of a URL under the state directory): the user's, which a sandboxed
+// agent cannot write. Commands about a session's worktree, whose files are
+// the agent's, never read even that: they run in worktreeGit, with a git
+// directory of nid's own.
+
+// gitTimeout bounds one git command; a clone, fetch or push of a large
+// repository over a slow link may take minutes.
+const gitTimeout = 10 * time.Minute
+
+// gitOutputBytes bounds what nid keeps of a command's output.
+const gitOutputBytes = 1 << 20
+
+// gitSafeArgs come before every git command nid runs.
+var gitSafeArgs = []string{
+	"--no-pager",
+	"-c", "core.fsmonitor=false",
+	"-c", "core.hooksPath=/dev/null",
+	"-c", "core.pager=cat",
+	"-c", "core.editor=false",
+	"-c", "core.askPass=",
+	"-c", "core.sshCommand=ssh",
+	"-c", "core.gitProxy=",
+	"-c", "core.attributesFile=/dev/null",
+	"-c", "core.untrackedCache=false",
+	// An empty value resets the list: only what userCredentials adds
+	// afterwards counts.
+	"-c", "credential.helper=",
+	"-c", "diff.external=",
+	"-c", "sequence.editor=false",
+	"-c", "gpg.program=false",
+	"-c", "commit.gpgSign=false",
+	"-c", "tag.gpgSign=false",
+	"-c", "uploadpack.packObjectsHook=",
+	"-c", "protocol.allow=never",
+	"-c", "protocol.https.allow=always",
+	"-c", "protocol.ssh.allow=always",
+	"-c", "protocol.file.allow=always",
+	"-c", "submodule.recurse=false",
+	"-c", "fetch.recurseSubmodules=false",
+	"-c", "push.recurseSubmodules=no",
+	"-c", "gc.auto=0",
+	"-c", "maintenance.auto=false",
+	"-c", "log.showSignature=false",
+	"-c", "color.ui=false",
+}
+
+// gitSafeEnv is set on every git command: no system or global
+// configuration, no prompts, no replace refs or lazy fetches, and
+// protocol.allow's "user" counts as not given by the user.
+var gitSafeEnv = []string{
+	"GIT_CONFIG_NOSYSTEM=1",
+	"GIT_CONFIG_GLOBAL=/dev/null",
+	"GIT_ATTR_NOSYSTEM=1",
+	"GIT_TERMINAL_PROMPT=0",
+	"GIT_ASKPASS=",
+	"SSH_ASKPASS=",
+	"GIT_PROTOCOL_FROM_USER=0",
+	"GIT_NO_REPLACE_OBJECTS=1",
+	"GIT_NO_LAZY_FETCH=1",
+	"GIT_PAGER=cat",
+	"LC_ALL=C",
+}
+
+// gitCommand is one git command for runGit.
+type gitCommand struct {
+	// dir is where git runs.
+	dir string
+	// env is added to the safe environment.
+	env []string
+	// config is added to the safe arguments, as -c key=value pairs.
+	config []string
+	args   []string
+	// out receives the output; nil keeps it for the result, trimmed.
+	out io.Writer
+}
+
+// runGit runs one git command as the comment above says, and returns its
+// output (when c.out is nil) trimmed of surrounding space.
+func runGit(ctx context.Context, c gitCommand) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	args := append([]string{}, gitSafeArgs...)
+	for _, kv := range c.config {
+		args = append(args, "-c", kv)
+	}
+	cmd := exec.CommandContext(ctx, "git", append(args, c.args...)...)
+	cmd.Dir = c.dir
+	cmd.Env = append(append(cleanEnv(), gitSafeEnv...), c.env...)
+	var out bytes.Buffer
+	cmd.Stdout = &limitWriter{w: &out, n: gitOutputBytes}
+	if c.out != nil {
+		cmd.Stdout = c.out
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &limitWriter{w: &errOut, n: 4 << 10}
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("git %s: %w", firstArg(c.args), ctx.Err())
+		}
+		return "", &gitError{args: c.args, err: err, msg: strings.TrimSpace(errOut.String())}
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
+// repoGit runs a command on a repository nid resolved itself (see
+// Activities.placeOf), with the repository's own filter, diff and merge
+// drivers switched off as well: a checkout or an add would run those that
+// a .gitattributes in the session's branch selects.
+func repoGit(ctx context.Context, repo string, args ...string) (string, error) {
+	return runGit(ctx, gitCommand{dir: repo, config: repoDrivers(ctx, repo), args: args})
+}
+
+// remoteGit is repoGit for a command that reaches a remote (clone, fetch,
+// push): it may log in with the user's own credential settings.
+func remoteGit(ctx context.Context, repo string, args ...string) (string, error) {
+	return runGit(ctx, gitCommand{dir: repo, config: append(repoDrivers(ctx, repo), userCredentials(ctx)...), args: args})
+}
+
+// driverKeyRE are the configuration keys that name a program for a driver
+// .gitattributes selects, or for a remote.
+var driverKeyRE = `^(filter\..+\.(clean|smudge|process|required)|diff\..+\.(command|textconv)|merge\..+\.driver|remote\..+\.(uploadpack|receivepack|vcs|proxy))$`
+
+// repoDrivers are -c settings that switch off every driver and remote
+// program repo's configuration names.
+func repoDrivers(ctx context.Context, repo string) []string {
+	if repo == "" {
+		return nil
+	}
+	out, err := runGit(ctx, gitCommand{dir: repo, args: []string{"config", "--includes", "-z", "--name-only", "--get-regexp", driverKeyRE}})
+	if err != nil {
+		return nil
+	}
+	var off []string
+	for _, key := range strings.Split(out, "\x00") {
+		key = strings.TrimSpace(key)
+		if key == "" || strings.ContainsAny(key, "=\n") {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(key, ".uploadpack"):
+			off = append(off, key+"=git-upload-pack")
+		case strings.HasSuffix(key, ".receivepack"):
+			off = append(off, key+"=git-receive-pack")
+		case strings.HasSuffix(key, ".required"):
+			off = append(off, key+"=false")
+		default:
+			off = append(off, key+"=")
+		}
+	}
+	return off
+}
+
+// credentialKeyRE are the user's own settings a push or fetch may log in
+// with.
+var credentialKeyRE = regexp.MustCompile(`^credential\.([^=\n]+\.)?(helper|username|usehttppath|useHttpPath)$`)
+
+// userCredentials are the credential settings of the user's global
+// configuration (never another key of it), as -c settings: the user's
+// HOME is not the agent's to write.
+func userCredentials(ctx context.Context) []string {
+	cmd := exec.CommandContext(ctx, "git", "config", "--global", "-z", "--get-regexp", `^credential\.`)
+	cmd.Env = append(cleanEnv(), "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
+	var out bytes.Buffer
+	cmd.Stdout = &limitWriter{w: &out, n: 64 << 10}
+	if err := cmd.Run(); err != nil {
+		return nil
+	}
+	var kvs []string
+	for _, kv := range strings.Split(out.String(), "\x00") {
+		key, value, _ := strings.Cut(kv, "\n")
+		if credentialKeyRE.MatchString(key) && !strings.Contains(value, "\n") {
+			kvs = append(kvs, key+"="+value)
+		}
+	}
+	return kvs
+}
+
+// checkRepoURL refuses a repository URL git would take as an option or
+// hand to a program (ext::, another remote helper), and any transport but
+// https, ssh and file.
+func checkRepoURL(repo string) error {
+	if problem := config.RepoProblem(repo); problem != "" {
+		return BadInput("%s", problem)
+	}
+	return nil
+}
+
+// GitVersion is `git --version`, run as every git command nid runs.
+func GitVersion(ctx context.Context) (string, error) {
+	return runGit(ctx, gitCommand{args: []string{"--version"}})
+}
+
+// isRegularDir reports whether path is a directory, not a link to one.
+func isRegularDir(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.IsDir()
+}

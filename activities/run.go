@@ -133,8 +133,8 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec) (Process, error) {
 	case ok && spec.Kind != kind:
 		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q",
 			ref.Group, ref.Name, spec.Kind, kind)
-	case !ok && k.Process:
-		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent command may run for it",
+	case !ok && (k.Process || a.Settings != nil):
+		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent runs for it",
 			ref.Group, ref.Name, spec.Kind)
 	}
 	p := Process{Command: cmp.Or(set.Command, k.DefaultCommand), Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
@@ -165,6 +165,19 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec) (Process, error) {
 		}
 	}
 	return p, nil
+}
+
+// stoppable refuses to stop a session's agent of another kind than this
+// worker's nid.yaml gives it; a session the file no longer lists may be
+// stopped whatever it ran, since stopping starts nothing.
+func (a *Activities) stoppable(ref SessionRef, spec AgentSpec) error {
+	if a.Settings == nil {
+		return nil
+	}
+	if kind, _, ok := a.Settings(ref); ok && spec.Kind != kind {
+		return BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q", ref.Group, ref.Name, spec.Kind, kind)
+	}
+	return nil
 }
 
 // workDirOf is where the session's agent works: where this worker's
@@ -332,7 +345,7 @@ func (a *Activities) StopAgent(ctx context.Context, in StopInput) (StopResult, e
 	if err := checkSession(&in.Session); err != nil {
 		return StopResult{}, classify(err)
 	}
-	err := a.call(ctx, request{op: "stop", what: "Stop", session: in.Session, spec: in.Spec, logs: []any{"conversation", in.Conversation}},
+	err := a.call(ctx, request{op: "stop", what: "Stop", session: in.Session, spec: in.Spec, logs: []any{"conversation", in.Conversation}, stop: true},
 		func(ctx context.Context, agent Agent, p Process) ([]any, error) {
 			return nil, agent.Stop(ctx, StopRequest{
 				Session:      in.Session,
@@ -359,6 +372,9 @@ type request struct {
 	// ready checks, before the agent starts, that it can run here at all
 	// (see ready): a turn that cannot says so in nid doctor's words.
 	ready bool
+	// stop ends what the session runs: it starts nothing, so it needs no
+	// settings, and a session nid.yaml no longer lists can be stopped.
+	stop bool
 }
 
 // call is the skeleton of every activity that asks an agent for something:
@@ -374,7 +390,12 @@ func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Co
 	if err := r.invalid; err != nil {
 		return classify(err)
 	}
-	p, err := a.process(r.session, r.spec)
+	var p Process
+	if r.stop {
+		err = a.stoppable(r.session, r.spec)
+	} else {
+		p, err = a.process(r.session, r.spec)
+	}
 	if err != nil {
 		return classify(err)
 	}

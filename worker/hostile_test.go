@@ -1,0 +1,172 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/workflows"
+)
+
+// registered is a Registry that keeps the names registered with it.
+type registered struct{ workflows, activities []string }
+
+func (r *registered) RegisterWorkflowWithOptions(_ interface{}, o workflow.RegisterOptions) {
+	r.workflows = append(r.workflows, o.Name)
+}
+
+func (r *registered) RegisterActivityWithOptions(_ interface{}, o activity.RegisterOptions) {
+	r.activities = append(r.activities, o.Name)
+}
+
+// hostileActivity is a workflow of the attacker's own, run by the
+// attacker's own worker, that schedules one of nid's activities on a
+// host's queue with whatever input it likes: a host's worker takes any
+// task on its queue.
+func hostileActivity(ctx workflow.Context, queue, name string, input map[string]any) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: queue, StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	return workflow.ExecuteActivity(ctx, name, input).Get(ctx, nil)
+}
+
+// A client that holds the credential (a host's own user, or anything that
+// stole it) can send every workflow and activity nid registers input of
+// its own: names with .. and /, absolute paths, NUL, 10 KB names, repos
+// that are options or remote helpers, a file:// repository of its own with
+// an fsmonitor and hooks planted, working directories and worktrees
+// outside nid's, huge payloads. None of it makes a worker write outside
+// its directories or run what was planted, and each is refused with what
+// was wrong. The names come from the worker's own registration, so a new
+// activity or workflow is covered without editing this test.
+func TestHostileClientCannotMakeAWorkerAct(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	outside := t.TempDir()
+	marks := filepath.Join(outside, "marks")
+	require.NoError(t, os.MkdirAll(marks, 0o755))
+	evil := filepath.Join(outside, "evil.git")
+	for _, args := range [][]string{
+		{"init", "-q", "--bare", evil},
+		{"-C", evil, "config", "core.fsmonitor", "touch " + filepath.Join(marks, "fsmonitor") + "; true"},
+		{"-C", evil, "config", "core.hooksPath", filepath.Join(evil, "hooks")},
+	} {
+		out, err := exec.Command("git", args...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	for _, hook := range []string{"post-checkout", "pre-push", "post-update", "reference-transaction"} {
+		require.NoError(t, os.WriteFile(filepath.Join(evil, "hooks", hook), []byte("#!/bin/sh\ntouch "+filepath.Join(marks, hook)+"\n"), 0o755))
+	}
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "start"}} {
+		out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	cfg := env.Config(t, fmt.Sprintf("  web:\n    repo: %s\n    sessions:\n      - {agent: sim, name: lead, sim: {turnDelay: 0s}}\n", repo))
+	n, err := Start(t.Context(), Options{Config: cfg, Logger: temporaltest.Logger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Stop() })
+
+	var names registered
+	RegisterWorkflows(&names)
+	RegisterActivities(&names, &activities.Activities{})
+	require.NotEmpty(t, names.activities)
+
+	big := strings.Repeat("x", 10<<10)
+	sessions := []map[string]any{
+		{"group": "..", "name": "lead"},
+		{"group": "../../home/.config/git", "name": "lead"},
+		{"group": "web", "name": "../../../" + outside},
+		{"group": outside, "name": "lead"},
+		{"group": "web", "name": "le\x00ad"},
+		{"group": big, "name": "lead"},
+		{"group": "web", "name": "ghost", "workflowID": "nid/hosts"},
+		// The session nid.yaml lists, with everything else the
+		// attacker's.
+		{"group": "web", "name": "lead", "workflowID": "nid/hosts"},
+	}
+	repos := []string{"file://" + evil, evil, "--upload-pack=touch " + filepath.Join(marks, "upload") + ";:", "ext::sh -c touch% " + filepath.Join(marks, "ext")}
+	queue := "hostile"
+	w := sdkworker.New(c, queue, sdkworker.Options{})
+	w.RegisterWorkflowWithOptions(hostileActivity, workflow.RegisterOptions{Name: "hostile"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	for _, name := range names.activities {
+		for i, session := range sessions {
+			input := map[string]any{
+				"session":  session,
+				"repo":     repos[i%len(repos)],
+				"workdir":  outside,
+				"worktree": outside,
+				"salvage":  "refs/heads/main",
+				"number":   1,
+				"spec":     map[string]any{"kind": "sim", "command": "/bin/sh"},
+				"prompt":   strings.Repeat("p", 256<<10),
+				"kind":     "work",
+			}
+			run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{TaskQueue: queue, WorkflowExecutionTimeout: 2 * time.Minute},
+				"hostile", workflows.HostQueue(temporaltest.Host), name, input)
+			require.NoError(t, err)
+			err = run.Get(t.Context(), nil)
+			if err == nil && (i == len(sessions)-1 || (name == activities.StopAgentName && session["name"] == "ghost")) {
+				// The listed session's own places are what it may
+				// act on; stopping starts nothing, so a session the
+				// file no longer lists can be stopped.
+				continue
+			}
+			appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+			require.True(t, ok, "%s with session %q: want a refusal, got %v", name, session, err)
+			require.True(t, appErr.NonRetryable(), "%s: %v", name, err)
+			require.True(t, slices.Contains([]string{activities.ErrBadInput, activities.ErrUnknownAgent}, appErr.Type()), "%s: %v", name, err)
+			require.Regexp(t, `is not a valid name|has no session web/ghost|asks for|no longer lists|salvage|no conversation`, appErr.Error(), name)
+		}
+	}
+
+	// Started all at once, then waited for: one that is not refused
+	// runs until its timeout, and nothing it does may leave a mark.
+	var runs []client.WorkflowRun
+	for _, name := range names.workflows {
+		for i, session := range sessions[:6] {
+			input := map[string]any{"group": session["group"], "name": session["name"], "session": session, "repo": "file://" + evil, "workdir": outside}
+			run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: fmt.Sprintf("hostile/%s/%d", name, i), TaskQueue: workflows.TaskQueue,
+				WorkflowExecutionTimeout: 5 * time.Second}, name, input)
+			if err == nil {
+				runs = append(runs, run)
+			}
+		}
+	}
+	for _, run := range runs {
+		_ = run.Get(t.Context(), nil)
+	}
+
+	entries, err := os.ReadDir(marks)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing planted ran")
+	left, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	var found []string
+	for _, e := range left {
+		found = append(found, e.Name())
+	}
+	require.ElementsMatch(t, []string{"marks", "evil.git"}, found, "nothing was written outside nid's directories")
+	refs, err := exec.Command("git", "-C", repo, "for-each-ref", "--format=%(refname)").Output()
+	require.NoError(t, err)
+	require.Equal(t, "refs/heads/main", strings.TrimSpace(string(refs)), "the repository is as it was")
+}

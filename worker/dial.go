@@ -62,9 +62,11 @@ func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger, handler 
 		// which the server answers anyone: a refused credential would
 		// show only at the command's first real call, as a bare
 		// "Request unauthorized".
-		_, err = c.WorkflowService().DescribeNamespace(dctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
-		if err != nil {
+		// Any other answer is left to the command's own calls.
+		_, perr := c.WorkflowService().DescribeNamespace(dctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+		if Refused(perr, address, source, cfg.State) != nil {
 			c.Close()
+			err = perr
 		}
 	}
 	if err == nil {

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -20,6 +21,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/server/common/authorization"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
@@ -247,3 +250,33 @@ func splitPort(address string) (string, int, error) {
 }
 
 func quietLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
+
+// The server's other services (history, matching, its worker and internal
+// frontend) listen on loopback too, and a call to them passes no
+// authorizer: they take only the certificate made in memory at the
+// server's start, so a local process can neither speak plain gRPC to them
+// nor shake hands without it.
+func TestTheServersOwnPortsTakeOnlyItsCertificate(t *testing.T) {
+	srv := startTest(t, 0, false, nil)
+	require.Len(t, srv.internal, 4, "history, matching, worker, internal frontend")
+	for _, addr := range srv.internal {
+		for _, conn := range []struct {
+			name string
+			opts sdkclient.ConnectionOptions
+		}{
+			{"plain", sdkclient.ConnectionOptions{}},
+			{"TLS without the certificate", sdkclient.ConnectionOptions{TLS: &tls.Config{InsecureSkipVerify: true}}},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: addr, Logger: quietLogger(), ConnectionOptions: conn.opts})
+			if err == nil {
+				_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+				c.Close()
+			}
+			cancel()
+			require.Error(t, err, "%s %s", conn.name, addr)
+			require.NotEqual(t, codes.Unimplemented, status.Code(err), "%s %s answered gRPC: %v", conn.name, addr, err)
+			require.NotContains(t, err.Error(), "Unimplemented", "%s %s answered gRPC", conn.name, addr)
+		}
+	}
+}

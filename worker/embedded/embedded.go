@@ -76,9 +76,12 @@ type Server struct {
 	ui       *webUI
 	tls      *frontendTLS
 	// token is the credential the frontend requires (see auth.go).
-	token   string
-	stop    sync.Once
-	stopErr error
+	token string
+	// internal are the other services' gRPC addresses, which take only
+	// the internode certificate.
+	internal []string
+	stop     sync.Once
+	stopErr  error
 }
 
 // frontendTLS serves the frontend over mutual TLS, as a cluster may; nid's
@@ -135,8 +138,13 @@ func start(ctx context.Context, opts worker.EmbeddedOptions, ftls *frontendTLS) 
 		}
 	}
 	hosts := map[primitives.ServiceName]static.Hosts{}
+	var internal []string
 	for name, svc := range conf.Services {
-		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(svc.RPC.GRPCPort)))
+		addr := net.JoinHostPort(host, strconv.Itoa(svc.RPC.GRPCPort))
+		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(addr)
+		if name != string(primitives.FrontendService) {
+			internal = append(internal, addr)
+		}
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),
@@ -154,7 +162,7 @@ func start(ctx context.Context, opts worker.EmbeddedOptions, ftls *frontendTLS) 
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{frontend: net.JoinHostPort(host, strconv.Itoa(opts.Port)), server: srv, tls: ftls, token: token}
+	s := &Server{frontend: net.JoinHostPort(host, strconv.Itoa(opts.Port)), server: srv, tls: ftls, token: token, internal: internal}
 	if opts.UIPort != 0 {
 		var uiTLS uiconfig.TLS
 		if ftls != nil {

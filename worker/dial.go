@@ -64,7 +64,7 @@ func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger, handler 
 		// "Request unauthorized".
 		// Any other answer is left to the command's own calls.
 		_, perr := c.WorkflowService().DescribeNamespace(dctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
-		if Refused(perr, address, source, cfg.State) != nil {
+		if refused(perr, address, source, cfg.State) != nil {
 			c.Close()
 			err = perr
 		}
@@ -72,8 +72,8 @@ func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger, handler 
 	if err == nil {
 		return c, nil
 	}
-	if refused := Refused(err, address, source, cfg.State); refused != nil {
-		return nil, refused
+	if rerr := refused(err, address, source, cfg.State); rerr != nil {
+		return nil, rerr
 	}
 	var nf *serviceerror.NamespaceNotFound
 	if errors.As(err, &nf) {
@@ -176,12 +176,12 @@ func tlsProblem(address string, conf *tls.Config, t config.Temporal) string {
 	return ""
 }
 
-// Refused says, when err is the Temporal server refusing nid's credential
+// refused says, when err is the Temporal server refusing nid's credential
 // (PermissionDenied or Unauthenticated), that it did and where nid expects
 // the credential; nil for any other error. source is where the credential
 // nid presented came from (temporal.apiKey or the state directory's file),
 // empty when it presented none.
-func Refused(err error, address, source, stateDir string) error {
+func refused(err error, address, source, stateDir string) error {
 	var denied *serviceerror.PermissionDenied
 	if !errors.As(err, &denied) && status.Code(err) != codes.Unauthenticated {
 		return nil

@@ -97,5 +97,5 @@ func temporalCredential(cfg *config.Config) (token, source string) {
 // nid itself runs on this host: the embedded one, or `nid server`, which
 // listens on loopback only.
 func ownServer(cfg *config.Config) bool {
-	return cfg.Embedded() || loopback(cfg.Temporal.Address)
+	return cfg.Embedded() || config.LoopbackAddress(cfg.Temporal.Address)
 }

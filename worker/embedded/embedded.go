@@ -1,6 +1,8 @@
 // Package embedded runs a Temporal server and its Web UI inside the nid
 // process, persisted in one SQLite file, so that `nid up` needs nothing else
 // installed. Start follows the recipe of the Temporal CLI's dev server.
+// Unlike the dev server, its frontend refuses every client without the
+// credential nid keeps in the state directory (see auth.go).
 //
 // This package and cmd/nid are the only ones that link the Temporal server;
 // everything else reaches Start through worker.StartEmbedded, so that its

@@ -157,7 +157,7 @@ func TestGlobalFlagsReachTheConfig(t *testing.T) {
 		Environ: []string{"TEMPORAL_NAMESPACE=from-env"},
 		Dial: func(ctx context.Context, cfg *config.Config, _ *slog.Logger) (client.Client, error) {
 			got = cfg
-			return client.DialContext(ctx, client.Options{HostPort: s.Address, Namespace: s.Namespace})
+			return client.DialContext(ctx, s.ClientOptions())
 		},
 	}
 	_, _, err := runApp(t, d, "--address", "10.0.0.5:7233", "ls")

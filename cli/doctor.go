@@ -22,7 +22,8 @@ func newDoctorCommand(a *app) *cli.Command {
 		Usage:     "Check that this host can run nid up and every session in nid.yaml",
 		ArgsUsage: " ",
 		Description: "Checks, for the configuration in force: Temporal answers (or, for the embedded\n" +
-			"server, its ports are free), the state directory is writable, git is installed\n" +
+			"server, its ports are free), the credential nid's own Temporal server requires\n" +
+			"is in the state directory, private, and accepted, the state directory is writable, git is installed\n" +
 			"when a group has repo:, each session's agent CLI is found (with its version, and\n" +
 			"whether nid is tested with it), it has credentials (a key in its environment or\n" +
 			"a login under its home; no secret is printed), the sandbox its permissions ask\n" +

@@ -52,7 +52,7 @@ func TestDoctor(t *testing.T) {
 	dir := t.TempDir()
 	notRepo := t.TempDir()
 	yaml := fmt.Sprintf(`state: %s
-temporal: {address: %s, namespace: %s}
+temporal: {address: %s, namespace: %s, apiKey: %s}
 http: {listen: "127.0.0.1:0"}
 groups:
   web:
@@ -60,7 +60,7 @@ groups:
     sessions:
       - {agent: sim, name: lead}
       - {agent: exec, name: lint, command: %s, permissions: full}
-`, filepath.Join(dir, "state"), env.Address, env.Namespace, notRepo, filepath.Join(dir, "no-such-lint"))
+`, filepath.Join(dir, "state"), env.Address, env.Namespace, env.APIKey, notRepo, filepath.Join(dir, "no-such-lint"))
 	file := writeYAML(t, yaml)
 	lint := filepath.Join(dir, "no-such-lint")
 	checks, err := doctorChecks(t, file)
@@ -109,7 +109,8 @@ func TestDoctorPorts(t *testing.T) {
 	yaml := fmt.Sprintf("state: %s\ntemporal: {port: %d, ui: {port: %d}}\nhttp: {listen: %q}\ngroups: {}\n", state, port, free, taken.Addr().String())
 	file := writeYAML(t, yaml)
 	checks, err := doctorChecks(t, file)
-	require.EqualError(t, err, "2 of 4 checks failed: mend what their lines say, then run nid doctor again")
+	require.EqualError(t, err, "2 of 5 checks failed: mend what their lines say, then run nid doctor again")
+	require.Equal(t, "ok: "+filepath.Join(state, "temporal-token")+" does not exist yet: nid up makes it when its Temporal server first starts", checks["credential"])
 	require.Equal(t, fmt.Sprintf("fail: temporal.port 127.0.0.1:%d is taken by another program, so nid up cannot start its embedded server: "+
 		"stop it, or set temporal.port to a free port (listen tcp 127.0.0.1:%d: bind: address already in use)\n"+
 		"ok: temporal.ui.port 127.0.0.1:%d is free for nid up's embedded server", port, port, free), checks["temporal"])
@@ -124,4 +125,34 @@ func TestDoctorPorts(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, fmt.Sprintf("ok: http.listen %s: the running nid (process %d) serves it", taken.Addr(), os.Getpid()), checks["http"])
 	require.Contains(t, checks["temporal"], fmt.Sprintf("fail: nid (process %d) runs on %s, but its Temporal server does not answer", os.Getpid(), state))
+}
+
+// Against nid's own Temporal server, nid doctor checks the credential in
+// the state directory: there, private, and accepted by the server.
+func TestDoctorCredential(t *testing.T) {
+	t.Parallel()
+	env := temporaltest.New(t)
+	state := filepath.Join(t.TempDir(), "state")
+	file := writeYAML(t, fmt.Sprintf("state: %s\ntemporal: {address: %s, namespace: %s}\nhttp: {listen: \"127.0.0.1:0\"}\ngroups: {}\n",
+		state, env.Address, env.Namespace))
+	token := filepath.Join(state, "temporal-token")
+	credential := func() string {
+		checks, _ := doctorChecks(t, file)
+		return checks["credential"]
+	}
+
+	require.Equal(t, "fail: "+token+" is missing, and the Temporal server at "+env.Address+" refuses clients without the credential its nid up or nid server made: "+
+		"set state to that nid's state directory, or temporal.apiKey to the content of its temporal-token", credential())
+
+	require.NoError(t, os.MkdirAll(state, 0o700))
+	require.NoError(t, os.WriteFile(token, []byte(env.APIKey+"\n"), 0o600))
+	require.Equal(t, "ok: "+token+" is private and the Temporal server at "+env.Address+" accepts it", credential())
+
+	require.NoError(t, os.Chmod(token, 0o644))
+	require.Equal(t, "fail: "+token+" is readable by other users (mode 0644), and whoever reads it controls every session: chmod 600 "+token+" (nid up tightens it too)", credential())
+
+	require.NoError(t, os.WriteFile(token, []byte("not-the-credential\n"), 0o600))
+	require.NoError(t, os.Chmod(token, 0o600))
+	require.Equal(t, "fail: the Temporal server at "+env.Address+" refused nid's credential from "+token+
+		": it is not the credential that server keeps (a nid server with another state directory? set temporal.apiKey to the content of its temporal-token)", credential())
 }

@@ -24,7 +24,9 @@ func newServerCommand(a *app) *cli.Command {
 			"directory, Web UI beside it) and nothing else: no worker, no groups. Point\n" +
 			"nid up or nid worker elsewhere at it with temporal.address (or --address), so\n" +
 			"that workers can stop, crash and restart while the sessions' history stays\n" +
-			"served. Prints where it listens. Ctrl-C stops it cleanly.",
+			"served. It refuses every client without the credential it keeps in the state\n" +
+			"directory (temporal-token); a worker with another state directory sets\n" +
+			"temporal.apiKey to it. Prints where it listens. Ctrl-C stops it cleanly.",
 		Action: action(func(cCtx *cli.Context) error {
 			opts, err := a.serverOptions(cCtx)
 			if err != nil {
@@ -75,8 +77,8 @@ func runServer(ctx context.Context, opts serverOptions, start worker.StartEmbedd
 	}); err != nil {
 		return errors.Join(err, srv.Stop())
 	}
-	fmt.Fprintf(stderr, "Run nid up or nid worker with temporal.address: %s (or --address %s). Ctrl-C stops the server.\n",
-		srv.FrontendAddress(), srv.FrontendAddress())
+	fmt.Fprintf(stderr, "Run nid up or nid worker with temporal.address: %s (or --address %s); one with another state directory, or on another host through a tunnel, also sets temporal.apiKey to the content of %s. Ctrl-C stops the server.\n",
+		srv.FrontendAddress(), srv.FrontendAddress(), worker.TemporalTokenPath(opts.Embedded.StateDir))
 	<-ctx.Done()
 	if err := srv.Stop(); err != nil {
 		return fmt.Errorf("stopping: %w", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,6 +78,7 @@ func TestServerServesUntilCancelled(t *testing.T) {
 	require.Contains(t, out.String(), "Temporal frontend  127.0.0.1:17233")
 	require.Contains(t, out.String(), "Temporal Web UI    http://127.0.0.1:18233")
 	require.Contains(t, errOut.String(), "--address 127.0.0.1:17233")
+	require.Contains(t, errOut.String(), "sets temporal.apiKey to the content of "+filepath.Join(dir, "temporal-token"))
 	require.True(t, srv.stopped)
 }
 

@@ -194,7 +194,9 @@ type Temporal struct {
 	Port      int    `koanf:"port" json:"port"`
 	UI        UI     `koanf:"ui" json:"ui"`
 	TLS       TLS    `koanf:"tls" json:"tls"`
-	// APIKey is sent as a bearer token on every call; it turns TLS on.
+	// APIKey is sent as a bearer token on every call; it turns TLS on,
+	// except to an address on loopback (a nid server's own, or a tunnel to
+	// it) unless TLS is set too.
 	APIKey string `koanf:"apiKey" json:"-"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"unicode"
@@ -12,7 +13,8 @@ import (
 // ClientTLS returns the TLS configuration nid dials a cluster with, or nil
 // when neither temporal.tls nor temporal.apiKey is set. An API key alone
 // gets TLS with the system's CAs, as Temporal's own clients do: a bearer
-// token must not cross the network in the clear. Load has already checked
+// token must not cross the network in the clear; to a loopback address it
+// crosses none, and goes in plaintext unless temporal.tls is set. Load has already checked
 // the files; an error here names the key whose file changed since.
 func (t Temporal) ClientTLS() (*tls.Config, error) {
 	conf, ps := t.clientTLS()
@@ -20,7 +22,7 @@ func (t Temporal) ClientTLS() (*tls.Config, error) {
 }
 
 func (t Temporal) clientTLS() (*tls.Config, []problem) {
-	if !t.TLS.On() && t.APIKey == "" {
+	if !t.TLS.On() && (t.APIKey == "" || LoopbackAddress(t.Address)) {
 		return nil, nil
 	}
 	conf := &tls.Config{ServerName: t.TLS.ServerName, MinVersion: tls.VersionTLS12}
@@ -74,4 +76,20 @@ func apiKeyProblem(key string) string {
 		return "contains white space or control characters (a line break pasted with it?)"
 	}
 	return ""
+}
+
+// LoopbackAddress reports whether host:port is on this host's loopback,
+// where nothing crosses a network: an API key goes there in plaintext
+// unless temporal.tls says otherwise, as to a `nid server` (which listens
+// on 127.0.0.1 only) or to one reached through an SSH tunnel.
+func LoopbackAddress(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -29,7 +29,8 @@ func doctorLine(t *testing.T, out, status, what, says string) {
 
 // nid doctor on a site of sim agents: before nid up, the embedded
 // server's ports and the HTTP port are free and the state directory can
-// be made; while nid up runs, they are its own and its Temporal answers;
+// be made; while nid up runs, they are its own, its Temporal answers and
+// accepts the credential nid up made;
 // every check passes, so it exits 0.
 func TestDoctorSim(t *testing.T) {
 	s := newSite(t, `  web:
@@ -42,6 +43,7 @@ func TestDoctorSim(t *testing.T) {
 	doctorLine(t, out, "ok", "temporal", fmt.Sprintf("temporal.port 127.0.0.1:%d is free for nid up's embedded server", s.frontend))
 	doctorLine(t, out, "ok", "temporal", fmt.Sprintf("temporal.ui.port 127.0.0.1:%d is free", s.ui))
 	doctorLine(t, out, "ok", "state", "does not exist yet: nid up makes it in "+s.dir)
+	doctorLine(t, out, "ok", "credential", "temporal-token does not exist yet: nid up makes it when its Temporal server first starts")
 	doctorLine(t, out, "ok", "web/lead agent", "The sim agent runs inside nid: nothing to install")
 	doctorLine(t, out, "ok", "http", fmt.Sprintf("http.listen 127.0.0.1:%d is free", s.http))
 	require.NotContains(t, out, "fail")
@@ -52,6 +54,7 @@ func TestDoctorSim(t *testing.T) {
 	pid := strconv.Itoa(up.cmd.Process.Pid)
 	doctorLine(t, out, "ok", "temporal", "the embedded Temporal server of the running nid (process "+pid+") answers at "+s.address())
 	doctorLine(t, out, "ok", "state", filepath.Join(s.dir, ".nid")+" is writable")
+	doctorLine(t, out, "ok", "credential", filepath.Join(s.dir, ".nid", "temporal-token")+" is private and the Temporal server at "+s.address()+" accepts it")
 	doctorLine(t, out, "ok", "http", "the running nid (process "+pid+") serves it")
 	require.NoError(t, up.interrupt(t))
 }
@@ -106,7 +109,7 @@ func TestDoctorRealCLIs(t *testing.T) {
 	says := `claude: command "` + missing + `" not found: install Claude Code (npm install -g ` + claude.Package + "@" + activities.TestedVersion(claude) +
 		", the version nid is tested with), or set agents.claude.command to where it is"
 	doctorLine(t, out, "fail", "web/lead cli", says)
-	require.Contains(t, errOut, "1 of 10 checks failed")
+	require.Contains(t, errOut, "1 of 11 checks failed")
 
 	up := s.up()
 	s.eventually("web/lead in needs-attention", time.Minute, func() bool {

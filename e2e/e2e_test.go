@@ -279,8 +279,7 @@ func TestUpUsesAnExistingCluster(t *testing.T) {
         name: solo
         sim: {turnDelay: 20ms}
 `)
-	guest.cluster = host.address()
-	guest.writeConfig()
+	guest.join(host)
 
 	p := guest.up()
 	require.Contains(t, p.out.String(), "not started here", "no second server, no second Web UI")

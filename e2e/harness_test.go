@@ -23,6 +23,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -43,8 +44,10 @@ type site struct {
 	ui       int
 	http     int
 	// cluster is the address of a Temporal server the site uses instead of
-	// starting its own.
+	// starting its own; apiKey its credential (temporal.apiKey), if it
+	// requires one.
 	cluster string
+	apiKey  string
 	// worker is the site's worker: section (YAML, indented as under
 	// "worker:"), if any.
 	worker string
@@ -68,6 +71,9 @@ func (s *site) writeConfig() {
 	address := ""
 	if s.cluster != "" {
 		address = "  address: " + s.cluster + "\n"
+	}
+	if s.apiKey != "" {
+		address += "  apiKey: " + s.apiKey + "\n"
 	}
 	worker := ""
 	if s.worker != "" {
@@ -267,9 +273,34 @@ func (s *site) eventually(what string, timeout time.Duration, cond func() bool) 
 	}
 }
 
+// join points the site at other's Temporal server (nid up's or nid server's,
+// which must be running), with its credential, as another host would be.
+func (s *site) join(other *site) {
+	s.t.Helper()
+	s.cluster, s.apiKey = other.address(), other.credential()
+	s.writeConfig()
+}
+
+// credential is what the site's Temporal server requires: the one nid made
+// in its state directory, or the cluster's apiKey.
+func (s *site) credential() string {
+	s.t.Helper()
+	if s.cluster != "" {
+		return s.apiKey
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, ".nid", statedir.TemporalToken))
+	require.NoError(s.t, err, "the site's server made its credential")
+	return strings.TrimSpace(string(b))
+}
+
 func (s *site) client() client.Client {
 	s.t.Helper()
-	c, err := client.Dial(client.Options{HostPort: s.address()})
+	opts := client.Options{HostPort: s.address()}
+	if key := s.credential(); key != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
+		opts.ConnectionOptions.TLSDisabled = true
+	}
+	c, err := client.Dial(opts)
 	require.NoError(s.t, err)
 	s.t.Cleanup(c.Close)
 	return c

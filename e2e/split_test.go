@@ -39,8 +39,7 @@ func TestSplitProcessesWorkerKilledMidTurn(t *testing.T) {
 	require.Contains(t, server.out.String(), fmt.Sprintf("http://127.0.0.1:%d", host.ui), "nid server says where its Web UI is")
 
 	guest := newSite(t, groups)
-	guest.cluster = host.address()
-	guest.writeConfig()
+	guest.join(host)
 	up := guest.up()
 	require.Contains(t, up.out.String(), "not started here", "nid up against nid server starts no server of its own")
 

@@ -1,5 +1,5 @@
 // Package statedir keeps nid's state directory private. The directory
-// holds the API token, the key that signs agents' MCP tokens, the embedded
+// holds the API token, the embedded Temporal server's credential, the key that signs agents' MCP tokens, the embedded
 // server's database, transcripts and the records of running agents: none
 // of it is for other users of the machine, and none of it belongs in a
 // commit.
@@ -34,6 +34,11 @@ const Worktrees = "worktrees"
 // per group: the user's code too, its modes left as git made them.
 const Repos = "repos"
 
+// TemporalToken is the file holding the credential the embedded Temporal
+// server requires of every client: whoever can read it controls every
+// session, so it lives here, private, beside the API token.
+const TemporalToken = "temporal-token"
+
 // gitignore keeps the whole directory out of git, itself included, so a
 // `git add -A` in a repository that contains the state directory stages
 // none of it.
@@ -43,7 +48,7 @@ const gitignore = "*\n"
 // .gitignore). A directory that already holds files, none of them these,
 // is someone else's: Prepare refuses it rather than hide it from git or
 // change its modes.
-var known = []string{"http-token", "mcp.key", "temporal.db", "transcripts", "pids", Worktrees, Repos, "sim", "exec"}
+var known = []string{"http-token", TemporalToken, "mcp.key", "temporal.db", "transcripts", "pids", Worktrees, Repos, "sim", "exec"}
 
 // Prepare creates dir with DirMode, or tightens an existing one: the
 // directory and everything nid keeps in it lose their group and other

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/nid-dev/nid/config"
 )
@@ -44,14 +47,33 @@ func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger, handler 
 		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf, GrpcCompression: compression(address)},
 		MetricsHandler:    handler,
 	}
-	if cfg.Temporal.APIKey != "" {
-		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.Temporal.APIKey)
+	token, source := temporalCredential(cfg)
+	if token != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(token)
+		// The SDK turns TLS on for any API key; to a server on loopback
+		// (config.LoopbackAddress) the key crosses no network.
+		opts.ConnectionOptions.TLSDisabled = tlsConf == nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c, err := client.DialContext(dctx, opts)
+	if err == nil && ownServer(cfg) {
+		// The SDK's dial asks only for the server's system information,
+		// which the server answers anyone: a refused credential would
+		// show only at the command's first real call, as a bare
+		// "Request unauthorized".
+		// Any other answer is left to the command's own calls.
+		_, perr := c.WorkflowService().DescribeNamespace(dctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+		if refused(perr, address, source, cfg.State) != nil {
+			c.Close()
+			err = perr
+		}
+	}
 	if err == nil {
 		return c, nil
+	}
+	if rerr := refused(err, address, source, cfg.State); rerr != nil {
+		return nil, rerr
 	}
 	var nf *serviceerror.NamespaceNotFound
 	if errors.As(err, &nf) {
@@ -152,4 +174,25 @@ func tlsProblem(address string, conf *tls.Config, t config.Temporal) string {
 		return "it does not serve TLS: unset temporal.tls and temporal.apiKey"
 	}
 	return ""
+}
+
+// refused says, when err is the Temporal server refusing nid's credential
+// (PermissionDenied or Unauthenticated), that it did and where nid expects
+// the credential; nil for any other error. source is where the credential
+// nid presented came from (temporal.apiKey or the state directory's file),
+// empty when it presented none.
+func refused(err error, address, source, stateDir string) error {
+	var denied *serviceerror.PermissionDenied
+	if !errors.As(err, &denied) && status.Code(err) != codes.Unauthenticated {
+		return nil
+	}
+	switch source {
+	case "":
+		return fmt.Errorf("the Temporal server at %s refused nid's credential: nid presented none; it expects the credential in %s (made by the nid up or nid server that serves there) or temporal.apiKey (TEMPORAL_API_KEY)",
+			address, TemporalTokenPath(stateDir))
+	case "temporal.apiKey":
+		return fmt.Errorf("the Temporal server at %s refused nid's credential: check temporal.apiKey (TEMPORAL_API_KEY); for a nid server it is the content of temporal-token in that server's state directory", address)
+	default:
+		return fmt.Errorf("the Temporal server at %s refused nid's credential from %s: it is not the credential that server keeps (a nid server with another state directory? set temporal.apiKey to the content of its temporal-token)", address, source)
+	}
 }

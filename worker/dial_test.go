@@ -138,3 +138,42 @@ func TestDialCompressesOnlyAcrossANetwork(t *testing.T) {
 	require.Nil(t, compression("temporal.example.com:7233"), "the SDK's default, gzip")
 	require.Nil(t, compression("10.0.0.5:7233"))
 }
+
+// nid's own Temporal server on this host (nid server) gets the credential
+// from the state directory, and a copy of it in temporal.apiKey (another
+// host's, through a tunnel) goes there too: in plaintext, as nothing
+// crosses a network and the server serves no TLS.
+func TestDialPresentsTheCredentialToAServerOnLoopback(t *testing.T) {
+	srv := grpc.NewServer()
+	door := &frontDoor{}
+	workflowservice.RegisterWorkflowServiceServer(srv, door)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+
+	state := t.TempDir()
+	token, err := MakeTemporalToken(state)
+	require.NoError(t, err)
+	again, err := MakeTemporalToken(state)
+	require.NoError(t, err)
+	require.Equal(t, token, again, "made once, then kept")
+	for _, tt := range []struct {
+		name    string
+		environ []string
+		want    string
+	}{
+		{"the state directory's", nil, "Bearer " + token},
+		{"temporal.apiKey", []string{"TEMPORAL_API_KEY=key-123"}, "Bearer key-123"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			door.auth = nil
+			cfg, err := config.Load(config.LoadOptions{Environ: append([]string{"TEMPORAL_ADDRESS=" + ln.Addr().String(), "NID_STATE=" + state}, tt.environ...)})
+			require.NoError(t, err)
+			c, err := Dial(context.Background(), cfg, nil)
+			require.NoError(t, err)
+			c.Close()
+			require.Contains(t, door.auth, tt.want)
+		})
+	}
+}

@@ -21,7 +21,8 @@ import (
 // the embedded server takes), the state directory, git for the groups with
 // a repo, each session's agent (the checks every turn makes before its
 // agent starts, see activities.Activities.CheckAgent, and deeper ones), and
-// the HTTP port. nid up makes the session checks too, and names the
+// the HTTP port, and the credential nid's own Temporal server requires.
+// nid up makes the session checks too, and names the
 // sessions that cannot start.
 
 // DoctorOptions says what nid doctor checks.
@@ -38,6 +39,7 @@ type DoctorOptions struct {
 func Doctor(ctx context.Context, opts DoctorOptions) []activities.Check {
 	cfg := opts.Config
 	checks := temporalChecks(ctx, opts)
+	checks = append(checks, credentialChecks(ctx, opts)...)
 	checks = append(checks, stateCheck(cfg.State))
 	checks = append(checks, gitChecks(cfg)...)
 	checks = append(checks, SessionChecks(ctx, cfg, true)...)
@@ -116,6 +118,41 @@ func temporalChecks(ctx context.Context, opts DoctorOptions) []activities.Check 
 		checks = append(checks, ok("temporal", "%s %s is free for nid up's embedded server", p.key, addr))
 	}
 	return checks
+}
+
+// credentialChecks checks the credential nid's own Temporal server (the
+// embedded one, or nid server on this host) requires of its clients: the
+// file is there once a server has started on the state directory, private,
+// and the server, when one runs, accepts it. With temporal.apiKey set, or a
+// cluster elsewhere, the temporal check's dial is the whole test.
+func credentialChecks(ctx context.Context, opts DoctorOptions) []activities.Check {
+	cfg := opts.Config
+	if cfg.Temporal.APIKey != "" || !ownServer(cfg) {
+		return nil
+	}
+	file := TemporalTokenPath(cfg.State)
+	serverUp := opts.Running != 0 || !cfg.Embedded()
+	info, err := os.Stat(file)
+	switch {
+	case os.IsNotExist(err) && !serverUp:
+		return []activities.Check{ok("credential", "%s does not exist yet: nid up makes it when its Temporal server first starts", file)}
+	case os.IsNotExist(err):
+		return []activities.Check{failed("credential", "%s is missing, and the Temporal server at %s refuses clients without the credential its nid up or nid server made: set state to that nid's state directory, or temporal.apiKey to the content of its temporal-token",
+			file, cfg.Address())}
+	case err != nil:
+		return []activities.Check{failed("credential", "%v", err)}
+	case info.Mode().Perm()&0o077 != 0:
+		return []activities.Check{failed("credential", "%s is readable by other users (mode %04o), and whoever reads it controls every session: chmod 600 %s (nid up tightens it too)",
+			file, info.Mode().Perm(), file)}
+	case !serverUp:
+		return []activities.Check{ok("credential", "%s is private; nid up's Temporal server will require it", file)}
+	}
+	c, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return []activities.Check{failed("credential", "%v", err)}
+	}
+	c.Close()
+	return []activities.Check{ok("credential", "%s is private and the Temporal server at %s accepts it", file, cfg.Address())}
 }
 
 // portFree says whether addr can be listened on now.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nid-dev/nid/internal/freeport"
+	"github.com/nid-dev/nid/statedir"
 )
 
 // Main runs the package's tests and stops the shared server if a test
@@ -138,6 +139,8 @@ type process struct {
 	done    chan error
 	address string
 	dir     string
+	// token is the credential the server made in its state directory.
+	token string
 }
 
 // startServer runs `nid server` on free ports with its state in a fresh
@@ -193,6 +196,12 @@ func startServerOnce(bin string) (*process, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	// The server has made it before it says where it serves.
+	b, err := os.ReadFile(filepath.Join(dir, "state", statedir.TemporalToken))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("nid server's credential: %w", err), p.stop())
+	}
+	p.token = strings.TrimSpace(string(b))
 	return p, nil
 }
 

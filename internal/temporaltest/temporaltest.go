@@ -59,6 +59,10 @@ type Env struct {
 	// Address is the server's frontend, host:port.
 	Address   string
 	Namespace string
+	// APIKey is the credential the server requires of every client, as
+	// `nid server` made it in its state directory: a client that dials
+	// Address without it is refused.
+	APIKey string
 }
 
 // New gives the test a namespace of its own, with nid's search attributes,
@@ -73,13 +77,13 @@ func New(t testing.TB) Env {
 	if err != nil {
 		t.Fatalf("temporaltest: %v", err)
 	}
-	return Env{Address: address, Namespace: ns}
+	return Env{Address: address, Namespace: ns, APIKey: shared.proc.token}
 }
 
 // Client dials the test's namespace; the test's clean-up closes it.
 func (e Env) Client(t testing.TB) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: e.Address, Namespace: e.Namespace, Logger: quiet()})
+	c, err := client.Dial(e.ClientOptions())
 	if err != nil {
 		t.Fatalf("temporaltest: dial %s namespace %s: %v", e.Address, e.Namespace, err)
 	}
@@ -87,20 +91,35 @@ func (e Env) Client(t testing.TB) client.Client {
 	return c
 }
 
+// ClientOptions are the SDK's options for a client of the namespace, the
+// credential included.
+func (e Env) ClientOptions() client.Options {
+	return clientOptions(e.Address, e.Namespace, e.APIKey)
+}
+
+// clientOptions dial address as nid does a server on loopback: with the
+// credential, in plaintext.
+func clientOptions(address, namespace, apiKey string) client.Options {
+	return client.Options{HostPort: address, Namespace: namespace, Logger: quiet(),
+		Credentials:       client.NewAPIKeyStaticCredentials(apiKey),
+		ConnectionOptions: client.ConnectionOptions{TLSDisabled: true}}
+}
+
 // Environ is the environment that points a nid command at the namespace.
 func (e Env) Environ() []string {
-	return []string{"TEMPORAL_ADDRESS=" + e.Address, "TEMPORAL_NAMESPACE=" + e.Namespace}
+	return []string{"TEMPORAL_ADDRESS=" + e.Address, "TEMPORAL_NAMESPACE=" + e.Namespace, "TEMPORAL_API_KEY=" + e.APIKey}
 }
 
 // Config loads a nid.yaml for a worker on the namespace, the way nid up
 // loads one: groups is the YAML under "groups:" (indented two spaces), the
-// state directory is the test's own, and the HTTP server takes a free
+// state directory is the test's own, temporal.apiKey the server's
+// credential (as on another host), and the HTTP server takes a free
 // loopback port and Token.
 func (e Env) Config(t testing.TB, groups string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
-	yaml := fmt.Sprintf("state: %s\ntemporal:\n  address: %s\n  namespace: %s\nhttp:\n  listen: 127.0.0.1:0\n  token: %s\nworker:\n  host: %s\n  maxSessions: 8\ngroups:\n%s",
-		filepath.Join(dir, "state"), e.Address, e.Namespace, Token, Host, groups)
+	yaml := fmt.Sprintf("state: %s\ntemporal:\n  address: %s\n  namespace: %s\n  apiKey: %s\nhttp:\n  listen: 127.0.0.1:0\n  token: %s\nworker:\n  host: %s\n  maxSessions: 8\ngroups:\n%s",
+		filepath.Join(dir, "state"), e.Address, e.Namespace, e.APIKey, Token, Host, groups)
 	file := filepath.Join(dir, "nid.yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -171,7 +190,7 @@ func (s *server) namespace() (string, error) {
 // hands the failure on and stops.
 func (s *server) filler() {
 	for {
-		ns, err := newNamespace(s.proc.address)
+		ns, err := newNamespace(s.proc.address, s.proc.token)
 		s.ready <- result{ns, err}
 		if err != nil {
 			return
@@ -181,10 +200,10 @@ func (s *server) filler() {
 
 // newNamespace registers a namespace with nid's search attributes and waits
 // until a visibility query naming them resolves.
-func newNamespace(address string) (string, error) {
+func newNamespace(address, apiKey string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: address, Logger: quiet()})
+	c, err := client.DialContext(ctx, clientOptions(address, "", apiKey))
 	if err != nil {
 		return "", fmt.Errorf("dial %s: %w", address, err)
 	}

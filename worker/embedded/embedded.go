@@ -1,6 +1,8 @@
 // Package embedded runs a Temporal server and its Web UI inside the nid
 // process, persisted in one SQLite file, so that `nid up` needs nothing else
 // installed. Start follows the recipe of the Temporal CLI's dev server.
+// Unlike the dev server, its frontend refuses every client without the
+// credential nid keeps in the state directory (see auth.go).
 //
 // This package and cmd/nid are the only ones that link the Temporal server;
 // everything else reaches Start through worker.StartEmbedded, so that its
@@ -16,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +31,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
@@ -73,13 +77,18 @@ type Server struct {
 	server   temporal.Server
 	ui       *webUI
 	tls      *frontendTLS
+	// token is the credential the frontend requires (see auth.go).
+	token string
+	// internal are the other services' gRPC addresses, which take only
+	// the internode certificate.
+	internal []string
 	stop     sync.Once
 	stopErr  error
 }
 
 // frontendTLS serves the frontend over mutual TLS, as a cluster may; nid's
-// tests of TLS clusters start the server so. The server's own clients (its
-// system worker, the Web UI, the readiness check) present its certificate.
+// tests of TLS clusters start the server so. The server's own clients of
+// that frontend (the Web UI, the readiness check) present its certificate.
 type frontendTLS struct {
 	certFile, keyFile string
 	// caFile signs the server's certificate and the client certificates
@@ -90,7 +99,9 @@ type frontendTLS struct {
 }
 
 // Start starts the server on 127.0.0.1:opts.Port with its state in
-// opts.StateDir/temporal.db, and the Web UI on opts.UIPort unless it is 0:
+// opts.StateDir/temporal.db; the frontend refuses every request without
+// the credential in opts.StateDir/temporal-token, made on the first start
+// (worker.MakeTemporalToken). It starts the Web UI on opts.UIPort unless it is 0:
 // read-only unless opts.UIWriteActions, and only for requests addressed to
 // a loopback name. It returns once the frontend answers and opts.Namespace
 // has every search attribute in opts.SearchAttributes; ctx bounds only that
@@ -111,28 +122,39 @@ func start(ctx context.Context, opts worker.EmbeddedOptions, ftls *frontendTLS) 
 	if err != nil {
 		return nil, err
 	}
+	token, err := worker.MakeTemporalToken(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	conf, err := serverConfig(opts.Port, sqlConf)
 	if err != nil {
 		return nil, err
+	}
+	if conf.Global.TLS.Internode, err = internodeTLS(); err != nil {
+		return nil, fmt.Errorf("internode TLS: %w", err)
 	}
 	if ftls != nil {
 		conf.Global.TLS.Frontend.Server = config.ServerTLS{
 			CertFile: ftls.certFile, KeyFile: ftls.keyFile,
 			ClientCAFiles: []string{ftls.caFile}, RequireClientAuth: true,
 		}
-		conf.Global.TLS.SystemWorker = config.WorkerTLS{
-			CertFile: ftls.certFile, KeyFile: ftls.keyFile,
-			Client: config.ClientTLS{RootCAFiles: []string{ftls.caFile}, ServerName: ftls.serverName},
-		}
 	}
 	hosts := map[primitives.ServiceName]static.Hosts{}
+	var internal []string
 	for name, svc := range conf.Services {
-		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(svc.RPC.GRPCPort)))
+		addr := net.JoinHostPort(host, strconv.Itoa(svc.RPC.GRPCPort))
+		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(addr)
+		if name != string(primitives.FrontendService) {
+			internal = append(internal, addr)
+		}
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),
-		temporal.ForServices(temporal.DefaultServices),
+		temporal.ForServices(services()),
 		temporal.WithStaticHosts(hosts),
+		// After WithConfig: WithClaimMapper hands the mapper the config.
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return newTokenClaims(token) }),
+		temporal.WithAuthorizer(authorization.NewDefaultAuthorizer()),
 		temporal.WithLogger(errorLogger{log: logger.With("component", "temporal")}),
 		temporal.WithDynamicConfigClient(dynamicConfig()),
 	)
@@ -142,14 +164,14 @@ func start(ctx context.Context, opts worker.EmbeddedOptions, ftls *frontendTLS) 
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{frontend: net.JoinHostPort(host, strconv.Itoa(opts.Port)), server: srv, tls: ftls}
+	s := &Server{frontend: net.JoinHostPort(host, strconv.Itoa(opts.Port)), server: srv, tls: ftls, token: token, internal: internal}
 	if opts.UIPort != 0 {
 		var uiTLS uiconfig.TLS
 		if ftls != nil {
 			uiTLS = uiconfig.TLS{CaFile: ftls.caFile, CertFile: ftls.certFile, KeyFile: ftls.keyFile,
 				ServerName: ftls.serverName, EnableHostVerification: true}
 		}
-		s.ui, err = startWebUI(opts.UIPort, s.frontend, opts.Namespace, uiTLS, opts.UIWriteActions, logger)
+		s.ui, err = startWebUI(opts.UIPort, s.frontend, opts.Namespace, uiTLS, token, opts.UIWriteActions, logger)
 		if err != nil {
 			return nil, errors.Join(err, s.Stop())
 		}
@@ -273,7 +295,7 @@ func serverConfig(port int, sqlConf *config.SQL) (*config.Config, error) {
 	}
 	conf.DCRedirectionPolicy.Policy = "noop"
 	conf.Services = map[string]config.Service{}
-	for _, name := range temporal.DefaultServices {
+	for _, name := range services() {
 		svcPort := port
 		if name != string(primitives.FrontendService) {
 			p, err := freeport.Find()
@@ -288,8 +310,15 @@ func serverConfig(port int, sqlConf *config.SQL) (*config.Config, error) {
 	conf.Archival.Visibility.State = "disabled"
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
-	conf.PublicClient.HostPort = frontend
+	// No PublicClient: with an internal frontend configured, the server's
+	// own clients (its system worker, history's calls) go to that one.
 	return &conf, nil
+}
+
+// services are the server's services: the default ones and an internal
+// frontend, which serves the server's own calls (see auth.go).
+func services() []string {
+	return append(slices.Clone(temporal.DefaultServices), string(primitives.InternalFrontendService))
 }
 
 func dynamicConfig() dynamicconfig.StaticClient {
@@ -341,7 +370,8 @@ func (s *Server) waitReady(ctx context.Context, opts worker.EmbeddedOptions) err
 			HostPort:          s.frontend,
 			Namespace:         opts.Namespace,
 			Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-			ConnectionOptions: sdkclient.ConnectionOptions{TLS: tlsConf},
+			Credentials:       sdkclient.NewAPIKeyStaticCredentials(s.token),
+			ConnectionOptions: sdkclient.ConnectionOptions{TLS: tlsConf, TLSDisabled: tlsConf == nil},
 		})
 		return err
 	})

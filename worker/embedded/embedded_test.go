@@ -27,12 +27,18 @@ import (
 // startTest starts an embedded server on free ports, stopped when t ends.
 func startTest(t *testing.T, uiPort int, writeActions bool, ftls *frontendTLS) *Server {
 	t.Helper()
+	return startTestIn(t, t.TempDir(), uiPort, writeActions, ftls)
+}
+
+// startTestIn is startTest with the state in stateDir.
+func startTestIn(t *testing.T, stateDir string, uiPort int, writeActions bool, ftls *frontendTLS) *Server {
+	t.Helper()
 	port, err := freeport.Find()
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv, err := start(ctx, worker.EmbeddedOptions{
-		StateDir:         t.TempDir(),
+		StateDir:         stateDir,
 		Namespace:        "default",
 		Port:             port,
 		UIPort:           uiPort,
@@ -92,10 +98,9 @@ func TestWebUIIsReadOnlyByDefaultAndAnswersOnlyLoopback(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			uiPort, err := freeport.Find()
 			require.NoError(t, err)
-			srv := startTest(t, uiPort, tt.writeActions, nil)
-			c, err := sdkclient.Dial(sdkclient.Options{HostPort: srv.FrontendAddress()})
-			require.NoError(t, err)
-			defer c.Close()
+			state := t.TempDir()
+			srv := startTestIn(t, state, uiPort, tt.writeActions, nil)
+			c := trustedClient(t, srv, state)
 			// No worker serves it: the workflow just stays open to be signalled.
 			_, err = c.ExecuteWorkflow(context.Background(), sdkclient.StartWorkflowOptions{ID: "target", TaskQueue: "nobody"}, "Target")
 			require.NoError(t, err)
@@ -147,7 +152,7 @@ func TestNidLsOverMutualTLS(t *testing.T) {
 		{"with the CA and a client certificate", fmt.Sprintf("{caFile: %s, certFile: %s, keyFile: %s}", pki.CA, pki.ClientCert, pki.ClientKey), ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			yaml := "state: " + t.TempDir() + "\ntemporal:\n  address: " + srv.FrontendAddress() + "\n"
+			yaml := "state: " + t.TempDir() + "\ntemporal:\n  address: " + srv.FrontendAddress() + "\n  apiKey: " + srv.token + "\n"
 			if tt.tls != "" {
 				yaml += "  tls: " + tt.tls + "\n"
 			}

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/temporalio/ui-server/v2/server/api"
@@ -20,6 +22,7 @@ import (
 	"github.com/temporalio/ui-server/v2/server/headers"
 	"github.com/temporalio/ui-server/v2/server/route"
 	"github.com/temporalio/ui-server/v2/ui"
+	"google.golang.org/grpc/metadata"
 )
 
 // webUI is the Temporal Web UI, served on loopback by nid's own HTTP server.
@@ -29,7 +32,8 @@ type webUI struct {
 }
 
 // startWebUI serves the Web UI for the frontend at frontend on
-// 127.0.0.1:port. Unless writeActions, it refuses every request that
+// 127.0.0.1:port, presenting the credential token on each of its calls
+// there. Unless writeActions, it refuses every request that
 // would change a workflow (signal, terminate, cancel, reset, start), so that
 // what reaches the UI can only read. It answers only requests addressed to
 // a loopback name (see loopbackOnly).
@@ -38,7 +42,7 @@ type webUI struct {
 // handler to itself and ends the process when its port is taken; building
 // them here lets nid wrap the handler and report a taken port as an error.
 // Keep it in step with uiserver.NewServer when upgrading ui-server.
-func startWebUI(port int, frontend, namespace string, tlsConf uiconfig.TLS, writeActions bool, logger *slog.Logger) (*webUI, error) {
+func startWebUI(port int, frontend, namespace string, tlsConf uiconfig.TLS, token string, writeActions bool, logger *slog.Logger) (*webUI, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("temporal.ui.port: cannot listen on %s:%d (is another nid up or Temporal server running?): %w", host, port, err)
@@ -60,7 +64,7 @@ func startWebUI(port int, frontend, namespace string, tlsConf uiconfig.TLS, writ
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("web UI: %w", err), ln.Close())
 	}
-	e, err := uiRoutes(cfg)
+	e, err := uiRoutes(cfg, token)
 	if err != nil {
 		cfg.Close()
 		return nil, errors.Join(fmt.Errorf("web UI: %w", err), ln.Close())
@@ -77,8 +81,9 @@ func startWebUI(port int, frontend, namespace string, tlsConf uiconfig.TLS, writ
 	return w, nil
 }
 
-// uiRoutes is uiserver.NewServer's echo instance, less its request log.
-func uiRoutes(cfg *uiconfig.ConfigProviderWithRefresh) (*echo.Echo, error) {
+// uiRoutes is uiserver.NewServer's echo instance, less its request log,
+// with the credential token on every call to the frontend.
+func uiRoutes(cfg *uiconfig.ConfigProviderWithRefresh, token string) (*echo.Echo, error) {
 	c, err := cfg.GetConfig()
 	if err != nil {
 		return nil, err
@@ -102,7 +107,7 @@ func uiRoutes(cfg *uiconfig.ConfigProviderWithRefresh) (*echo.Echo, error) {
 	e.Pre(route.PublicPath(c.PublicPath))
 	route.SetHealthRoute(e)
 	forward := headers.WithForwardHeaders([]string{auth.AuthorizationExtrasHeader, "Caller-Type"})
-	if err := route.SetAPIRoutes(e, cfg, []api.Middleware{forward}); err != nil {
+	if err := route.SetAPIRoutes(e, cfg, []api.Middleware{forward, presentToken(token)}); err != nil {
 		return nil, err
 	}
 	route.SetAuthRoutes(e, cfg)
@@ -116,6 +121,21 @@ func uiRoutes(cfg *uiconfig.ConfigProviderWithRefresh) (*echo.Echo, error) {
 	route.SetUIRoutes(e, c.PublicPath, assets, cfg)
 	route.SetRenderRoute(e, "/")
 	return e, nil
+}
+
+// presentToken sends the credential as the authorization of every call the
+// UI server makes for the page. The UI server's configuration has no key
+// for a fixed credential (its auth settings are for an OIDC login), but
+// its API middleware adds gRPC metadata. Whatever Authorization header the
+// browser sent is dropped first: grpc-gateway would forward it too, and the
+// frontend reads the first value.
+func presentToken(token string) api.Middleware {
+	return func(c echo.Context) runtime.ServeMuxOption {
+		c.Request().Header.Del(echo.HeaderAuthorization)
+		return runtime.WithMetadata(func(context.Context, *http.Request) metadata.MD {
+			return metadata.Pairs("authorization", "Bearer "+token)
+		})
+	}
 }
 
 // loopbackOnly answers only requests whose Host names this machine's

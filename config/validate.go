@@ -69,6 +69,9 @@ func (c *Config) problems(ks kinds) []problem {
 		add("http.listen", "%s", msg)
 	}
 	ps = append(ps, c.Worker.problems()...)
+	if msg := tokenProblem(c.HTTP.Token); msg != "" {
+		add("http.token", "%s", msg)
+	}
 	if msg := metricsTokenProblem(c.HTTP); msg != "" {
 		add("http.metricsToken", "%s", msg)
 	}
@@ -397,6 +400,24 @@ func joinLines(ps []problem) error {
 		errs[i] = errors.New(p.String())
 	}
 	return errors.Join(errs...)
+}
+
+// MinToken is the shortest http.token nid takes: the token drives every
+// session and may guard a port facing the network, so it must not be
+// guessable. The token nid generates when none is set is longer.
+const MinToken = 32
+
+// tokenProblem says what is wrong with http.token, if anything.
+func tokenProblem(t string) string {
+	switch {
+	case t == "":
+		return ""
+	case apiKeyProblem(t) != "":
+		return apiKeyProblem(t)
+	case len(t) < MinToken:
+		return fmt.Sprintf("is %d characters long; it needs at least %d (empty: nid makes one in the state directory)", len(t), MinToken)
+	}
+	return ""
 }
 
 // minMetricsToken is the shortest http.metricsToken nid takes: it guards a

@@ -663,20 +663,20 @@ func TestAPITokenSource(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, token, again, "the generated token survives a restart")
 
-	cfg.HTTP.Token = "chosen"
+	cfg.HTTP.Token = "chosen-0123456789abcdefghijklmnopqrstuv"
 	token, file, err = APIToken(cfg)
 	require.NoError(t, err)
-	require.Equal(t, "chosen", token)
+	require.Equal(t, "chosen-0123456789abcdefghijklmnopqrstuv", token)
 	require.Empty(t, file)
 
 	yaml := filepath.Join(dir, "nid.yaml")
-	require.NoError(t, os.WriteFile(yaml, []byte("state: "+dir+"\nhttp:\n  token: from-the-file\n"), 0o644))
+	require.NoError(t, os.WriteFile(yaml, []byte("state: "+dir+"\nhttp:\n  token: from-the-file-0123456789abcdefghijkl\n"), 0o644))
 	for _, tt := range []struct {
 		environ []string
 		want    string
 	}{
-		{nil, "from-the-file"},
-		{[]string{"NID_HTTP_TOKEN=from-the-environment"}, "from-the-environment"},
+		{nil, "from-the-file-0123456789abcdefghijkl"},
+		{[]string{"NID_HTTP_TOKEN=from-the-environment-0123456789abcdef"}, "from-the-environment-0123456789abcdef"},
 	} {
 		loaded, err := config.Load(config.LoadOptions{File: yaml, Environ: append([]string{}, tt.environ...)})
 		require.NoError(t, err)
@@ -698,7 +698,7 @@ func TestNonLoopbackListenNeedsAToken(t *testing.T) {
 		{"0.0.0.0:7777", "", false},
 		{":7777", "", false},
 		{"192.168.1.5:7777", "", false},
-		{"0.0.0.0:7777", "chosen", true},
+		{"0.0.0.0:7777", "chosen-0123456789abcdefghijklmnopqrstuv", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.listen+" "+tt.token, func(t *testing.T) {

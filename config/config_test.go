@@ -389,6 +389,11 @@ func TestLoadReportsBadInput(t *testing.T) {
 			notWant: []string{`http.token:`},
 		},
 		{
+			name: "a goal past its limit",
+			yaml: "groups:\n  web:\n    goal: " + strings.Repeat("g", config.MaxGoalBytes+1) + "\n    sessions:\n      - {agent: sim, name: lead}\n",
+			want: []string{"groups.web.goal: is 16385 bytes; a goal is at most 16384 (it goes into every prompt)"},
+		},
+		{
 			name: "a guessable API token",
 			yaml: "http: {token: hunter2-0123456789}\n",
 			want: []string{`http.token: is 18 characters long; it needs at least 32 (empty: nid makes one in the state directory)`},

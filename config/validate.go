@@ -209,6 +209,9 @@ func (g Group) problems(name string, ks kinds) []problem {
 		ps = append(ps, problem{path, fmt.Sprintf("%q is a word nid's commands take (%s), so nid ls %s would not name the group: choose another name",
 			name, strings.Join(reservedGroupNames, ", "), name)})
 	}
+	if len(g.Goal) > MaxGoalBytes {
+		ps = append(ps, problem{path + ".goal", fmt.Sprintf("is %d bytes; a goal is at most %d (it goes into every prompt): put the details in a file and name it", len(g.Goal), MaxGoalBytes)})
+	}
 	ps = append(ps, g.Rotate.problems(path+".rotate")...)
 	ps = append(ps, g.teamProblems(path)...)
 	ps = append(ps, permissionsProblem(path+".permissions", g.Permissions)...)

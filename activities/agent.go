@@ -40,9 +40,13 @@ type AgentSpec struct {
 // Process is how the worker runs a process agent for one session, all of it
 // from the worker's own nid.yaml. It never leaves the worker.
 type Process struct {
+	// Kind is the agent kind, whose entry names the worker's variables
+	// the process gets (Kind.Env).
+	Kind    string
 	Command string
 	Args    []string
-	// Env is added to the worker's own environment.
+	// Env is the session's env: from nid.yaml, added to what ProcessEnv
+	// takes from the worker's environment.
 	Env     map[string]string
 	Model   string
 	WorkDir string

@@ -546,11 +546,8 @@ var codexKeys = []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
 // own takes the variable its env_key names, or nothing when it names none.
 func codexCredentials(env map[string]string, p Process) Check {
 	c := Check{Name: "credentials", Status: CheckOK}
-	home := cmp.Or(env["CODEX_HOME"], filepath.Join(env["HOME"], ".codex"))
-	toml := readCodexConfig(filepath.Join(home, "config.toml"))
-	provider := cmp.Or(codexOverride(p.Args, "model_provider"), toml[".model_provider"], "openai")
+	home, provider, key := codexProvider(env, p)
 	if provider != "openai" {
-		key := cmp.Or(codexOverride(p.Args, "model_providers."+provider+".env_key"), toml["model_providers."+provider+".env_key"])
 		switch {
 		case key == "":
 			c.Text = "model provider " + provider + " names no env_key: it takes no key"
@@ -575,6 +572,28 @@ func codexCredentials(env map[string]string, p Process) Check {
 		"set OPENAI_API_KEY (agents.codex.env, or nid's own environment), or log in with codex login as this user with CODEX_HOME=%s",
 		strings.Join(codexKeys, " or "), home, home)
 	return c
+}
+
+// codexProvider is the CODEX_HOME Codex reads with env, the model provider
+// it uses for p, and the variable the provider's env_key names (none for
+// OpenAI's own, whose are codexKeys).
+func codexProvider(env map[string]string, p Process) (home, provider, key string) {
+	home = cmp.Or(env["CODEX_HOME"], filepath.Join(env["HOME"], ".codex"))
+	toml := readCodexConfig(filepath.Join(home, "config.toml"))
+	provider = cmp.Or(codexOverride(p.Args, "model_provider"), toml[".model_provider"], "openai")
+	if provider != "openai" {
+		key = cmp.Or(codexOverride(p.Args, "model_providers."+provider+".env_key"), toml["model_providers."+provider+".env_key"])
+	}
+	return home, provider, key
+}
+
+// codexProviderEnv names the variable Codex's model provider takes its key
+// from, so that the worker's passes to the agent as OpenAI's does.
+func codexProviderEnv(env map[string]string, p Process) []string {
+	if _, _, key := codexProvider(env, p); key != "" {
+		return []string{key}
+	}
+	return nil
 }
 
 // codexOverride is the value a -c (--config) key=value override in args

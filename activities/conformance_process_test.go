@@ -83,7 +83,7 @@ func conformOneProcess(t *testing.T, kind activities.Kind) {
 		require.Len(t, pids, 1)
 		env, err := os.ReadFile("/proc/" + strconv.Itoa(pids[0]) + "/environ")
 		require.NoError(t, err)
-		require.Contains(t, string(env), "\x00NIDTEST_RELOADED=yes\x00")
+		require.Contains(t, "\x00"+string(env), "\x00NIDTEST_RELOADED=yes\x00")
 	}
 
 	if kind.Compacts {

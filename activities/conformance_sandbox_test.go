@@ -269,13 +269,26 @@ func conformSandboxUnavailable(t *testing.T, kind activities.Kind) {
 	}
 }
 
-// An agent never sees the worker's NID_* and TEMPORAL_* variables, and its
-// MCP token is in no process's command line (which every local user can
-// read), while nid's tools still work through the real CLI.
+// An agent never sees the worker's NID_* and TEMPORAL_* variables, nor
+// the rest of the user's environment that is not its own (another
+// vendor's key, cloud credentials, the SSH agent), and its MCP token is in
+// no process's command line (which every local user can read), while
+// nid's tools still work through the real CLI.
 func conformSecrets(t *testing.T, kind activities.Kind) {
 	runsAProcess(t, kind)
-	t.Setenv("NID_HTTP_TOKEN", "worker-http-secret")
-	t.Setenv("TEMPORAL_API_KEY", "worker-temporal-secret")
+	withheld := map[string]string{
+		"NID_HTTP_TOKEN": "worker-http-secret", "TEMPORAL_API_KEY": "worker-temporal-secret",
+		"AWS_SECRET_ACCESS_KEY": "worker-aws-secret", "SSH_AUTH_SOCK": "/worker-ssh-agent.sock",
+	}
+	if kind.Name != activities.KindClaude {
+		withheld["ANTHROPIC_API_KEY"] = "worker-anthropic-key"
+	}
+	if kind.Name != activities.KindCodex {
+		withheld["OPENAI_API_KEY"] = "worker-openai-key"
+	}
+	for k, v := range withheld {
+		t.Setenv(k, v)
+	}
 	r := newRig(t, kind)
 	envFile := filepath.Join(r.workDir, "env.txt")
 	var (
@@ -317,8 +330,9 @@ func conformSecrets(t *testing.T, kind activities.Kind) {
 	}
 	env, err := os.ReadFile(envFile)
 	require.NoError(t, err)
-	require.NotContains(t, string(env), "worker-http-secret")
-	require.NotContains(t, string(env), "worker-temporal-secret")
+	for k, v := range withheld {
+		require.NotContains(t, string(env), v, "%s reached the agent", k)
+	}
 }
 
 // An agent's commands run with the environment nid gives the agent (the

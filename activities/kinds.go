@@ -37,6 +37,13 @@ type Kind struct {
 	// tested with is pinned in testdata/agents/package.json (see
 	// TestedVersion); empty for a kind nid installs nothing for.
 	Package string
+	// Env names the worker's variables its CLI reads on top of AgentEnv (a
+	// trailing * takes every name with that prefix): its vendor's key,
+	// base URL and settings. Another vendor's are not among them.
+	Env []string
+	// EnvOf names more of them for p, given the environment the agent
+	// gets without them; nil: none.
+	EnvOf func(env map[string]string, p Process) []string
 	// Credentials finds what its CLI logs in with, in the environment the
 	// agent gets, without reading a secret out; nil: it needs none.
 	Credentials func(env map[string]string, p Process) Check
@@ -57,10 +64,12 @@ func Kinds() []Kind {
 		// Claude Code's and Codex's sandboxes keep commands off the network
 		// unless told otherwise.
 		{Kind: config.Kind{Name: KindClaude, Process: true, DefaultCommand: "claude", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Claude Code",
-			Network: false, Tools: true, Package: "@anthropic-ai/claude-code", Credentials: claudeCredentials, Sandbox: claudeSandboxCheck,
+			Network: false, Tools: true, Package: "@anthropic-ai/claude-code",
+			Env: []string{"ANTHROPIC_*", "CLAUDE_CODE_*", "CLAUDE_CONFIG_DIR"}, Credentials: claudeCredentials, Sandbox: claudeSandboxCheck,
 			New: func() Agent { return NewClaude() }},
 		{Kind: config.Kind{Name: KindCodex, Process: true, DefaultCommand: "codex", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Codex",
-			Network: false, Tools: true, Package: "@openai/codex", Credentials: codexCredentials, Sandbox: codexSandboxCheck,
+			Network: false, Tools: true, Package: "@openai/codex",
+			Env: []string{"OPENAI_*", "CODEX_*"}, EnvOf: codexProviderEnv, Credentials: codexCredentials, Sandbox: codexSandboxCheck,
 			New: func() Agent { return NewCodex() }},
 		// An exec agent is the user's own command, which nid cannot put in
 		// a sandbox: it runs only with permissions: full.

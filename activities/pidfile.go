@@ -115,6 +115,12 @@ func writeRecord(dir, file string, rec any) error {
 // killed, in words, for the log. Records of a live worker (another one on
 // the same state directory) are left alone.
 func ReapOrphans(dir string) (killed []string, err error) {
+	return reapOrphans(dir, procStat)
+}
+
+// reapOrphans is ReapOrphans reading processes with stat, so that a test
+// can be a system whose /proc tells no start times.
+func reapOrphans(dir string, stat func(pid int) (state, start string)) (killed []string, err error) {
 	files, err := recordFiles(dir)
 	if err != nil {
 		return nil, err
@@ -136,7 +142,7 @@ func ReapOrphans(dir string) (killed []string, err error) {
 		if alive(rec.Owner, rec.OwnerStart) {
 			continue
 		}
-		if reapGroup(rec) {
+		if reapGroup(rec, stat) {
 			killed = append(killed, fmt.Sprintf("%s (process group %d)", rec.Command, rec.PID))
 		}
 		if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -147,20 +153,29 @@ func ReapOrphans(dir string) (killed []string, err error) {
 }
 
 // reapGroup kills what is left of a recorded group and says whether
-// anything was.
-func reapGroup(rec procRecord) bool {
-	if rec.Start == "" && ownStart() != "" {
-		// Start times can be read here, yet this record has none: its pid
-		// may since have gone to a process (and a group) nid did not
-		// start, and nothing tells them apart.
+// anything was. It kills only a group it can tell is the recorded one: a
+// pid alone names, after a reboot or a while, a process nid did not start,
+// and killing its group would kill the user's own programs.
+func reapGroup(rec procRecord, stat func(pid int) (state, start string)) bool {
+	if rec.Start == "" {
+		// Written where start times could not be read: nothing tells
+		// the recorded process from a later one with its pid.
 		return false
 	}
-	if syscall.Kill(rec.PID, 0) == nil && !alive(rec.PID, rec.Start) {
-		// The pid now belongs to a process nid did not start.
+	switch err := syscall.Kill(rec.PID, 0); {
+	case errors.Is(err, syscall.ESRCH):
+		// The leader is gone. Its pid is not given to another process
+		// while its group has members, so a group with its id can only
+		// be what is left of the recorded one (its leader's children).
+		return syscall.Kill(-rec.PID, syscall.SIGKILL) == nil
+	case err != nil && !errors.Is(err, syscall.EPERM):
 		return false
 	}
-	// With its leader gone, the group may still hold the leader's children;
-	// a group id is not reused while any of them lives.
+	// A process has the pid: it is the recorded one only if its start
+	// time says so, and a start time that cannot be read says nothing.
+	if _, start := stat(rec.PID); start == "" || start != rec.Start {
+		return false
+	}
 	return syscall.Kill(-rec.PID, syscall.SIGKILL) == nil
 }
 

@@ -57,20 +57,65 @@ func newCommand(ctx context.Context, path string, args []string, p Process, extr
 	return cmd
 }
 
+// AgentEnv names the worker's variables every process agent gets (a
+// trailing * takes every name with that prefix): where it is and who runs
+// it, the locale and terminal, where temporary files and caches go, and
+// how to reach its model through the host's proxy and CA bundle. Its kind
+// adds its vendor's own (Kind.Env); nothing else of the worker's
+// environment reaches an agent. The worker runs with the user's whole
+// environment (other vendors' keys, cloud credentials, SSH_AUTH_SOCK, a
+// GITHUB_TOKEN), and an agent that can read a variable can write it into
+// its output and its model's context.
+var AgentEnv = []string{
+	"PATH", "HOME", "USER", "LOGNAME", "SHELL",
+	"LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "TMPDIR",
+	"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS",
+	"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
+}
+
 // ProcessEnv is the environment a process agent runs with: the worker's
-// own, plus p.Env, plus extra (later ones win). The worker's NID_* and
-// TEMPORAL_* variables are left out: they hold its secrets (the API token,
-// Temporal's key), which no agent needs.
+// variables AgentEnv and p's kind name (Kind.Env, Kind.EnvOf), plus p.Env
+// (the session's env: in nid.yaml), plus extra, what nid sets itself
+// (later ones win). The worker's NID_* and TEMPORAL_* variables never pass,
+// whatever names them: they hold its secrets (the API token, Temporal's
+// key).
 func ProcessEnv(p Process, extra map[string]string) map[string]string {
-	env := map[string]string{}
+	worker := map[string]string{}
 	for _, kv := range os.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok && !config.ReservedEnv(k) {
-			env[k] = v
+			worker[k] = v
 		}
 	}
+	k := KindOf(p.Kind)
+	names := append(slices.Clone(AgentEnv), k.Env...)
+	env := map[string]string{}
+	pass := func(names []string) {
+		for name, v := range worker {
+			if slices.ContainsFunc(names, func(n string) bool { return envNameMatches(n, name) }) {
+				env[name] = v
+			}
+		}
+	}
+	pass(names)
 	maps.Copy(env, p.Env)
+	if k.EnvOf != nil {
+		// What it names may depend on what the agent sees (its CLI's
+		// configuration directory, say).
+		pass(k.EnvOf(env, p))
+		maps.Copy(env, p.Env)
+	}
 	maps.Copy(env, extra)
 	return env
+}
+
+// envNameMatches says whether the variable name is what pattern names:
+// the name itself, or with a trailing *, any name it begins.
+func envNameMatches(pattern, name string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, prefix)
+	}
+	return name == pattern
 }
 
 func killGroup(cmd *exec.Cmd) error {

@@ -51,7 +51,7 @@ func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
 	spec := AgentSpec{Kind: KindClaude, TurnTimeout: config.Duration(5 * time.Minute)}
 	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: spec, Prompt: "go"})
 	require.NoError(t, err)
-	require.Equal(t, Process{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
+	require.Equal(t, Process{Kind: KindClaude, Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
 		Model: "claude-sonnet-4-5", WorkDir: "/srv/work", Timeout: time.Minute, Permissions: config.PermissionsReadonly, Network: true}, got)
 	require.Equal(t, []bool{true, false}, n.limited, "rate limiting reaches the session while the turn runs")
 }
@@ -67,9 +67,9 @@ func TestTheKindFillsWhatTheConfigLeavesUnset(t *testing.T) {
 		want    Process
 		refused string
 	}{
-		{KindClaude, config.AgentSettings{}, Process{Command: "claude", Permissions: config.PermissionsWorkspace, Network: false}, ""},
-		{KindCodex, config.AgentSettings{Network: &no}, Process{Command: "codex", Permissions: config.PermissionsWorkspace, Network: false}, ""},
-		{KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsFull}, Process{Command: "./agent.sh", Permissions: config.PermissionsFull}, ""},
+		{KindClaude, config.AgentSettings{}, Process{Kind: KindClaude, Command: "claude", Permissions: config.PermissionsWorkspace, Network: false}, ""},
+		{KindCodex, config.AgentSettings{Network: &no}, Process{Kind: KindCodex, Command: "codex", Permissions: config.PermissionsWorkspace, Network: false}, ""},
+		{KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsFull}, Process{Kind: KindExec, Command: "./agent.sh", Permissions: config.PermissionsFull}, ""},
 		{KindExec, config.AgentSettings{Command: "./agent.sh"}, Process{},
 			"exec: web/lead would run with permissions: workspace, which exec agents cannot enforce; set permissions: full for it (agents.exec, its group or the session) to run it with no sandbox"},
 		{KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsReadonly}, Process{}, "permissions: readonly, which exec agents cannot enforce"},
@@ -124,4 +124,57 @@ func TestReadLinesCutsOverlongLines(t *testing.T) {
 	require.Equal(t, "spaced", got[2])
 	require.Len(t, got[3], MaxLineBytes, "a line of exactly the limit is whole")
 	require.Equal(t, "no newline", got[4])
+}
+
+// An agent gets the worker's variables it needs and its own vendor's, not
+// the rest of the user's environment: another vendor's key, cloud
+// credentials, the SSH agent's socket. What nid.yaml's env: gives it and
+// what nid sets reach it whatever their name.
+func TestAgentsGetOnlyTheirOwnVariables(t *testing.T) {
+	codexHome := t.TempDir()
+	require.NoError(t, os.WriteFile(codexHome+"/config.toml", []byte("model_provider = \"local\"\n[model_providers.local]\nenv_key = \"LOCAL_API_KEY\"\n"), 0o644))
+	for k, v := range map[string]string{
+		"PATH": "/usr/bin:/bin", "HOME": "/home/u", "LC_ALL": "C.UTF-8", "TZ": "UTC",
+		"ANTHROPIC_API_KEY": "anthropic-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:1", "CLAUDE_CODE_USE_BEDROCK": "1",
+		"OPENAI_API_KEY": "openai-key", "LOCAL_API_KEY": "local-key",
+		"AWS_SECRET_ACCESS_KEY": "aws-secret", "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock", "GITHUB_TOKEN": "github-token",
+		"NID_HTTP_TOKEN": "nid-secret", "TEMPORAL_API_KEY": "temporal-secret",
+	} {
+		t.Setenv(k, v)
+	}
+	nidSets := map[string]string{EnvMCPToken: "mcp-token"}
+	for _, tc := range []struct {
+		name       string
+		p          Process
+		gets, lost []string
+	}{
+		{"claude", Process{Kind: KindClaude},
+			[]string{"PATH", "HOME", "LC_ALL", "TZ", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK", EnvMCPToken},
+			[]string{"OPENAI_API_KEY", "LOCAL_API_KEY", "AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK", "GITHUB_TOKEN", "NID_HTTP_TOKEN", "TEMPORAL_API_KEY"}},
+		{"claude on Bedrock, given its cloud's key in env:", Process{Kind: KindClaude, Env: map[string]string{"AWS_SECRET_ACCESS_KEY": "from-nid-yaml"}},
+			[]string{"ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"},
+			[]string{"OPENAI_API_KEY", "SSH_AUTH_SOCK"}},
+		{"codex", Process{Kind: KindCodex},
+			[]string{"PATH", "HOME", "OPENAI_API_KEY", EnvMCPToken},
+			[]string{"ANTHROPIC_API_KEY", "LOCAL_API_KEY", "AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK", "GITHUB_TOKEN", "NID_HTTP_TOKEN"}},
+		{"codex with a provider of the user's own", Process{Kind: KindCodex, Env: map[string]string{"CODEX_HOME": codexHome}},
+			[]string{"OPENAI_API_KEY", "LOCAL_API_KEY", "CODEX_HOME"},
+			[]string{"ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"}},
+		{"exec", Process{Kind: KindExec, Env: map[string]string{"MY_MODEL_KEY": "k"}},
+			[]string{"PATH", "HOME", "MY_MODEL_KEY", EnvMCPToken},
+			[]string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK", "NID_HTTP_TOKEN"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := ProcessEnv(tc.p, nidSets)
+			for _, k := range tc.gets {
+				require.Contains(t, env, k)
+			}
+			for _, k := range tc.lost {
+				require.NotContains(t, env, k)
+			}
+			if v, ok := tc.p.Env["AWS_SECRET_ACCESS_KEY"]; ok {
+				require.Equal(t, v, env["AWS_SECRET_ACCESS_KEY"], "env: wins over the worker's")
+			}
+		})
+	}
 }

@@ -137,7 +137,7 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec) (Process, error) {
 		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent runs for it",
 			ref.Group, ref.Name, spec.Kind)
 	}
-	p := Process{Command: cmp.Or(set.Command, k.DefaultCommand), Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
+	p := Process{Kind: k.Name, Command: cmp.Or(set.Command, k.DefaultCommand), Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
 		// A session this worker's nid.yaml does not know gets the default,
 		// never more: what an agent may do is the worker's decision.
 		Permissions: cmp.Or(set.Permissions, config.DefaultPermissions), Network: k.Network}

@@ -122,6 +122,10 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 // characters.
 func ValidName(s string) bool { return nameRE.MatchString(s) }
 
+// MaxGoalBytes bounds a group's goal: it travels in every board push and
+// every session's prompt.
+const MaxGoalBytes = 16 << 10
+
 // Defaults the user documented.
 const (
 	DefaultContextPercent = 85

@@ -377,14 +377,26 @@ func TestLoadReportsBadInput(t *testing.T) {
 			want: []string{`temporal.apiKey: contains white space or control characters`},
 		},
 		{
-			name: "a guessable metrics token",
-			yaml: "http: {metricsToken: short}\n",
-			want: []string{`http.metricsToken: is 5 characters long; it needs at least 16 (empty: only the API token reads /metrics)`},
+			name:    "a guessable metrics token",
+			yaml:    "http: {metricsToken: short}\n",
+			notWant: []string{`http.token:`},
+			want:    []string{`http.metricsToken: is 5 characters long; it needs at least 16 (empty: only the API token reads /metrics)`},
 		},
 		{
-			name: "the API token as the metrics token",
-			env:  []string{"NID_HTTP_TOKEN=the-same-token-0123456789", "NID_HTTP_METRICSTOKEN=the-same-token-0123456789"},
-			want: []string{`http.metricsToken: is the same as http.token`},
+			name:    "the API token as the metrics token",
+			env:     []string{"NID_HTTP_TOKEN=the-same-token-0123456789-abcdefghijkl", "NID_HTTP_METRICSTOKEN=the-same-token-0123456789-abcdefghijkl"},
+			want:    []string{`http.metricsToken: is the same as http.token`},
+			notWant: []string{`http.token:`},
+		},
+		{
+			name: "a goal past its limit",
+			yaml: "groups:\n  web:\n    goal: " + strings.Repeat("g", config.MaxGoalBytes+1) + "\n    sessions:\n      - {agent: sim, name: lead}\n",
+			want: []string{"groups.web.goal: is 16385 bytes; a goal is at most 16384 (it goes into every prompt)"},
+		},
+		{
+			name: "a guessable API token",
+			yaml: "http: {token: hunter2-0123456789}\n",
+			want: []string{`http.token: is 18 characters long; it needs at least 32 (empty: nid makes one in the state directory)`},
 		},
 		{
 			name: "a metrics token with its line break",

@@ -69,6 +69,9 @@ func (c *Config) problems(ks kinds) []problem {
 		add("http.listen", "%s", msg)
 	}
 	ps = append(ps, c.Worker.problems()...)
+	if msg := tokenProblem(c.HTTP.Token); msg != "" {
+		add("http.token", "%s", msg)
+	}
 	if msg := metricsTokenProblem(c.HTTP); msg != "" {
 		add("http.metricsToken", "%s", msg)
 	}
@@ -205,6 +208,9 @@ func (g Group) problems(name string, ks kinds) []problem {
 	if slices.Contains(reservedGroupNames, name) {
 		ps = append(ps, problem{path, fmt.Sprintf("%q is a word nid's commands take (%s), so nid ls %s would not name the group: choose another name",
 			name, strings.Join(reservedGroupNames, ", "), name)})
+	}
+	if len(g.Goal) > MaxGoalBytes {
+		ps = append(ps, problem{path + ".goal", fmt.Sprintf("is %d bytes; a goal is at most %d (it goes into every prompt): put the details in a file and name it", len(g.Goal), MaxGoalBytes)})
 	}
 	ps = append(ps, g.Rotate.problems(path+".rotate")...)
 	ps = append(ps, g.teamProblems(path)...)
@@ -397,6 +403,24 @@ func joinLines(ps []problem) error {
 		errs[i] = errors.New(p.String())
 	}
 	return errors.Join(errs...)
+}
+
+// MinToken is the shortest http.token nid takes: the token drives every
+// session and may guard a port facing the network, so it must not be
+// guessable. The token nid generates when none is set is longer.
+const MinToken = 32
+
+// tokenProblem says what is wrong with http.token, if anything.
+func tokenProblem(t string) string {
+	switch {
+	case t == "":
+		return ""
+	case apiKeyProblem(t) != "":
+		return apiKeyProblem(t)
+	case len(t) < MinToken:
+		return fmt.Sprintf("is %d characters long; it needs at least %d (empty: nid makes one in the state directory)", len(t), MinToken)
+	}
+	return ""
 }
 
 // minMetricsToken is the shortest http.metricsToken nid takes: it guards a

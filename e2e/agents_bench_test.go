@@ -118,13 +118,12 @@ func privateDirs(b *testing.B) (home, tmp string) {
 	return home, tmp
 }
 
-// environ is the environment a CLI run by hand gets: the shell's own, as
-// the worker passes its own to the agents it runs (without nid's secrets),
-// with env on top. A bare PATH made the comparison unfair: Codex reads the
+// environ is the environment a CLI of the kind run by hand gets: what the
+// worker passes of its own to the agents it runs, with env on top. A bare PATH made the comparison unfair: Codex reads the
 // CA bundle SSL_CERT_FILE names for every model call, about 7 ms a turn
 // here, which a person's shell and nid's worker both pay.
-func environ(env map[string]string) []string {
-	all := activities.ProcessEnv(activities.Process{Env: env}, nil)
+func environ(kind string, env map[string]string) []string {
+	all := activities.ProcessEnv(activities.Process{Kind: kind, Env: env}, nil)
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(all)) {
 		out = append(out, k+"="+all[k])
@@ -141,7 +140,7 @@ func claudeBench() benchAgent {
 	}
 	a.bare = func(b *testing.B, bin string, model *fakemodel.Model) bareAgent {
 		home, tmp := privateDirs(b)
-		return &bareClaude{bin: bin, dir: b.TempDir(), env: environ(a.env(home, tmp, model))}
+		return &bareClaude{bin: bin, dir: b.TempDir(), env: environ(a.kind, a.env(home, tmp, model))}
 	}
 	return a
 }
@@ -185,7 +184,7 @@ func codexBench() benchAgent {
 	}
 	a.bare = func(b *testing.B, bin string, model *fakemodel.Model) bareAgent {
 		home, tmp := privateDirs(b)
-		return startBareCodex(b, bin, b.TempDir(), environ(a.env(home, tmp, model)))
+		return startBareCodex(b, bin, b.TempDir(), environ(a.kind, a.env(home, tmp, model)))
 	}
 	return a
 }

@@ -233,6 +233,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, base+"/groups/ops", url, "the token is in no address")
 
+	// Log out ends the login: the form again, on every page.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("logout"))))
+	waitText(t, ctx, "logged out", "main.login h1", regexp.MustCompile(`Log in to the dashboard`))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/groups/ops")))
+	waitText(t, ctx, "still logged out", "main.login h1", regexp.MustCompile(`Log in to the dashboard`))
+
 	require.Empty(t, violations(), "the pages break none of their content security policy")
 
 	// The same rotation through the command line's transcript.

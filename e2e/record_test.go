@@ -26,17 +26,17 @@ import (
 // TestRecordReplayHistories records the histories that workflows.TestReplay
 // replays after every change. It runs only when asked:
 //
-//	RECORD_HISTORIES=v3 go test ./e2e -run TestRecordReplayHistories
+//	RECORD_HISTORIES=rung17 go test ./e2e -run TestRecordReplayHistories
 //
-// where v3 names the workflow version being recorded (see
-// workflows/versions.go). Record once per version, never over an existing
+// where rung17 names the rung of the version ladder being recorded (see
+// workflows/versions.go; older fixtures are named vN). Record once per version, never over an existing
 // file: the old histories are what running sessions look like.
 func TestRecordReplayHistories(t *testing.T) {
 	version := os.Getenv("RECORD_HISTORIES")
 	if version == "" {
-		t.Skip("set RECORD_HISTORIES=vN to record workflows/testdata histories of version N")
+		t.Skip("set RECORD_HISTORIES=rungN to record workflows/testdata histories of rung N")
 	}
-	require.Regexp(t, `^v[0-9]+$`, version)
+	require.Regexp(t, `^(v|rung)[0-9]+$`, version)
 	// An exec agent: it cannot compact or call tools, so its rotations take
 	// the paths only such kinds take.
 	counts := t.TempDir()
@@ -79,6 +79,29 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
         sim: {window: 1000000, tokensPerTurn: 1000, turnDelay: 0s}
 `)
 	s.up()
+	c := s.client()
+	// What a client other than nid's could send straight to Temporal
+	// (early, so that the cut histories hold it): signals past the caps
+	// (VersionCheckedInput), refused in the sessions' and the group's
+	// histories, and a session whose name is not a name, which fails at
+	// once.
+	ctx := context.Background()
+	huge := boardOfTasks(workflows.MaxTasks + 1)
+	require.NoError(t, c.SignalWorkflow(ctx, workflows.SessionID("rec", "agent"), "", workflows.SignalHandoffWrite,
+		workflows.HandoffWrite{Summary: strings.Repeat("x", workflows.MaxSummaryBytes+1)}))
+	require.NoError(t, c.SignalWorkflow(ctx, workflows.SessionID("rec", "compact"), "", workflows.SignalBoard, huge))
+	require.NoError(t, c.SignalWorkflow(ctx, workflows.GroupID("rec"), "", workflows.SignalInbox,
+		workflows.InboxItem{Group: "rec", Session: "../../etc", Kind: "forged", Text: "forged"}))
+	refused := workflows.SessionID("rec", "refused")
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: refused, TaskQueue: workflows.TaskQueue},
+		workflows.SessionWorkflowName, workflows.SessionInput{Group: "../../home/.config/git", Name: "lead"})
+	require.NoError(t, err)
+	require.ErrorContains(t, run.Get(ctx, nil), `group "../../home/.config/git" is not a name`)
+	s.eventually("the refusals in the feed", time.Minute, func() bool {
+		return slices.ContainsFunc(s.session(c, "rec", "agent").Events, func(e workflows.Event) bool {
+			return strings.HasPrefix(e.Text, "handoff not taken")
+		})
+	})
 	s.eventually("rotations everywhere", 3*time.Minute, func() bool {
 		rows := s.ls()
 		for _, name := range []string{"compact", "fallback", "agent", "silent", "tool"} {
@@ -104,7 +127,6 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 	})
 	s.mustNid("stop", "rec/silent")
 
-	c := s.client()
 	dir := filepath.Join("..", "workflows", "testdata")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	ids := []string{workflows.GroupID("rec"), workflows.HostsID}
@@ -113,7 +135,7 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 	}
 	// With no budget to wait on, pace/fast takes turn after turn: the paced
 	// listing of its context (VersionPacedListing) is in its history.
-	ids = append(ids, workflows.SessionID("pace", "fast"))
+	ids = append(ids, workflows.SessionID("pace", "fast"), refused)
 	for _, id := range ids {
 		runs := runsOf(t, c, id)
 		writeHistory(t, filepath.Join(dir, fixtureName(version, id, ".json.gz")), cutHistory(t, c, id, runs[0]))
@@ -130,6 +152,16 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 	require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW, first.Events[len(first.Events)-1].GetEventType())
 	writeHistory(t, filepath.Join(dir, fixtureName(version, compact, "-can.json.gz")), first)
 	writeHistory(t, filepath.Join(dir, fixtureName(version, compact, "-run-2.json.gz")), cutHistory(t, c, compact, runs[1]))
+}
+
+// boardOfTasks is a board push holding n tasks, as a client other than the
+// group could forge one.
+func boardOfTasks(n int) workflows.BoardView {
+	b := workflows.BoardView{Group: "rec", Rev: 1 << 40}
+	for i := range n {
+		b.Tasks = append(b.Tasks, workflows.Task{ID: fmt.Sprintf("f%d", i), Title: "forged", Status: workflows.TaskTodo})
+	}
+	return b
 }
 
 func fixtureName(version, id, suffix string) string {

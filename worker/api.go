@@ -139,6 +139,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("/api/", a.serveMethod)
 	mux.HandleFunc("/login", a.serveLogin)
 	mux.HandleFunc("/login/", a.serveLoginLink)
+	mux.HandleFunc("/logout", a.serveLogout)
 	mux.Handle("/", a.dashboard())
 	return mux
 }

@@ -548,6 +548,62 @@ func TestDashboardLoginLink(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the token is no link")
 }
 
+// A dashboard login is a random id of its own, not something derived from
+// the token: it lasts LoginTTL from when the browser logged in, and the
+// Log out button ends it, while another site cannot.
+func TestDashboardLoginExpiresAndLogsOut(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
+	api := newAPI(t, "", APIOptions{Now: func() time.Time { return now }}).api
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	login := func() *http.Client {
+		browser := browserClient(t)
+		resp, err := browser.PostForm(srv.URL+"/login", url.Values{"token": {testToken}, "next": {"/"}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		return browser
+	}
+	loggedIn := func(browser *http.Client) bool {
+		resp, _ := get(t, browser, srv.URL+"/")
+		return resp.StatusCode == http.StatusOK
+	}
+	logout := func(browser *http.Client, header bool) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/logout", nil)
+		if header {
+			req.Header.Set(dashboardHeader, "1")
+		}
+		resp, err := browser.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	first, second := login(), login()
+	require.NotEqual(t, first.Jar.Cookies(u)[0].Value, second.Jar.Cookies(u)[0].Value, "each login is its own")
+
+	// Another site's form sends the cookie without the dashboard's header.
+	require.Equal(t, http.StatusUnauthorized, logout(first, false))
+	require.True(t, loggedIn(first))
+	stolen := first.Jar.Cookies(u)[0].Value
+	require.Equal(t, http.StatusNoContent, logout(first, true))
+	require.Empty(t, first.Jar.Cookies(u), "the browser drops the cookie")
+	require.False(t, loggedIn(first))
+	replay := browserClient(t)
+	replay.Jar.SetCookies(u, []*http.Cookie{{Name: cookieName, Value: stolen}})
+	require.False(t, loggedIn(replay), "a logged-out cookie is refused wherever it comes from")
+	require.True(t, loggedIn(second), "another browser's login goes on")
+
+	now = now.Add(LoginTTL - time.Minute)
+	require.True(t, loggedIn(second))
+	now = now.Add(time.Minute)
+	require.False(t, loggedIn(second), "a login lasts LoginTTL, used or not")
+	resp, _ := get(t, browserClient(t), srv.URL+"/logout")
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
 // sse reads server-sent events from /api/events?query until n of them were
 // events (not session lists), and returns all it read; during runs after
 // the first.
@@ -663,20 +719,20 @@ func TestAPITokenSource(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, token, again, "the generated token survives a restart")
 
-	cfg.HTTP.Token = "chosen"
+	cfg.HTTP.Token = "chosen-0123456789abcdefghijklmnopqrstuv"
 	token, file, err = APIToken(cfg)
 	require.NoError(t, err)
-	require.Equal(t, "chosen", token)
+	require.Equal(t, "chosen-0123456789abcdefghijklmnopqrstuv", token)
 	require.Empty(t, file)
 
 	yaml := filepath.Join(dir, "nid.yaml")
-	require.NoError(t, os.WriteFile(yaml, []byte("state: "+dir+"\nhttp:\n  token: from-the-file\n"), 0o644))
+	require.NoError(t, os.WriteFile(yaml, []byte("state: "+dir+"\nhttp:\n  token: from-the-file-0123456789abcdefghijkl\n"), 0o644))
 	for _, tt := range []struct {
 		environ []string
 		want    string
 	}{
-		{nil, "from-the-file"},
-		{[]string{"NID_HTTP_TOKEN=from-the-environment"}, "from-the-environment"},
+		{nil, "from-the-file-0123456789abcdefghijkl"},
+		{[]string{"NID_HTTP_TOKEN=from-the-environment-0123456789abcdef"}, "from-the-environment-0123456789abcdef"},
 	} {
 		loaded, err := config.Load(config.LoadOptions{File: yaml, Environ: append([]string{}, tt.environ...)})
 		require.NoError(t, err)
@@ -698,7 +754,7 @@ func TestNonLoopbackListenNeedsAToken(t *testing.T) {
 		{"0.0.0.0:7777", "", false},
 		{":7777", "", false},
 		{"192.168.1.5:7777", "", false},
-		{"0.0.0.0:7777", "chosen", true},
+		{"0.0.0.0:7777", "chosen-0123456789abcdefghijklmnopqrstuv", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.listen+" "+tt.token, func(t *testing.T) {

@@ -88,29 +88,39 @@ const dashboardHeader = "X-Nid-Dashboard"
 // or shell history is no way in.
 const LoginLinkTTL = 10 * time.Minute
 
+// LoginTTL is how long a dashboard login lasts, counted from when the
+// browser logged in (a fixed expiry: a cookie copied off a machine, or a
+// browser left open, is no way in the next day, however it is used).
+const LoginTTL = 12 * time.Hour
+
+// maxLogins bounds the dashboard logins kept at once; past it, the one
+// that expires first is dropped. Only a holder of the token or of a login
+// link can make one.
+const maxLogins = 64
+
 // guard authenticates API and dashboard requests: a bearer token, or the
 // cookie the dashboard sets when a browser logs in, with a one-time login
 // link or with the token in the login form.
 type guard struct {
 	token string
-	// cookie is derived from the token, so the token itself never sits in
-	// a browser's cookie jar and changing the token logs every browser out.
-	cookie string
-	now    func() time.Time
+	now   func() time.Time
 
 	mu sync.Mutex
 	// links are the unused login links, by the SHA-256 of their secret,
 	// with when they expire.
 	links map[[sha256.Size]byte]time.Time
+	// logins are the dashboard's logged-in browsers, by the SHA-256 of the
+	// random id their cookie holds, with when they expire. They live in
+	// memory only: the cookie is no lasting credential, and a restarted
+	// worker logs every browser out.
+	logins map[[sha256.Size]byte]time.Time
 }
 
 func newGuard(token string, now func() time.Time) *guard {
 	if now == nil {
 		now = time.Now
 	}
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("nid dashboard session"))
-	return &guard{token: token, cookie: hex.EncodeToString(m.Sum(nil)), now: now, links: map[[sha256.Size]byte]time.Time{}}
+	return &guard{token: token, now: now, links: map[[sha256.Size]byte]time.Time{}, logins: map[[sha256.Size]byte]time.Time{}}
 }
 
 func (g *guard) bearer(r *http.Request) bool {
@@ -125,7 +135,18 @@ func (g *guard) isToken(t string) bool {
 
 func (g *guard) hasCookie(r *http.Request) bool {
 	c, err := r.Cookie(cookieName)
-	return err == nil && hmac.Equal([]byte(c.Value), []byte(g.cookie))
+	if err != nil {
+		return false
+	}
+	k := sha256.Sum256([]byte(c.Value))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	expires, ok := g.logins[k]
+	if ok && !g.now().Before(expires) {
+		delete(g.logins, k)
+		return false
+	}
+	return ok
 }
 
 // api says whether an API request is authenticated: a bearer token, or the
@@ -139,10 +160,45 @@ func (g *guard) api(r *http.Request) bool {
 	return g.hasCookie(r) && (r.Method == http.MethodGet || r.Header.Get(dashboardHeader) != "")
 }
 
-// setCookie logs the browser in.
+// setCookie logs the browser in: a new random id, kept here only as its
+// hash, good for LoginTTL.
 func (g *guard) setCookie(w http.ResponseWriter) {
+	id := rand.Text()
+	g.mu.Lock()
+	now := g.now()
+	for k, expires := range g.logins {
+		if !now.Before(expires) {
+			delete(g.logins, k)
+		}
+	}
+	for len(g.logins) >= maxLogins {
+		var first [sha256.Size]byte
+		var firstExpires time.Time
+		for k, expires := range g.logins {
+			if firstExpires.IsZero() || expires.Before(firstExpires) {
+				first, firstExpires = k, expires
+			}
+		}
+		delete(g.logins, first)
+	}
+	g.logins[sha256.Sum256([]byte(id))] = now.Add(LoginTTL)
+	g.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: g.cookie, Path: "/",
+		Name: cookieName, Value: id, Path: "/", MaxAge: int(LoginTTL / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// logout ends the login r's cookie holds, and tells the browser to drop
+// the cookie.
+func (g *guard) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(cookieName); err == nil {
+		g.mu.Lock()
+		delete(g.logins, sha256.Sum256([]byte(c.Value)))
+		g.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
 }

@@ -109,6 +109,25 @@ func (a *API) serveLoginLink(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// serveLogout is POST /logout, the dashboard's Log out button: it ends the
+// browser's login. It takes what the API takes, the cookie with the
+// dashboard's header, so that another site cannot log a browser out.
+func (a *API) serveLogout(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: "/logout takes POST"})
+		return
+	}
+	if !a.guard.hasCookie(r) || r.Header.Get(dashboardHeader) == "" {
+		writeError(w, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			Message: "not logged in: /logout ends a dashboard login, and takes its cookie with the dashboard's " + dashboardHeader + " header"})
+		return
+	}
+	a.guard.logout(w, r)
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // loginMethod says whether a login request came with method, and answers
 // it with the form and why when not. Nothing of a login may be stored.
 func loginMethod(w http.ResponseWriter, r *http.Request, method, why string) bool {

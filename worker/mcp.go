@@ -345,8 +345,9 @@ type ackArgs struct {
 }
 
 // maxTaskIDBytes bounds one task id in an acknowledgement: the board's ids
-// are short (t1, t2, ...), and the ids travel in workflow history.
-const maxTaskIDBytes = 64
+// are short (t1, t2, ...), and the ids travel in workflow history. The
+// session's handler applies the same cap.
+const maxTaskIDBytes = workflows.MaxTaskIDBytes
 
 // handoffAck hands a fresh conversation's acknowledgement to the rotation
 // that started it. Only that conversation, while its rotation runs, has

@@ -67,6 +67,16 @@ func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
 
 func (g *group) setup(ctx workflow.Context) error {
 	g.version = versionOf(ctx)
+	if g.has(VersionCheckedInput) {
+		if err := checkNames("name", g.name, "", ""); err != nil {
+			return err
+		}
+		for _, s := range g.st.Sessions {
+			if err := checkNames("name", g.name, "sessions", s); err != nil {
+				return err
+			}
+		}
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryGroup, g.view); err != nil {
 		return err
 	}
@@ -116,13 +126,26 @@ func (g *group) run(ctx workflow.Context) error {
 
 func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
 	sel := workflow.NewSelector(ctx)
-	onSignal(ctx, sel, SignalInbox, func(_ workflow.Context, item InboxItem) { g.addInbox(item) })
+	onSignal(ctx, sel, SignalInbox, g.onInbox)
 	onSignal(ctx, sel, SignalCharge, g.onCharge)
 	onSignal(ctx, sel, SignalClaimNext, g.onClaimNext)
 	onSignal(ctx, sel, SignalReserve, g.onReserve)
 	onSignal(ctx, sel, SignalLearned, g.onLearned)
 	onSignal(ctx, sel, SignalSlot, g.onSlot)
 	return sel
+}
+
+// onInbox takes a session's news for the inbox: from one of the group's
+// sessions, or the group's own, with its text clipped to MaxInboxText.
+func (g *group) onInbox(ctx workflow.Context, item InboxItem) {
+	if g.has(VersionCheckedInput) {
+		if item.Session != "" && !slices.Contains(g.st.Sessions, item.Session) {
+			warnRefused(ctx, SignalInbox, fmt.Sprintf("no session %q in group %s", clip(item.Session, 80), g.name))
+			return
+		}
+		item.Group, item.Kind, item.Text = g.name, clip(item.Kind, MaxKindBytes), clip(item.Text, MaxInboxText)
+	}
+	g.addInbox(item)
 }
 
 // addInbox adds an item, or counts it on the session's last item when that
@@ -438,6 +461,16 @@ func (g *group) charged(ctx workflow.Context, before string) {
 // A point the human set stays as set.
 func (g *group) onLearned(ctx workflow.Context, p LearnedPoint) {
 	have := learnedFor(g.st.Learned, p.Kind, p.Model)
+	if g.has(VersionCheckedInput) {
+		switch {
+		case len(p.Kind) > MaxKindBytes || len(p.Model) > MaxKindBytes:
+			warnRefused(ctx, SignalLearned, fmt.Sprintf("a kind or model name is past %d bytes", MaxKindBytes))
+			return
+		case have == nil && len(g.st.Learned) >= MaxLearned:
+			warnRefused(ctx, SignalLearned, fmt.Sprintf("the group keeps %d learned thresholds, the most it may", MaxLearned))
+			return
+		}
+	}
 	switch {
 	case have != nil && (have.Set || have.Percent == p.Percent):
 		return

@@ -151,6 +151,11 @@ func (r *hosts) expire(ctx workflow.Context) {
 	}
 }
 
+// known says whether the registry has a record of host name.
+func (r *hosts) known(name string) bool {
+	return slices.ContainsFunc(r.st.Hosts, func(h HostRecord) bool { return h.Name == name })
+}
+
 func (r *hosts) host(name string) *HostRecord {
 	i, ok := slices.BinarySearchFunc(r.st.Hosts, name, func(h HostRecord, n string) int {
 		switch {
@@ -171,6 +176,16 @@ func (r *hosts) onBeat(ctx workflow.Context, b HostBeat) {
 	if !config.ValidHost(b.Host) || b.Every <= 0 {
 		return
 	}
+	if r.has(VersionCheckedInput) {
+		switch {
+		case len(b.HTTP) > MaxHostHTTP:
+			warnRefused(ctx, SignalHeartbeat, fmt.Sprintf("host %s gives an HTTP address of %d bytes; the limit is %d", b.Host, len(b.HTTP), MaxHostHTTP))
+			return
+		case !r.known(b.Host) && len(r.st.Hosts) >= MaxHosts:
+			warnRefused(ctx, SignalHeartbeat, fmt.Sprintf("host %s is not taken: the registry keeps %d hosts, the most it may", b.Host, MaxHosts))
+			return
+		}
+	}
 	h := r.host(b.Host)
 	h.MaxSessions, h.Every, h.HTTP = max(b.MaxSessions, 0), b.Every, b.HTTP
 	h.LastSeen = workflow.Now(ctx)
@@ -186,6 +201,16 @@ func (r *hosts) onBeat(ctx workflow.Context, b HostBeat) {
 func (r *hosts) onAssign(ctx workflow.Context, a HostAssign) {
 	if !config.ValidHost(a.Host) {
 		return
+	}
+	if r.has(VersionCheckedInput) {
+		if _, _, err := ParseSessionRef(a.Session); err != nil {
+			warnRefused(ctx, SignalHostAssign, clip(err.Error(), 200))
+			return
+		}
+		if !r.known(a.Host) && len(r.st.Hosts) >= MaxHosts {
+			warnRefused(ctx, SignalHostAssign, fmt.Sprintf("host %s is not taken: the registry keeps %d hosts, the most it may", a.Host, MaxHosts))
+			return
+		}
 	}
 	r.assign(a.Session, a.Host)
 	h := r.host(a.Host)

@@ -39,6 +39,11 @@ type rotation struct {
 func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, error) {
 	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite), ack: workflow.GetSignalChannel(ctx, SignalHandoffAck),
 		kind: activities.KindOf(in.Spec.Kind), ladder: ladder{versionOf(ctx)}, queue: in.ActivityQueue}
+	if r.has(VersionCheckedInput) {
+		if err := checkNames("session.group", in.Session.Group, "session.name", in.Session.Name); err != nil {
+			return RotationResult{}, err
+		}
+	}
 	r.res.RotationEvent = RotationEvent{
 		Number:          in.Number,
 		Method:          in.Method,

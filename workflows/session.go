@@ -187,6 +187,13 @@ func (s *session) setup(ctx workflow.Context) error {
 		return err
 	}
 	s.version = versionOf(ctx)
+	if s.has(VersionCheckedInput) {
+		// Before anything is scheduled: the names become paths, branches
+		// and queue names on the worker.
+		if err := checkNames("group", s.in.Group, "name", s.in.Name); err != nil {
+			return err
+		}
+	}
 	listenSignals(ctx, s.signalSelector, s.listEvents)
 	if s.st.NextSeq == 0 {
 		s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("session started (%s)", s.in.Spec.Kind)})

@@ -48,6 +48,10 @@ func (s *session) onRotate(ctx workflow.Context, req RotateRequest) {
 }
 
 func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
+	if why := summaryRefusal(hw.Summary); why != "" && s.has(VersionCheckedInput) {
+		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "handoff not taken: " + why})
+		return
+	}
 	if s.st.Stopped && s.has(VersionStopDropsHandoffs) {
 		// Its agent was still answering a turn the stop cut off.
 		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "handoff written after the stop: ignored, so nid start goes on in the same conversation (nid start --fresh starts a fresh one)"})
@@ -71,6 +75,10 @@ func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
 // onHandoffAck hands a fresh conversation's acknowledgement to the rotation
 // that started it; one outside a rotation checks nothing.
 func (s *session) onHandoffAck(ctx workflow.Context, ack HandoffAck) {
+	if why := ackRefusal(ack); why != "" && s.has(VersionCheckedInput) {
+		s.record(ctx, Event{Kind: EventHandoffAck, Text: "handoff_ack not taken: " + why})
+		return
+	}
 	if s.child != nil {
 		s.child.SignalChildWorkflow(ctx, SignalHandoffAck, ack)
 		return
@@ -100,6 +108,10 @@ func (s *session) onMessage(ctx workflow.Context, m Message) {
 }
 
 func (s *session) onConfig(ctx workflow.Context, c SessionConfig) {
+	if why := configRefusal(c); why != "" && s.has(VersionCheckedInput) {
+		s.record(ctx, Event{Kind: EventConfig, Text: "configuration not taken: " + why})
+		return
+	}
 	if c.Goal == s.in.Goal && c.Spec == s.in.Spec {
 		return
 	}
@@ -126,6 +138,10 @@ func (s *session) onRateLimit(ctx workflow.Context, r RateLimit) {
 }
 
 func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {
+	if why := policyRefusal(p); why != "" && s.has(VersionCheckedInput) {
+		s.record(ctx, Event{Kind: EventPolicy, Text: "policy not taken: " + why})
+		return
+	}
 	changed := p.Rotate != s.st.Policy
 	s.st.Policy = p.Rotate
 	if s.has(VersionThresholds) {
@@ -144,6 +160,10 @@ func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {
 }
 
 func (s *session) onBoard(ctx workflow.Context, b BoardView) {
+	if why := boardRefusal(b); why != "" && s.has(VersionCheckedInput) {
+		s.record(ctx, Event{Kind: EventTask, Text: "board not taken: " + why})
+		return
+	}
 	before := s.st.Board
 	if before != nil && b.Rev != 0 && b.Rev < before.Rev {
 		// Overtaken by a newer push: its grants and claims are out of date.
@@ -201,6 +221,9 @@ func (s *session) pauseText() string {
 func (s *session) onStop(ctx workflow.Context, req StopRequest) {
 	if s.st.Stopped {
 		return
+	}
+	if s.has(VersionCheckedInput) {
+		req.Why = clip(req.Why, MaxWhyChars)
 	}
 	s.st.Stopped = true
 	s.st.Messages = nil

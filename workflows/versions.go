@@ -176,8 +176,23 @@ const (
 	// testdata/v8-*.json.gz.
 	VersionListedEvents Version = 16
 
+	// VersionCheckedInput: the workflows check what they are handed where
+	// it enters, as the HTTP API and the MCP endpoint do before sending
+	// it. A session, group or rotation whose input names a group or
+	// session that is not a name (config.ValidName: no "..", "/", NUL, at
+	// most 63 characters) fails at once with a non-retryable BadInput
+	// error naming the field, having scheduled nothing. Every signal
+	// handler caps what it takes (a handoff summary at MaxSummaryBytes, an
+	// acknowledgement's ids, a board push at the board's own caps, a
+	// policy at nid group set's rules, a stop's reason, an inbox item's
+	// text, learned thresholds, hosts and their sessions): a session says a
+	// refusal in its feed, the group and the hosts registry in the
+	// worker's log, and nothing already stored is lost. Histories:
+	// testdata/rung17-*.json.gz, named after the rung.
+	VersionCheckedInput Version = 17
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionListedEvents
+	versionLatest = VersionCheckedInput
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

@@ -44,7 +44,7 @@ import (
 )
 
 // Token is the HTTP API token of every Config.
-const Token = "temporaltest-token-0123456789"
+const Token = "temporaltest-token-0123456789-abcdef"
 
 // Host is the host name a test's worker serves under, so what nid prints of
 // hosts is the same on every machine.

@@ -449,4 +449,13 @@ function route() {
   main.replaceChildren(el("p", {}, "No such page. ", el("a", { href: "/" }, "Groups")));
 }
 
+// logout ends this browser's login (POST /logout, with the header every
+// call of the dashboard's own sends) and shows the login form.
+async function logout() {
+  const r = await fetch("/logout", { method: "POST", credentials: "same-origin", headers: { "X-Nid-Dashboard": "1" } });
+  if (!r.ok && r.status !== 401) throw new Error("logging out failed: " + r.statusText);
+  location.assign("/");
+}
+document.getElementById("logout").addEventListener("click", () => logout().catch(showError));
+
 route().catch(showError);

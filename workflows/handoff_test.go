@@ -169,10 +169,13 @@ func TestAnAgentsOwnHandoffIsNotRescued(t *testing.T) {
 	require.Empty(t, h.agent.rescues)
 }
 
-// Facts nid cannot read leave them out; the handoff still happens.
+// Facts nid cannot read leave them out; the handoff still happens, and
+// the receipt and the inbox say why: a worktree whose links an agent
+// pointed elsewhere is refused, and the human should look at it.
 func TestAHandoffWithoutFacts(t *testing.T) {
 	h := newHarness(t)
-	h.agent.factsErr = temporal.NewNonRetryableApplicationError("reading the git facts: fatal: not a git repository", activities.ErrAgentFailed, nil)
+	refused := "reading the git facts of /state/worktrees/web/lead: its .git file no longer says what git made it say; nid refused to follow it and ran nothing"
+	h.agent.factsErr = temporal.NewNonRetryableApplicationError(refused, activities.ErrAgentFailed, nil)
 	h.send(time.Minute, 2)
 	rotateAt(h, 10*time.Minute)
 	v := h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
@@ -183,6 +186,11 @@ func TestAHandoffWithoutFacts(t *testing.T) {
 	require.True(t, rots[0].OK)
 	require.Nil(t, rots[0].Facts)
 	require.Equal(t, VerifiedTrue, rots[0].Verified)
+	note := "web/lead's fresh conversation got no git facts: " + refused
+	require.Equal(t, note, rots[0].FactsNote)
+	require.Len(t, h.inbox, 1)
+	require.Equal(t, "facts-refused", h.inbox[0].Kind)
+	require.Equal(t, note, h.inbox[0].Text)
 }
 
 // An agent that calls no tools (exec) is not asked to acknowledge, and its

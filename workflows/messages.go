@@ -381,6 +381,10 @@ type RotationEvent struct {
 	Facts        *FactsDigest `json:"facts,omitempty"`
 	Verified     string       `json:"verified,omitempty"`
 	VerifyNote   string       `json:"verifyNote,omitempty"`
+	// FactsNote says why nid could not read the facts (VersionCheckedInput):
+	// a worktree whose .git file or commondir an agent pointed elsewhere
+	// is refused, not followed, and the human hears of it.
+	FactsNote string `json:"factsNote,omitempty"`
 	// At is when the session took the rotation's result: set on the
 	// receipts a session keeps (SessionView.Receipts), whose summary text
 	// is left to the event and the transcript.

@@ -332,6 +332,9 @@ func (r *rotation) gatherFacts(ctx workflow.Context) *activities.Facts {
 	}).Get(ctx, &f)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("no facts of the session's work", "error", err)
+		if r.has(VersionCheckedInput) && ctx.Err() == nil {
+			r.res.FactsNote = fmt.Sprintf("%s/%s's fresh conversation got no git facts: %s", r.in.Session.Group, r.in.Session.Name, clip(ErrorText(err), 1000))
+		}
 		return nil
 	}
 	return &f

@@ -131,6 +131,9 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 		if ev.VerifyNote != "" {
 			s.toInbox(ctx, "handoff-unverified", ev.VerifyNote)
 		}
+		if ev.FactsNote != "" {
+			s.toInbox(ctx, "facts-refused", ev.FactsNote)
+		}
 	}
 	if s.has(VersionThresholds) {
 		s.judgeRotation(ctx, res)

@@ -187,7 +187,10 @@ const (
 	// policy at nid group set's rules, a stop's reason, an inbox item's
 	// text, learned thresholds, hosts and their sessions): a session says a
 	// refusal in its feed, the group and the hosts registry in the
-	// worker's log, and nothing already stored is lost. Histories:
+	// worker's log, and nothing already stored is lost. A rotation whose
+	// git facts could not be read (the worker refuses a worktree whose
+	// .git file or commondir an agent pointed elsewhere) says why in its
+	// receipt (RotationEvent.FactsNote) and the session's inbox. Histories:
 	// testdata/rung17-*.json.gz, named after the rung.
 	VersionCheckedInput Version = 17
 

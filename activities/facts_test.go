@@ -279,7 +279,7 @@ func TestGatherFactsWithoutARepository(t *testing.T) {
 	require.Equal(t, "Git: the session's directory is not a git work tree, so nid has no branch, commits or changes to show.\n", f.Text())
 
 	_, err = acts.GatherFacts(t.Context(), activities.FactsInput{Session: activities.SessionRef{Group: "..", Name: "lead"}})
-	requireFinal(t, err, activities.ErrBadInput, `group ".." is not a valid name`)
+	requireFinal(t, err, activities.ErrBadInput, `group ".." is not a name`)
 }
 
 // Many commits, many changes, long names, a megabyte subject and one with

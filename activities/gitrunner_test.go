@@ -104,11 +104,11 @@ func TestActivitiesActOnlyOnSessionsTheWorkerKnows(t *testing.T) {
 		ref  activities.SessionRef
 		says string
 	}{
-		{activities.SessionRef{Group: "..", Name: "lead"}, `group ".." is not a valid name`},
-		{activities.SessionRef{Group: "web", Name: "../../home"}, `session "../../home" is not a valid name`},
-		{activities.SessionRef{Group: "/etc", Name: "lead"}, "is not a valid name"},
-		{activities.SessionRef{Group: "web", Name: "le\x00ad"}, "is not a valid name"},
-		{activities.SessionRef{Group: strings.Repeat("g", 10<<10), Name: "lead"}, "is not a valid name"},
+		{activities.SessionRef{Group: "..", Name: "lead"}, `group ".." is not a name`},
+		{activities.SessionRef{Group: "web", Name: "../../home"}, `session "../../home" is not a name`},
+		{activities.SessionRef{Group: "/etc", Name: "lead"}, "is not a name"},
+		{activities.SessionRef{Group: "web", Name: "le\x00ad"}, "is not a name"},
+		{activities.SessionRef{Group: strings.Repeat("g", 10<<10), Name: "lead"}, "is not a name"},
 		{activities.SessionRef{Group: "web", Name: "ghost"}, "this worker's nid.yaml has no session web/ghost"},
 	}
 	for _, tc := range bad {

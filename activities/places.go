@@ -27,7 +27,7 @@ func SessionWorkflowID(group, name string) string { return "nid/" + group + "/" 
 func checkSession(ref *SessionRef) error {
 	for _, part := range []struct{ what, name string }{{"group", ref.Group}, {"session", ref.Name}} {
 		if !config.ValidName(part.name) {
-			return BadInput("%s %q is not a valid name: names are 1 to 63 lower-case letters, digits, - and _, starting with a letter or digit", part.what, clipName(part.name))
+			return BadInput("%s %q is not a name: %s", part.what, clipName(part.name), config.NameRule)
 		}
 	}
 	ref.WorkflowID = SessionWorkflowID(ref.Group, ref.Name)

@@ -143,7 +143,7 @@ func TestRunTurnErrors(t *testing.T) {
 			name:    "session name that is a path",
 			in:      TurnInput{Session: SessionRef{Group: "web", Name: "../../etc"}, Spec: AgentSpec{Kind: KindSim}, Prompt: "go"},
 			errType: ErrBadInput,
-			message: "is not a valid name",
+			message: "is not a name",
 		},
 		{
 			name:    "agent failure",

@@ -179,12 +179,12 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "malformed session name",
 			yaml: group("    sessions:\n      - {agent: sim, name: Lead!}\n"),
-			want: []string{`groups.web.sessions[0].name: "Lead!" must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')`},
+			want: []string{`groups.web.sessions[0].name: "Lead!" is not a name: a group or session name is lower-case letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters`},
 		},
 		{
 			name: "malformed group name",
 			yaml: "groups:\n  Web:\n" + oneSim,
-			want: []string{`groups.Web: "Web" must be lower-case letters, digits, '-' or '_'`},
+			want: []string{`groups.Web: "Web" is not a name: a group or session name is lower-case letters`},
 		},
 		{
 			name: "unknown agent",
@@ -444,7 +444,7 @@ groups:
 	require.Error(t, err)
 	require.Equal(t, path+`: 7 problems:
   NID_STAT: unknown environment variable; did you mean NID_STATE?
-  groups.API: "API" must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')
+  groups.API: "API" is not a name: a group or session name is lower-case letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters
   groups.API.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)
   groups.web.rotate.contextPercent: 0 is outside 1..100
   groups.web.rotate.mode: "fast" is not one of auto, compact, handoff, off

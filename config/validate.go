@@ -194,9 +194,13 @@ func listenProblem(addr string) string {
 // a subcommand or help: a group named so could not be addressed.
 var reservedGroupNames = []string{"add", "clear", "h", "help"}
 
+// NameRule is what ValidName allows, in words, for every refusal of a
+// group or session name: in nid.yaml, a workflow's input, an activity's.
+const NameRule = "a group or session name is lower-case letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters"
+
 // nameRule is the message for a name ValidName refuses.
 func nameRule(name string) string {
-	return fmt.Sprintf("%q must be lower-case letters, digits, '-' or '_' (at most 63, not starting with '-' or '_')", name)
+	return fmt.Sprintf("%q is not a name: %s", name, NameRule)
 }
 
 func (g Group) problems(name string, ks kinds) []problem {

@@ -135,25 +135,40 @@ func TestHostileClientCannotMakeAWorkerAct(t *testing.T) {
 			require.True(t, ok, "%s with session %q: want a refusal, got %v", name, session, err)
 			require.True(t, appErr.NonRetryable(), "%s: %v", name, err)
 			require.True(t, slices.Contains([]string{activities.ErrBadInput, activities.ErrUnknownAgent}, appErr.Type()), "%s: %v", name, err)
-			require.Regexp(t, `is not a valid name|has no session web/ghost|asks for|no longer lists|salvage|no conversation`, appErr.Error(), name)
+			require.Regexp(t, `is not a name|has no session web/ghost|asks for|no longer lists|salvage|no conversation`, appErr.Error(), name)
 		}
 	}
 
-	// Started all at once, then waited for: one that is not refused
-	// runs until its timeout, and nothing it does may leave a mark.
-	var runs []client.WorkflowRun
+	// Started all at once, then waited for. A session, group or rotation
+	// named by a name that is not one fails at once, having scheduled
+	// nothing; one that takes no names (the hosts registry) runs until its
+	// timeout, and nothing it does may leave a mark.
+	type started struct {
+		name string
+		run  client.WorkflowRun
+	}
+	var runs []started
 	for _, name := range names.workflows {
 		for i, session := range sessions[:6] {
 			input := map[string]any{"group": session["group"], "name": session["name"], "session": session, "repo": "file://" + evil, "workdir": outside}
+			if name == workflows.GroupWorkflowName {
+				input["name"], input["sessions"] = session["group"], []any{session["name"]}
+			}
 			run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: fmt.Sprintf("hostile/%s/%d", name, i), TaskQueue: workflows.TaskQueue,
 				WorkflowExecutionTimeout: 5 * time.Second}, name, input)
-			if err == nil {
-				runs = append(runs, run)
-			}
+			require.NoError(t, err)
+			runs = append(runs, started{name, run})
 		}
 	}
-	for _, run := range runs {
-		_ = run.Get(t.Context(), nil)
+	for _, r := range runs {
+		err := r.run.Get(t.Context(), nil)
+		if r.name == workflows.HostsWorkflowName {
+			continue
+		}
+		appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+		require.True(t, ok, "%s: want a refusal, got %v", r.name, err)
+		require.Equal(t, activities.ErrBadInput, appErr.Type(), "%s: %v", r.name, err)
+		require.Contains(t, appErr.Error(), "is not a name", r.name)
 	}
 
 	entries, err := os.ReadDir(marks)

@@ -45,17 +45,14 @@ func badInput(field, value, allowed string) error {
 		fmt.Sprintf("%s %q is not a name: %s", field, clip(value, 80), allowed), activities.ErrBadInput, nil)
 }
 
-// nameRule is what config.ValidName allows, in words.
-const nameRule = "a group or session name is lower-case letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters"
-
 // checkNames refuses a group and session name that are not names: they
 // become paths, branches and queue names on the worker.
 func checkNames(groupField, group, nameField, name string) error {
 	if !config.ValidName(group) {
-		return badInput(groupField, group, nameRule)
+		return badInput(groupField, group, config.NameRule)
 	}
 	if nameField != "" && !config.ValidName(name) {
-		return badInput(nameField, name, nameRule)
+		return badInput(nameField, name, config.NameRule)
 	}
 	return nil
 }

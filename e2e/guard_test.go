@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,4 +131,73 @@ func hasEvent(v workflows.SessionView, kind, text string) bool {
 		}
 	}
 	return false
+}
+
+// What a client of Temporal's own once did with nid up: it started a
+// session whose group climbed out of the state directory with a repo of
+// its own, a file:// repository with an fsmonitor planted, and the worker
+// cloned it into the user's git configuration directory and ran the
+// fsmonitor at its next git call; a repo that began with --upload-pack=
+// ran a command too. With the host's own credential (a trusted user's
+// mistake, or a stolen one) neither runs anything or writes outside nid's
+// directories: the name is refused, and a listed session works in the
+// repository its nid.yaml names.
+func TestAStartedWorkflowCannotMakeTheWorkerWriteOrRun(t *testing.T) {
+	dir := t.TempDir()
+	proj, marks, evil := filepath.Join(dir, "proj"), filepath.Join(dir, "marks"), filepath.Join(dir, "evil.git")
+	require.NoError(t, os.MkdirAll(marks, 0o755))
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", proj},
+		{"-C", proj, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "start"},
+		{"init", "-q", "--bare", evil},
+		{"-C", evil, "config", "core.fsmonitor", "touch " + filepath.Join(marks, "fsmonitor") + "; true"},
+	} {
+		out, err := exec.Command("git", args...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	s := newSite(t, `  web:
+    rotate: {mode: off}
+    repo: `+proj+`
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 10ms}}
+`)
+	s.up()
+	s.eventually("the session listed", time.Minute, func() bool { return len(s.ls()) == 1 })
+	c := s.client()
+	id := workflows.SessionID("web", "lead")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	first, err := it.Next()
+	require.NoError(t, err)
+	var in workflows.SessionInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
+
+	climb := in
+	climb.Group, climb.Repo = "../../home/.config/git", "file://"+evil
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "nid/" + climb.Group + "/lead", TaskQueue: workflows.TaskQueue}, workflows.SessionWorkflowName, climb)
+	require.NoError(t, err)
+	err = run.Get(ctx, nil)
+	require.ErrorContains(t, err, `group "../../home/.config/git" is not a name`)
+
+	option := in
+	option.Repo = "--upload-pack=touch " + filepath.Join(marks, "upload-pack") + ";:"
+	require.NoError(t, c.TerminateWorkflow(ctx, id, "", "started again with an input of another's"))
+	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.SessionWorkflowName, option)
+	require.NoError(t, err)
+	s.mustNid("send", "web/lead", "go on")
+	s.eventually("web/lead to take the message", time.Minute, func() bool {
+		v := s.session(c, "web", "lead")
+		return v.Context.TotalTurns > 0 || hasEvent(v, workflows.EventTurnFailed, "")
+	})
+	lead := s.session(c, "web", "lead")
+	require.Positive(t, lead.Context.TotalTurns, "events: %+v", lead.Events)
+	require.Equal(t, filepath.Join(s.dir, ".nid", "worktrees", "web", "lead"), lead.Worktree)
+
+	entries, err := os.ReadDir(marks)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing planted ran")
+	for _, climbed := range []string{filepath.Join(s.dir, "home"), filepath.Join(dir, "home"), filepath.Join(s.dir, ".nid", "repos")} {
+		require.NoDirExists(t, climbed)
+	}
 }

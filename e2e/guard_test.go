@@ -102,15 +102,11 @@ func TestAStartedWorkflowCannotChooseWhereAnAgentWorks(t *testing.T) {
 	// The input nid gave it, with the attacker's directories.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	first, err := it.Next()
-	require.NoError(t, err)
-	var in workflows.SessionInput
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
+	in := startedWith(ctx, t, c, id)
 	require.Equal(t, team, in.WorkDir)
 	in.WorkDir = elsewhere
 	require.NoError(t, c.TerminateWorkflow(ctx, id, "", "started again with an input of another's"))
-	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.SessionWorkflowName, in)
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.SessionWorkflowName, in)
 	require.NoError(t, err)
 
 	s.mustNid("send", "web/lint", "where are you?")
@@ -120,6 +116,17 @@ func TestAStartedWorkflowCannotChooseWhereAnAgentWorks(t *testing.T) {
 	})
 	lint := s.session(c, "web", "lint")
 	require.Equal(t, "worked in "+team, lint.LastOutput, "events: %+v", lint.Events)
+}
+
+// startedWith is the input the session workflow id was started with.
+func startedWith(ctx context.Context, t *testing.T, c client.Client, id string) workflows.SessionInput {
+	t.Helper()
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	first, err := it.Next()
+	require.NoError(t, err)
+	var in workflows.SessionInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
+	return in
 }
 
 // hasEvent reports whether v recorded an event of kind whose text contains
@@ -167,11 +174,7 @@ func TestAStartedWorkflowCannotMakeTheWorkerWriteOrRun(t *testing.T) {
 	id := workflows.SessionID("web", "lead")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	first, err := it.Next()
-	require.NoError(t, err)
-	var in workflows.SessionInput
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
+	in := startedWith(ctx, t, c, id)
 
 	climb := in
 	climb.Group, climb.Repo = "../../home/.config/git", "file://"+evil

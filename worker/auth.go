@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -34,7 +33,7 @@ func APIToken(cfg *config.Config) (token, file string, err error) {
 	if cfg.HTTP.Token != "" {
 		return cfg.HTTP.Token, "", nil
 	}
-	if !loopback(cfg.HTTP.Listen) {
+	if !config.LoopbackAddress(cfg.HTTP.Listen) {
 		return "", "", fmt.Errorf("http.listen %s is not a loopback address: set http.token (or NID_HTTP_TOKEN) to serve the API and dashboard there", cfg.HTTP.Listen)
 	}
 	file = filepath.Join(cfg.State, TokenFile)
@@ -57,21 +56,6 @@ func APIToken(cfg *config.Config) (token, file string, err error) {
 		return "", "", fmt.Errorf("API token: %w", err)
 	}
 	return token, file, nil
-}
-
-// loopback reports whether host:port names this host only: a listen
-// address that accepts connections from nowhere else, or a server here. An
-// empty host listens everywhere.
-func loopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // cookieName is the dashboard's session cookie.

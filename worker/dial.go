@@ -96,7 +96,7 @@ func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger, handler 
 // decompressed by the same two cores for no bytes saved, a tenth of the
 // embedded server's work at a turn a few milliseconds long.
 func compression(address string) client.GrpcCompression {
-	if loopback(address) {
+	if config.LoopbackAddress(address) {
 		return &client.GrpcCompressionNone{}
 	}
 	return nil
@@ -108,7 +108,7 @@ func startHint(cfg *config.Config) string {
 	switch {
 	case cfg.Embedded():
 		return "start one with `nid up` (or `nid server` for the server alone)"
-	case loopback(cfg.Temporal.Address):
+	case config.LoopbackAddress(cfg.Temporal.Address):
 		return "start it with `nid server` (or set temporal.address to a running one)"
 	default:
 		return "is the cluster up and temporal.address right?"

@@ -238,7 +238,7 @@ func gitChecks(cfg *config.Config) []activities.Check {
 // httpCheck checks nid's HTTP server can listen where http.listen says.
 func httpCheck(cfg *config.Config, running int) activities.Check {
 	listen := cfg.HTTP.Listen
-	if cfg.HTTP.Token == "" && !loopback(listen) {
+	if cfg.HTTP.Token == "" && !config.LoopbackAddress(listen) {
 		return failed("http", "http.listen %s is not a loopback address: set http.token (or NID_HTTP_TOKEN) to serve the API and dashboard there", listen)
 	}
 	err := portFree(listen)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -197,20 +198,28 @@ var credentialKeyRE = regexp.MustCompile(`^credential\.([^=\n]+\.)?(helper|usern
 
 // userCredentials are the credential settings of the user's global
 // configuration (never another key of it), as -c settings: the user's
-// HOME is not the agent's to write.
+// HOME is not the agent's to write. Each file is read as a file, which
+// follows none of its includes.
 func userCredentials(ctx context.Context) []string {
-	cmd := exec.CommandContext(ctx, "git", "config", "--global", "-z", "--get-regexp", `^credential\.`)
-	cmd.Env = append(cleanEnv(), "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
-	var out bytes.Buffer
-	cmd.Stdout = &limitWriter{w: &out, n: 64 << 10}
-	if err := cmd.Run(); err != nil {
-		return nil
+	home, _ := os.UserHomeDir()
+	xdg := os.Getenv("XDG_CONFIG_HOME")
+	if xdg == "" && home != "" {
+		xdg = filepath.Join(home, ".config")
 	}
 	var kvs []string
-	for _, kv := range strings.Split(out.String(), "\x00") {
-		key, value, _ := strings.Cut(kv, "\n")
-		if credentialKeyRE.MatchString(key) && !strings.Contains(value, "\n") {
-			kvs = append(kvs, key+"="+value)
+	for _, file := range []string{filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig")} {
+		if xdg == "" || home == "" {
+			break
+		}
+		out, err := runGit(ctx, gitCommand{args: []string{"config", "--file", file, "-z", "--get-regexp", `^credential\.`}})
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(out, "\x00") {
+			key, value, _ := strings.Cut(kv, "\n")
+			if credentialKeyRE.MatchString(key) && !strings.Contains(value, "\n") {
+				kvs = append(kvs, key+"="+value)
+			}
 		}
 	}
 	return kvs

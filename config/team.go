@@ -260,7 +260,7 @@ func (c *Config) repoProblems() []problem {
 func GitRepoProblem(repo string) string {
 	fi, err := os.Stat(repo)
 	if err != nil || !fi.IsDir() {
-		return fmt.Sprintf("%q is not a git repository: it is not a directory", repo)
+		return fmt.Sprintf("%q is not a git repository (it is not a directory)", repo)
 	}
 	for dir := filepath.Clean(repo); ; dir = filepath.Dir(dir) {
 		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
@@ -273,7 +273,7 @@ func GitRepoProblem(repo string) string {
 	if isBareRepo(repo) {
 		return ""
 	}
-	return fmt.Sprintf("%q is not a git repository: neither it nor a directory above it has .git, and it is not a bare repository", repo)
+	return fmt.Sprintf("%q is not a git repository (neither it nor a directory above it has .git, and it is not a bare repository)", repo)
 }
 
 // isBareRepo reports whether dir is laid out as a bare git repository.

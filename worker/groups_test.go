@@ -23,7 +23,7 @@ func TestASessionThatJoinsLaterRunsTheGroupsPolicy(t *testing.T) {
 	env := temporaltest.New(t)
 	c := env.Client(t)
 	const lead = "      - {agent: sim, name: lead, sim: {turnDelay: 0s}}\n"
-	startNode(t, env.Config(t, "  web:\n    rotate: {mode: compact}\n    sessions:\n"+lead))
+	n := startNode(t, env.Config(t, "  web:\n    rotate: {mode: compact}\n    sessions:\n"+lead))
 	_, err := nidclient.SetGroup(t.Context(), c, "web", nidclient.GroupSettings{
 		RotateJSON: `{"mode":"handoff","contextPercent":70}`, LearnedJSON: `{"sim/sim": 50}`,
 	})
@@ -32,7 +32,8 @@ func TestASessionThatJoinsLaterRunsTheGroupsPolicy(t *testing.T) {
 	require.Equal(t, config.ModeHandoff, group.Policy.Mode)
 
 	joined := env.Config(t, "  web:\n    rotate: {mode: compact}\n    sessions:\n"+lead+"      - {agent: sim, name: late, sim: {turnDelay: 0s}}\n")
-	require.NoError(t, StartGroups(t.Context(), c, joined))
+	_, err = n.Reload(t.Context(), joined, false)
+	require.NoError(t, err)
 	v := temporaltest.TakeTurns(t, c, "web", "late", "hello")
 	require.Equal(t, group.Policy, v.Policy, "the group's policy, not the file's")
 	require.Equal(t, &workflows.Threshold{Tokens: 100_000, Percent: 50, By: "learned"}, v.Context.Threshold,

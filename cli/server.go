@@ -70,11 +70,12 @@ func runServer(ctx context.Context, opts serverOptions, start worker.StartEmbedd
 	if ui == "" {
 		ui = "off"
 	}
-	if err := writeTable(stdout, [][]string{
-		{"Temporal frontend", srv.FrontendAddress()},
-		{"Temporal Web UI", ui},
-		{"State", opts.Embedded.StateDir},
-	}); err != nil {
+	rows := [][]string{{"Temporal frontend", srv.FrontendAddress()}, {"Temporal Web UI", ui}}
+	if link := srv.UILoginLink(); link != "" {
+		rows = append(rows, []string{"Web UI login", uiLoginLine(link, false)})
+	}
+	rows = append(rows, []string{"State", opts.Embedded.StateDir})
+	if err := writeTable(stdout, rows); err != nil {
 		return errors.Join(err, srv.Stop())
 	}
 	fmt.Fprintf(stderr, "Run nid up or nid worker with temporal.address: %s (or --address %s); one with another state directory, or on another host through a tunnel, also sets temporal.apiKey to the content of %s. Ctrl-C stops the server.\n",

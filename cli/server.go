@@ -26,7 +26,8 @@ func newServerCommand(a *app) *cli.Command {
 			"that workers can stop, crash and restart while the sessions' history stays\n" +
 			"served. It refuses every client without the credential it keeps in the state\n" +
 			"directory (temporal-token); a worker with another state directory sets\n" +
-			"temporal.apiKey to it. Prints where it listens. Ctrl-C stops it cleanly.",
+			"temporal.apiKey to it. Prints where it listens, and a one-time login link to\n" +
+			"the Web UI, which asks for a login. Ctrl-C stops it cleanly.",
 		Action: action(func(cCtx *cli.Context) error {
 			opts, err := a.serverOptions(cCtx)
 			if err != nil {

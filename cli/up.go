@@ -93,8 +93,9 @@ func newUpCommand(a *app) *cli.Command {
 		Description: "Starts an embedded Temporal server (persisted under the state directory, Web UI\n" +
 			"beside it) unless temporal.address names a cluster, the worker with nid's HTTP\n" +
 			"server, and starts or resumes every group in the configuration. Prints where\n" +
-			"each is, then the event feed of every session (as nid watch does). Ctrl-C stops\n" +
-			"everything cleanly; the next nid up resumes every session where it was.",
+			"each is, with one-time login links to the Web UI and the dashboard, then the\n" +
+			"event feed of every session (as nid watch does). Ctrl-C stops everything\n" +
+			"cleanly; the next nid up resumes every session where it was.",
 		Flags: upFlags(),
 		Action: action(func(cCtx *cli.Context) error {
 			opts, err := a.upOptions(cCtx, a.StartEmbedded, true,

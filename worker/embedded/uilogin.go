@@ -153,6 +153,9 @@ the Temporal credential (the content of <code>{{.CredentialFile}}</code>) or nid
 func (g *uiGate) page(w http.ResponseWriter, status int, next, message string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	// The page loads nothing, sends its form only here, and is framed by
+	// no other page, which could dress it up to have a token typed in.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	w.WriteHeader(status)
 	_ = uiLoginTemplate.Execute(w, struct{ Next, Message, CredentialFile string }{localPath(next), message, g.credentialFile})
 }

@@ -27,7 +27,9 @@ type uiAnswer struct {
 	status   int
 	cookie   *http.Cookie
 	location string
-	body     string
+	// csp is the page's Content-Security-Policy.
+	csp  string
+	body string
 }
 
 // uiGet opens u as a browser would, without following a redirect.
@@ -61,7 +63,7 @@ func answer(t *testing.T, resp *http.Response, err error) uiAnswer {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	a := uiAnswer{status: resp.StatusCode, location: resp.Header.Get("Location"), body: string(body)}
+	a := uiAnswer{status: resp.StatusCode, location: resp.Header.Get("Location"), csp: resp.Header.Get("Content-Security-Policy"), body: string(body)}
 	for _, c := range resp.Cookies() {
 		if c.Name == uiCookie {
 			a.cookie = c
@@ -109,6 +111,7 @@ func TestWebUIAsksForALogin(t *testing.T) {
 		require.Contains(t, a.body, `<form method="post" action="/nid/login">`, page)
 		require.Contains(t, a.body, worker.TemporalTokenPath(state), "the form says where the credential is")
 		require.NotContains(t, a.body, "/_app/", "not the UI's page")
+		require.Contains(t, a.csp, "frame-ancestors 'none'", "no other page frames the form to have a token typed in")
 	}
 	a := uiGet(t, base+"/_app/version.json")
 	require.Equal(t, http.StatusUnauthorized, a.status, "nor its assets")

@@ -101,12 +101,12 @@ type frontendTLS struct {
 // Start starts the server on 127.0.0.1:opts.Port with its state in
 // opts.StateDir/temporal.db; the frontend refuses every request without
 // the credential in opts.StateDir/temporal-token, made on the first start
-// (worker.MakeTemporalToken). It starts the Web UI on opts.UIPort unless it is 0:
-// read-only unless opts.UIWriteActions, and only for requests addressed to
-// a loopback name, and to a browser logged in with a link (UILoginLink),
-// the credential or opts.APIToken. It returns once the frontend answers and opts.Namespace
-// has every search attribute in opts.SearchAttributes; ctx bounds only that
-// wait.
+// (worker.MakeTemporalToken). It starts the Web UI on opts.UIPort unless it
+// is 0: read-only unless opts.UIWriteActions, only for requests addressed
+// to a loopback name, and only to a browser logged in with a link
+// (UILoginLink), the credential or opts.APIToken. It returns once the
+// frontend answers and opts.Namespace has every search attribute in
+// opts.SearchAttributes; ctx bounds only that wait.
 func Start(ctx context.Context, opts worker.EmbeddedOptions) (worker.EmbeddedServer, error) {
 	return start(ctx, opts, nil)
 }

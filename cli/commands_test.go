@@ -769,6 +769,8 @@ func TestUp(t *testing.T) {
 	start := func(ctx context.Context, opts worker.Options) (node, error) {
 		got = opts
 		n, err := startWorkerNode(ctx, opts)
+		// As a node with the embedded server's Web UI has.
+		n.uiLogin = "http://127.0.0.1:8233/nid/login/SECRET"
 		started = n
 		return n, err
 	}
@@ -786,6 +788,7 @@ func TestUp(t *testing.T) {
 	head := "" +
 		"Temporal frontend  " + s.Address + "\n" +
 		"Temporal Web UI    http://127.0.0.1:8233\n" +
+		"Web UI login       http://127.0.0.1:8233/nid/login/SECRET (a one-time login link for 10 minutes; then log in with the Temporal credential or the API token)\n" +
 		"nid HTTP server    " + started.http + "\n" +
 		"Dashboard          " + started.login + " (a one-time login link for 10 minutes; then log in with the API token)\n" +
 		"API token          in " + filepath.Join(cfg.State, worker.TokenFile) + " (nid made it on its first start; set http.token to choose one)\n" +

@@ -26,7 +26,8 @@ func newServerCommand(a *app) *cli.Command {
 			"that workers can stop, crash and restart while the sessions' history stays\n" +
 			"served. It refuses every client without the credential it keeps in the state\n" +
 			"directory (temporal-token); a worker with another state directory sets\n" +
-			"temporal.apiKey to it. Prints where it listens. Ctrl-C stops it cleanly.",
+			"temporal.apiKey to it. Prints where it listens, and a one-time login link to\n" +
+			"the Web UI, which asks for a login. Ctrl-C stops it cleanly.",
 		Action: action(func(cCtx *cli.Context) error {
 			opts, err := a.serverOptions(cCtx)
 			if err != nil {
@@ -70,11 +71,12 @@ func runServer(ctx context.Context, opts serverOptions, start worker.StartEmbedd
 	if ui == "" {
 		ui = "off"
 	}
-	if err := writeTable(stdout, [][]string{
-		{"Temporal frontend", srv.FrontendAddress()},
-		{"Temporal Web UI", ui},
-		{"State", opts.Embedded.StateDir},
-	}); err != nil {
+	rows := [][]string{{"Temporal frontend", srv.FrontendAddress()}, {"Temporal Web UI", ui}}
+	if link := srv.UILoginLink(); link != "" {
+		rows = append(rows, []string{"Web UI login", uiLoginLine(link, false)})
+	}
+	rows = append(rows, []string{"State", opts.Embedded.StateDir})
+	if err := writeTable(stdout, rows); err != nil {
 		return errors.Join(err, srv.Stop())
 	}
 	fmt.Fprintf(stderr, "Run nid up or nid worker with temporal.address: %s (or --address %s); one with another state directory, or on another host through a tunnel, also sets temporal.apiKey to the content of %s. Ctrl-C stops the server.\n",

@@ -18,6 +18,7 @@ type fakeServer struct{ stopped bool }
 
 func (s *fakeServer) FrontendAddress() string { return "127.0.0.1:17233" }
 func (s *fakeServer) UIAddress() string       { return "http://127.0.0.1:18233" }
+func (s *fakeServer) UILoginLink() string     { return "http://127.0.0.1:18233/nid/login/SECRET" }
 func (s *fakeServer) Stop() error {
 	s.stopped = true
 	return nil
@@ -76,7 +77,8 @@ func TestServerServesUntilCancelled(t *testing.T) {
 	require.True(t, got.UIWriteActions)
 	require.NotEmpty(t, got.SearchAttributes, "nid's search attributes are registered as nid up registers them")
 	require.Contains(t, out.String(), "Temporal frontend  127.0.0.1:17233")
-	require.Contains(t, out.String(), "Temporal Web UI    http://127.0.0.1:18233")
+	require.Contains(t, out.String(), "Temporal Web UI    http://127.0.0.1:18233\n"+
+		"Web UI login       http://127.0.0.1:18233/nid/login/SECRET (a one-time login link for 10 minutes; then log in with the Temporal credential)\n")
 	require.Contains(t, errOut.String(), "--address 127.0.0.1:17233")
 	require.Contains(t, errOut.String(), "sets temporal.apiKey to the content of "+filepath.Join(dir, "temporal-token"))
 	require.True(t, srv.stopped)

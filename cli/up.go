@@ -33,6 +33,9 @@ type node struct {
 	tokenFile string
 	// login is a one-time login link to the dashboard.
 	login string
+	// uiLogin is a one-time login link to the embedded Web UI, empty when
+	// the node started none.
+	uiLogin string
 	// applied is what starting changed of the running groups.
 	applied worker.Plan
 	// reload applies a configuration read again (SIGHUP, nid reload).
@@ -48,7 +51,7 @@ func startWorkerNode(ctx context.Context, opts worker.Options) (node, error) {
 		return node{}, err
 	}
 	return node{client: n.Client, frontend: n.Frontend, ui: n.UI, http: n.HTTP, stop: n.Stop, tokenFile: n.TokenFile, login: n.Login,
-		applied: n.Applied, reload: n.Reload}, nil
+		uiLogin: n.UILogin, applied: n.Applied, reload: n.Reload}, nil
 }
 
 type upOptions struct {
@@ -90,8 +93,9 @@ func newUpCommand(a *app) *cli.Command {
 		Description: "Starts an embedded Temporal server (persisted under the state directory, Web UI\n" +
 			"beside it) unless temporal.address names a cluster, the worker with nid's HTTP\n" +
 			"server, and starts or resumes every group in the configuration. Prints where\n" +
-			"each is, then the event feed of every session (as nid watch does). Ctrl-C stops\n" +
-			"everything cleanly; the next nid up resumes every session where it was.",
+			"each is, with one-time login links to the Web UI and the dashboard, then the\n" +
+			"event feed of every session (as nid watch does). Ctrl-C stops everything\n" +
+			"cleanly; the next nid up resumes every session where it was.",
 		Flags: upFlags(),
 		Action: action(func(cCtx *cli.Context) error {
 			opts, err := a.upOptions(cCtx, a.StartEmbedded, true,
@@ -175,13 +179,16 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 	if ui == "" {
 		ui = "not started here (the cluster serves its own)"
 	}
-	if err := writeTable(stdout, [][]string{
-		{"Temporal frontend", n.frontend},
-		{"Temporal Web UI", ui},
-		{"nid HTTP server", n.http},
-		{"Dashboard", n.login + " (a one-time login link for " + loginLinkTTL() + "; then log in with the API token)"},
-		{"API token", tokenWhere(n.tokenFile)},
-	}); err != nil {
+	rows := [][]string{{"Temporal frontend", n.frontend}, {"Temporal Web UI", ui}}
+	if n.uiLogin != "" {
+		rows = append(rows, []string{"Web UI login", uiLoginLine(n.uiLogin, true)})
+	}
+	rows = append(rows,
+		[]string{"nid HTTP server", n.http},
+		[]string{"Dashboard", n.login + " (a one-time login link for " + loginLinkTTL() + "; then log in with the API token)"},
+		[]string{"API token", tokenWhere(n.tokenFile)},
+	)
+	if err := writeTable(stdout, rows); err != nil {
 		return errors.Join(err, n.stop())
 	}
 	for _, c := range n.applied.Changes {
@@ -212,6 +219,17 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 // loginLinkTTL is how long nid up's login link works, as people say it.
 func loginLinkTTL() string {
 	return strconv.Itoa(int(worker.LoginLinkTTL.Minutes())) + " minutes"
+}
+
+// uiLoginLine is the embedded Web UI's login link, and what logs in once
+// it is spent: the Temporal credential, and the API token where the
+// process serves nid's API (nid up, not nid server).
+func uiLoginLine(link string, apiToken bool) string {
+	then := "the Temporal credential"
+	if apiToken {
+		then += " or the API token"
+	}
+	return link + " (a one-time login link for " + loginLinkTTL() + "; then log in with " + then + ")"
 }
 
 // tokenWhere says where the API token the dashboard and the API need is.

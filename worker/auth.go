@@ -72,12 +72,12 @@ const dashboardHeader = "X-Nid-Dashboard"
 // or shell history is no way in.
 const LoginLinkTTL = 10 * time.Minute
 
-// LoginTTL is how long a dashboard login lasts, counted from when the
+// LoginTTL is how long a browser's login lasts, counted from when the
 // browser logged in (a fixed expiry: a cookie copied off a machine, or a
 // browser left open, is no way in the next day, however it is used).
 const LoginTTL = 12 * time.Hour
 
-// maxLogins bounds the dashboard logins kept at once; past it, the one
+// maxLogins bounds the logins of one page kept at once; past it, the one
 // that expires first is dropped. Only a holder of the token or of a login
 // link can make one.
 const maxLogins = 64
@@ -87,24 +87,11 @@ const maxLogins = 64
 // link or with the token in the login form.
 type guard struct {
 	token string
-	now   func() time.Time
-
-	mu sync.Mutex
-	// links are the unused login links, by the SHA-256 of their secret,
-	// with when they expire.
-	links map[[sha256.Size]byte]time.Time
-	// logins are the dashboard's logged-in browsers, by the SHA-256 of the
-	// random id their cookie holds, with when they expire. They live in
-	// memory only: the cookie is no lasting credential, and a restarted
-	// worker logs every browser out.
-	logins map[[sha256.Size]byte]time.Time
+	*Logins
 }
 
 func newGuard(token string, now func() time.Time) *guard {
-	if now == nil {
-		now = time.Now
-	}
-	return &guard{token: token, now: now, links: map[[sha256.Size]byte]time.Time{}, logins: map[[sha256.Size]byte]time.Time{}}
+	return &guard{token: token, Logins: NewLogins(cookieName, now)}
 }
 
 func (g *guard) bearer(r *http.Request) bool {
@@ -113,25 +100,7 @@ func (g *guard) bearer(r *http.Request) bool {
 	return ok && g.isToken(t)
 }
 
-func (g *guard) isToken(t string) bool {
-	return hmac.Equal([]byte(strings.TrimSpace(t)), []byte(g.token))
-}
-
-func (g *guard) hasCookie(r *http.Request) bool {
-	c, err := r.Cookie(cookieName)
-	if err != nil {
-		return false
-	}
-	k := sha256.Sum256([]byte(c.Value))
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	expires, ok := g.logins[k]
-	if ok && !g.now().Before(expires) {
-		delete(g.logins, k)
-		return false
-	}
-	return ok
-}
+func (g *guard) isToken(t string) bool { return SameToken(t, g.token) }
 
 // api says whether an API request is authenticated: a bearer token, or the
 // dashboard's cookie on a request its script made (a GET such as the event
@@ -141,77 +110,134 @@ func (g *guard) api(r *http.Request) bool {
 	if g.bearer(r) {
 		return true
 	}
-	return g.hasCookie(r) && (r.Method == http.MethodGet || r.Header.Get(dashboardHeader) != "")
+	return g.LoggedIn(r) && (r.Method == http.MethodGet || r.Header.Get(dashboardHeader) != "")
 }
 
-// setCookie logs the browser in: a new random id, kept here only as its
-// hash, good for LoginTTL.
-func (g *guard) setCookie(w http.ResponseWriter) {
+// SameToken says whether given, as a person pasted it (surrounding space
+// and all), is token. It takes the same time wherever the two differ, so
+// that timing a refusal tells nothing of the token.
+func SameToken(given, token string) bool {
+	return hmac.Equal([]byte(strings.TrimSpace(given)), []byte(token))
+}
+
+// Logins are the browser logins of one web page served by nid (the
+// dashboard, the embedded Temporal Web UI): one-time login links, and the
+// browsers logged in with one or with a token. Both are kept only as the
+// SHA-256 of their secret, and only in memory: neither is a lasting
+// credential, and a restarted process logs every browser out. The caller
+// checks the token a login form was sent with; Logins only remembers the
+// login.
+type Logins struct {
+	// cookie is the login cookie's name. Browsers send a host's cookies
+	// to each of its ports, so each page names its own.
+	cookie string
+	now    func() time.Time
+
+	mu sync.Mutex
+	// links are the unused login links, by the SHA-256 of their secret,
+	// with when they expire.
+	links map[[sha256.Size]byte]time.Time
+	// logins are the logged-in browsers, by the SHA-256 of the random id
+	// their cookie holds, with when they expire.
+	logins map[[sha256.Size]byte]time.Time
+}
+
+// NewLogins keeps the logins of a page whose login cookie is named cookie,
+// by the clock now (nil: time.Now).
+func NewLogins(cookie string, now func() time.Time) *Logins {
+	if now == nil {
+		now = time.Now
+	}
+	return &Logins{cookie: cookie, now: now, links: map[[sha256.Size]byte]time.Time{}, logins: map[[sha256.Size]byte]time.Time{}}
+}
+
+// LoggedIn says whether r carries the cookie of a login that has neither
+// expired nor logged out.
+func (l *Logins) LoggedIn(r *http.Request) bool {
+	c, err := r.Cookie(l.cookie)
+	if err != nil {
+		return false
+	}
+	k := sha256.Sum256([]byte(c.Value))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	expires, ok := l.logins[k]
+	if ok && !l.now().Before(expires) {
+		delete(l.logins, k)
+		return false
+	}
+	return ok
+}
+
+// LogIn logs the browser w answers in: a cookie with a new random id,
+// kept here only as its hash, good for LoginTTL, which the page's script
+// cannot read and another site's request does not carry.
+func (l *Logins) LogIn(w http.ResponseWriter) {
 	id := rand.Text()
-	g.mu.Lock()
-	now := g.now()
-	for k, expires := range g.logins {
+	l.mu.Lock()
+	now := l.now()
+	for k, expires := range l.logins {
 		if !now.Before(expires) {
-			delete(g.logins, k)
+			delete(l.logins, k)
 		}
 	}
-	for len(g.logins) >= maxLogins {
+	for len(l.logins) >= maxLogins {
 		var first [sha256.Size]byte
 		var firstExpires time.Time
-		for k, expires := range g.logins {
+		for k, expires := range l.logins {
 			if firstExpires.IsZero() || expires.Before(firstExpires) {
 				first, firstExpires = k, expires
 			}
 		}
-		delete(g.logins, first)
+		delete(l.logins, first)
 	}
-	g.logins[sha256.Sum256([]byte(id))] = now.Add(LoginTTL)
-	g.mu.Unlock()
+	l.logins[sha256.Sum256([]byte(id))] = now.Add(LoginTTL)
+	l.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: id, Path: "/", MaxAge: int(LoginTTL / time.Second),
+		Name: l.cookie, Value: id, Path: "/", MaxAge: int(LoginTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
 }
 
-// logout ends the login r's cookie holds, and tells the browser to drop
+// LogOut ends the login r's cookie holds, and tells the browser to drop
 // the cookie.
-func (g *guard) logout(w http.ResponseWriter, r *http.Request) {
-	if c, err := r.Cookie(cookieName); err == nil {
-		g.mu.Lock()
-		delete(g.logins, sha256.Sum256([]byte(c.Value)))
-		g.mu.Unlock()
+func (l *Logins) LogOut(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(l.cookie); err == nil {
+		l.mu.Lock()
+		delete(l.logins, sha256.Sum256([]byte(c.Value)))
+		l.mu.Unlock()
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: "", Path: "/", MaxAge: -1,
+		Name: l.cookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
 }
 
-// newLink makes a login link's secret, good for one use within
+// NewLink makes a login link's secret, good for one use within
 // LoginLinkTTL.
-func (g *guard) newLink() string {
+func (l *Logins) NewLink() string {
 	secret := rand.Text()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.now()
-	for k, expires := range g.links {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	for k, expires := range l.links {
 		if !now.Before(expires) {
-			delete(g.links, k)
+			delete(l.links, k)
 		}
 	}
-	g.links[sha256.Sum256([]byte(secret))] = now.Add(LoginLinkTTL)
+	l.links[sha256.Sum256([]byte(secret))] = now.Add(LoginLinkTTL)
 	return secret
 }
 
-// useLink says whether secret is a login link's that is unused and
+// UseLink says whether secret is a login link's that is unused and
 // unexpired, and uses it up.
-func (g *guard) useLink(secret string) bool {
+func (l *Logins) UseLink(secret string) bool {
 	k := sha256.Sum256([]byte(secret))
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	expires, ok := g.links[k]
-	delete(g.links, k)
-	return ok && g.now().Before(expires)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	expires, ok := l.links[k]
+	delete(l.links, k)
+	return ok && l.now().Before(expires)
 }
 
 // MetricsAuth guards h, the Prometheus metrics, with bearer tokens: the

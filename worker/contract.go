@@ -19,6 +19,9 @@ type EmbeddedOptions struct {
 	// UIWriteActions lets the Web UI signal, terminate, cancel, reset and
 	// start workflows; without it the UI only reads.
 	UIWriteActions bool
+	// APIToken is nid's API token, which the Web UI's login form takes
+	// besides the Temporal credential; empty, it takes the credential only.
+	APIToken string
 	// SearchAttributes are registered on the namespace.
 	SearchAttributes map[string]enumspb.IndexedValueType
 	Logger           *slog.Logger
@@ -30,6 +33,9 @@ type EmbeddedServer interface {
 	FrontendAddress() string
 	// UIAddress is the Web UI's URL.
 	UIAddress() string
+	// UILoginLink is a one-time login link to the Web UI (a URL good for
+	// one use within LoginLinkTTL), empty when there is no Web UI.
+	UILoginLink() string
 	// Stop shuts the server and the UI down.
 	Stop() error
 }

@@ -37,7 +37,7 @@ func dashboardPage(path string) bool {
 // to the server's URL: opened within LoginLinkTTL, once, it logs the
 // browser in and goes to the groups page. The token itself never appears
 // in an address, a browser's history or a log.
-func (a *API) LoginLink() string { return "/login/" + a.guard.newLink() }
+func (a *API) LoginLink() string { return "/login/" + a.guard.NewLink() }
 
 // dashboard serves the pages to a browser holding the dashboard cookie (or
 // a client with the bearer token), and the login form to one without.
@@ -57,7 +57,7 @@ func (a *API) dashboard() http.Handler {
 			files.ServeHTTP(w, r2)
 			return
 		}
-		if !a.guard.hasCookie(r) && !a.guard.bearer(r) {
+		if !a.guard.LoggedIn(r) && !a.guard.bearer(r) {
 			loginPage(w, http.StatusUnauthorized, r.URL.Path, "")
 			return
 		}
@@ -91,7 +91,7 @@ func (a *API) serveLogin(w http.ResponseWriter, r *http.Request) {
 		loginPage(w, http.StatusUnauthorized, next, "That is not nid's API token.")
 		return
 	}
-	a.guard.setCookie(w)
+	a.guard.LogIn(w)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -100,12 +100,12 @@ func (a *API) serveLoginLink(w http.ResponseWriter, r *http.Request) {
 	if !loginMethod(w, r, http.MethodGet, "A login link is opened with GET.") {
 		return
 	}
-	if !a.guard.useLink(strings.TrimPrefix(r.URL.Path, "/login/")) {
+	if !a.guard.UseLink(strings.TrimPrefix(r.URL.Path, "/login/")) {
 		loginPage(w, http.StatusUnauthorized, "/",
 			"This login link was used already or has expired: a link works once, within "+LoginLinkTTL.String()+". Log in with the API token instead.")
 		return
 	}
-	a.guard.setCookie(w)
+	a.guard.LogIn(w)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -119,12 +119,12 @@ func (a *API) serveLogout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: "/logout takes POST"})
 		return
 	}
-	if !a.guard.hasCookie(r) || r.Header.Get(dashboardHeader) == "" {
+	if !a.guard.LoggedIn(r) || r.Header.Get(dashboardHeader) == "" {
 		writeError(w, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
 			Message: "not logged in: /logout ends a dashboard login, and takes its cookie with the dashboard's " + dashboardHeader + " header"})
 		return
 	}
-	a.guard.logout(w, r)
+	a.guard.LogOut(w, r)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -57,6 +57,9 @@ type Node struct {
 	// Login is a one-time login link to the dashboard (see
 	// API.LoginLink).
 	Login string
+	// UILogin is a one-time login link to the embedded Web UI (see
+	// EmbeddedServer.UILoginLink); empty when this node started none.
+	UILogin string
 
 	// cfg is the configuration the node runs, swapped by Reload.
 	cfg          atomic.Pointer[config.Config]
@@ -111,12 +114,17 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 
 	n.Frontend = cfg.Address()
 	if cfg.Embedded() && opts.StartEmbedded != nil {
-		n.server, err = opts.StartEmbedded(ctx, NewEmbeddedOptions(cfg, logger))
+		embedded := NewEmbeddedOptions(cfg, logger)
+		// A person who logs in to the dashboard with the API token can log
+		// in to the Web UI with it too.
+		embedded.APIToken = token
+		n.server, err = opts.StartEmbedded(ctx, embedded)
 		if err != nil {
 			return nil, fmt.Errorf("embedded Temporal server: %w", err)
 		}
 		n.Frontend = n.server.FrontendAddress()
 		n.UI = n.server.UIAddress()
+		n.UILogin = n.server.UILoginLink()
 	}
 
 	if n.UI == "" {

@@ -101,11 +101,12 @@ type frontendTLS struct {
 // Start starts the server on 127.0.0.1:opts.Port with its state in
 // opts.StateDir/temporal.db; the frontend refuses every request without
 // the credential in opts.StateDir/temporal-token, made on the first start
-// (worker.MakeTemporalToken). It starts the Web UI on opts.UIPort unless it is 0:
-// read-only unless opts.UIWriteActions, and only for requests addressed to
-// a loopback name. It returns once the frontend answers and opts.Namespace
-// has every search attribute in opts.SearchAttributes; ctx bounds only that
-// wait.
+// (worker.MakeTemporalToken). It starts the Web UI on opts.UIPort unless it
+// is 0: read-only unless opts.UIWriteActions, only for requests addressed
+// to a loopback name, and only to a browser logged in with a link
+// (UILoginLink), the credential or opts.APIToken. It returns once the
+// frontend answers and opts.Namespace has every search attribute in
+// opts.SearchAttributes; ctx bounds only that wait.
 func Start(ctx context.Context, opts worker.EmbeddedOptions) (worker.EmbeddedServer, error) {
 	return start(ctx, opts, nil)
 }
@@ -171,7 +172,11 @@ func start(ctx context.Context, opts worker.EmbeddedOptions, ftls *frontendTLS) 
 			uiTLS = uiconfig.TLS{CaFile: ftls.caFile, CertFile: ftls.certFile, KeyFile: ftls.keyFile,
 				ServerName: ftls.serverName, EnableHostVerification: true}
 		}
-		s.ui, err = startWebUI(opts.UIPort, s.frontend, opts.Namespace, uiTLS, token, opts.UIWriteActions, logger)
+		s.ui, err = startWebUI(webUIOptions{
+			port: opts.UIPort, frontend: s.frontend, namespace: opts.Namespace, tls: uiTLS,
+			credential: token, credentialFile: worker.TemporalTokenPath(opts.StateDir), apiToken: opts.APIToken,
+			writeActions: opts.UIWriteActions,
+		}, logger)
 		if err != nil {
 			return nil, errors.Join(err, s.Stop())
 		}
@@ -188,6 +193,16 @@ func (s *Server) FrontendAddress() string { return s.frontend }
 
 // UIAddress is the Web UI's URL, empty when the UI was not started.
 func (s *Server) UIAddress() string { return s.uiURL }
+
+// UILoginLink is a one-time login link to the Web UI: opened within
+// worker.LoginLinkTTL, once, it logs the browser in. It is empty when the
+// UI was not started.
+func (s *Server) UILoginLink() string {
+	if s.ui == nil {
+		return ""
+	}
+	return s.uiURL + s.ui.gate.loginLink()
+}
 
 // Stop shuts the Web UI down, then the server. Calling it again does nothing.
 func (s *Server) Stop() error {

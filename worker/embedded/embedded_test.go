@@ -33,26 +33,28 @@ func startTest(t *testing.T, uiPort int, writeActions bool, ftls *frontendTLS) *
 // startTestIn is startTest with the state in stateDir.
 func startTestIn(t *testing.T, stateDir string, uiPort int, writeActions bool, ftls *frontendTLS) *Server {
 	t.Helper()
+	return startTestWith(t, worker.EmbeddedOptions{StateDir: stateDir, UIPort: uiPort, UIWriteActions: writeActions}, ftls)
+}
+
+// startTestWith starts an embedded server as opts says, on a free port
+// with nid's namespace and search attributes, stopped when t ends.
+func startTestWith(t *testing.T, opts worker.EmbeddedOptions, ftls *frontendTLS) *Server {
+	t.Helper()
 	port, err := freeport.Find()
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := start(ctx, worker.EmbeddedOptions{
-		StateDir:         stateDir,
-		Namespace:        "default",
-		Port:             port,
-		UIPort:           uiPort,
-		UIWriteActions:   writeActions,
-		SearchAttributes: workflows.SearchAttributes(),
-	}, ftls)
+	opts.Namespace, opts.Port, opts.SearchAttributes = "default", port, workflows.SearchAttributes()
+	srv, err := start(ctx, opts, ftls)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Stop()) })
 	return srv.(*Server)
 }
 
 // uiCall makes one request of the Web UI as the UI's own page does: with
-// the CSRF cookie and the header that must match it.
-func uiCall(t *testing.T, port int, hostHeader, method, path string) (int, string) {
+// the CSRF cookie and the header that must match it, and the login cookie
+// login when there is one.
+func uiCall(t *testing.T, port int, login *http.Cookie, hostHeader, method, path string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, "http://127.0.0.1:"+strconv.Itoa(port)+path, strings.NewReader("{}"))
 	require.NoError(t, err)
@@ -60,6 +62,9 @@ func uiCall(t *testing.T, port int, hostHeader, method, path string) (int, strin
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-CSRF-Token", "token")
 	req.AddCookie(&http.Cookie{Name: "_csrf", Value: "token"})
+	if login != nil {
+		req.AddCookie(login)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -105,24 +110,25 @@ func TestWebUIIsReadOnlyByDefaultAndAnswersOnlyLoopback(t *testing.T) {
 			_, err = c.ExecuteWorkflow(context.Background(), sdkclient.StartWorkflowOptions{ID: "target", TaskQueue: "nobody"}, "Target")
 			require.NoError(t, err)
 			local := "localhost:" + strconv.Itoa(uiPort)
+			login := uiLogin(t, srv)
 			signal := "/api/v1/namespaces/default/workflows/target/signal/message"
 
-			status, body := uiCall(t, uiPort, "evil.example:"+strconv.Itoa(uiPort), http.MethodPost, signal)
+			status, body := uiCall(t, uiPort, login, "evil.example:"+strconv.Itoa(uiPort), http.MethodPost, signal)
 			require.Equal(t, http.StatusMisdirectedRequest, status, body)
 			require.Contains(t, body, "answers only at localhost:"+strconv.Itoa(uiPort))
 			for _, h := range []string{"evil.example", "localhost:1", "127.0.0.1.evil.example:" + strconv.Itoa(uiPort)} {
-				status, _ := uiCall(t, uiPort, h, http.MethodGet, "/")
+				status, _ := uiCall(t, uiPort, login, h, http.MethodGet, "/")
 				require.Equal(t, http.StatusMisdirectedRequest, status, "Host %s", h)
 			}
 			require.Zero(t, signals(t, c, "target"), "a request for another host signals nothing")
 
 			for _, h := range []string{local, "127.0.0.1:" + strconv.Itoa(uiPort), "[::1]:" + strconv.Itoa(uiPort)} {
-				status, body := uiCall(t, uiPort, h, http.MethodGet, "/api/v1/namespaces/default/workflows")
+				status, body := uiCall(t, uiPort, login, h, http.MethodGet, "/api/v1/namespaces/default/workflows")
 				require.Equal(t, http.StatusOK, status, "Host %s: %s", h, body)
 				require.Contains(t, body, `"target"`, "the UI reads workflows")
 			}
 
-			status, body = uiCall(t, uiPort, local, http.MethodPost, signal)
+			status, body = uiCall(t, uiPort, login, local, http.MethodPost, signal)
 			require.Equal(t, tt.signalStatus, status, body)
 			want := 0
 			if tt.writeActions {

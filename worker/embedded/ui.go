@@ -23,26 +23,49 @@ import (
 	"github.com/temporalio/ui-server/v2/server/route"
 	"github.com/temporalio/ui-server/v2/ui"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/nid-dev/nid/worker"
 )
 
 // webUI is the Temporal Web UI, served on loopback by nid's own HTTP server.
 type webUI struct {
 	http *http.Server
 	cfg  *uiconfig.ConfigProviderWithRefresh
+	gate *uiGate
 }
 
-// startWebUI serves the Web UI for the frontend at frontend on
-// 127.0.0.1:port, presenting the credential token on each of its calls
-// there. Unless writeActions, it refuses every request that
-// would change a workflow (signal, terminate, cancel, reset, start), so that
-// what reaches the UI can only read. It answers only requests addressed to
-// a loopback name (see loopbackOnly).
+// webUIOptions configures the Web UI startWebUI serves.
+type webUIOptions struct {
+	port int
+	// frontend is the Temporal frontend's address, namespace the one the
+	// UI opens on.
+	frontend, namespace string
+	tls                 uiconfig.TLS
+	// credential is the Temporal credential: the UI's server presents it
+	// on each of its calls, and its login form takes it.
+	credential string
+	// credentialFile is where credential is kept, to tell a person.
+	credentialFile string
+	// apiToken is nid's API token, which the login form takes too; empty
+	// where the process serves no API (nid server).
+	apiToken     string
+	writeActions bool
+}
+
+// startWebUI serves the Web UI for the frontend at opts.frontend on
+// 127.0.0.1:opts.port, presenting the credential on each of its calls
+// there. It lets on only a browser logged in (see uiGate). Unless
+// opts.writeActions, it refuses every request that would change a
+// workflow (signal, terminate, cancel, reset, start), so that what reaches
+// the UI can only read. It answers only requests addressed to a loopback
+// name (see loopbackOnly).
 //
 // The UI server's own NewServer builds the same routes but keeps its
 // handler to itself and ends the process when its port is taken; building
 // them here lets nid wrap the handler and report a taken port as an error.
 // Keep it in step with uiserver.NewServer when upgrading ui-server.
-func startWebUI(port int, frontend, namespace string, tlsConf uiconfig.TLS, token string, writeActions bool, logger *slog.Logger) (*webUI, error) {
+func startWebUI(opts webUIOptions, logger *slog.Logger) (*webUI, error) {
+	port := opts.port
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("temporal.ui.port: cannot listen on %s:%d (is another nid up or Temporal server running?): %w", host, port, err)
@@ -50,28 +73,35 @@ func startWebUI(port int, frontend, namespace string, tlsConf uiconfig.TLS, toke
 	cfg, err := uiconfig.NewConfigProviderWithRefresh(&uiconfig.Config{
 		Host:                host,
 		Port:                port,
-		TemporalGRPCAddress: frontend,
-		TLS:                 tlsConf,
+		TemporalGRPCAddress: opts.frontend,
+		TLS:                 opts.tls,
 		EnableUI:            true,
-		DefaultNamespace:    namespace,
+		DefaultNamespace:    opts.namespace,
 		// The UI is plain HTTP on loopback; a Secure cookie would never
 		// come back.
 		CORS:                uiconfig.CORS{CookieInsecure: true},
 		HideLogs:            true,
 		DisableNewsFetch:    true,
-		DisableWriteActions: !writeActions,
+		DisableWriteActions: !opts.writeActions,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("web UI: %w", err), ln.Close())
 	}
-	e, err := uiRoutes(cfg, token)
+	e, err := uiRoutes(cfg, opts.credential)
 	if err != nil {
 		cfg.Close()
 		return nil, errors.Join(fmt.Errorf("web UI: %w", err), ln.Close())
 	}
+	gate := &uiGate{
+		logins:         worker.NewLogins(uiCookie, nil),
+		tokens:         []string{opts.credential, opts.apiToken},
+		credentialFile: opts.credentialFile,
+		next:           e,
+	}
 	w := &webUI{
-		http: &http.Server{Handler: loopbackOnly(port, e), ReadHeaderTimeout: 10 * time.Second},
+		http: &http.Server{Handler: loopbackOnly(port, gate), ReadHeaderTimeout: 10 * time.Second},
 		cfg:  cfg,
+		gate: gate,
 	}
 	go func() {
 		if err := w.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -158,16 +158,20 @@ func escapeAttempts(t *testing.T, kind activities.Kind, network bool) {
 		"worktrees/web/other/notes.txt", "agents/web/other/notes.txt"} {
 		reads = append(reads, "cat "+filepath.Join(state, f)+" >> "+loot+" 2>&1")
 	}
-	var connects []string
+	// One reply a spelling, each short: Codex ends a command after ten
+	// seconds, and an attempt cut short proves nothing. Each leaves a line
+	// in tried, so that the suite knows every one ran to its end.
+	tried := filepath.Join(w.worktree, "tried.txt")
+	var connects []fakemodel.Reply
 	for _, addr := range []string{frontend, httpPort} {
 		host, port, _ := net.SplitHostPort(addr)
-		for _, h := range []string{host, "localhost", "0.0.0.0"} {
-			connects = append(connects,
-				"curl -sS -m 5 http://"+h+":"+port+"/",
-				"curl --noproxy '' -sS -m 5 http://"+h+":"+port+"/",
-				"curl --noproxy '*' -sS -m 5 http://"+h+":"+port+"/")
+		// Loopback under each of its spellings a resolver or a proxy
+		// might take.
+		for _, h := range []string{host, "localhost", "0.0.0.0", "[::ffff:127.0.0.1]", "2130706433", "127.1", "localhost.", "nid.localhost"} {
+			url := "http://" + h + ":" + port + "/"
+			connects = append(connects, shell("curl -sS -m 2 "+url+"; curl --noproxy '' -sS -m 2 "+url+"; curl --noproxy '*' -sS -m 2 "+url+"; echo "+h+" >> "+tried))
 		}
-		connects = append(connects, "timeout 5 bash -c 'exec 3<>/dev/tcp/"+host+"/"+port+"'")
+		connects = append(connects, shell("timeout 2 bash -c 'exec 3<>/dev/tcp/"+host+"/"+port+"'; echo tcp >> "+tried))
 	}
 	r.model.Script(
 		shell("git init -q --bare "+evil+"; git config -f "+evil+"/config core.fsmonitor "+fsmonitor("evil")+"; "+
@@ -181,7 +185,9 @@ func escapeAttempts(t *testing.T, kind activities.Kind, network bool) {
 		shell(hook(filepath.Join(w.common, "hooks"), "post-commit")+"; "+hook(filepath.Join(w.common, "hooks"), "pre-commit")+"; "+
 			hook(filepath.Join(w.common, "hooks"), "post-checkout")),
 		shell(strings.Join(reads, "; ")),
-		shell(strings.Join(connects, "; ")),
+	)
+	r.model.Script(connects...)
+	r.model.Script(
 		shell("echo work > work.txt; git add work.txt; git commit -q -m 'work from the agent'"),
 		fakemodel.Reply{Text: "tried everything", Input: 100, Output: 5},
 	)
@@ -195,6 +201,9 @@ func escapeAttempts(t *testing.T, kind activities.Kind, network bool) {
 	b, err := os.ReadFile(loot)
 	require.NoError(t, err, "the reads were tried")
 	require.NotContains(t, string(b), secretText, "the agent read a secret")
+	b, err = os.ReadFile(tried)
+	require.NoError(t, err, "the connections were tried")
+	require.Len(t, strings.Fields(string(b)), len(connects), "every connection was tried to its end")
 	require.Zero(t, frontendHits.Load(), "a command connected to the Temporal frontend")
 	require.Zero(t, httpHits.Load(), "a command connected to nid's HTTP port")
 	for f, was := range w.guarded {

@@ -242,3 +242,22 @@ func afterEscapeSaveWork(t *testing.T, r *agentRig, w *escapeWorld) {
 
 // shellQuote quotes s for sh.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// A sandbox_mode in the user's Codex config or in the args nid.yaml gives
+// Codex (the rig's config.toml says danger-full-access) does not loosen
+// nid's permission profile: the agent still cannot read nid's secrets.
+// Were Codex ever to prefer such a mode, nid would refuse to run the
+// thread (codexThread checks the profile Codex reports).
+func TestCodexSandboxModeSettingsDoNotLoosenNidsProfile(t *testing.T) {
+	r := newRig(t, activities.KindOf(activities.KindCodex))
+	r.set.Args = []string{"-c", `sandbox_mode="danger-full-access"`}
+	token := filepath.Join(r.state, "http-token")
+	require.NoError(t, os.WriteFile(token, []byte(secretText+"http-token\n"), 0o600))
+	loot := filepath.Join(r.workDir, "loot.txt")
+	r.model.Script(fakemodel.Reply{Shell: "cat " + token + " > " + loot + " 2>&1", Input: 100, Output: 5}, fakemodel.Reply{Text: "read it", Input: 100, Output: 5})
+	_, err := r.turn("", "read the token", activities.TurnWork)
+	require.NoError(t, err)
+	b, err := os.ReadFile(loot)
+	require.NoError(t, err, "the read was tried")
+	require.NotContains(t, string(b), secretText)
+}

@@ -158,9 +158,10 @@ func escapeAttempts(t *testing.T, kind activities.Kind, network bool) {
 		"worktrees/web/other/notes.txt", "agents/web/other/notes.txt"} {
 		reads = append(reads, "cat "+filepath.Join(state, f)+" >> "+loot+" 2>&1")
 	}
-	// One reply a spelling, each short: Codex ends a command after ten
-	// seconds, and an attempt cut short proves nothing. Each leaves a line
-	// in tried, so that the suite knows every one ran to its end.
+	// One reply a spelling, each short enough for Codex, which ends a
+	// command after ten seconds (and at once, with network on, when its
+	// proxy refuses a connection). Each leaves a line in tried first, so
+	// that the suite knows every one ran.
 	tried := filepath.Join(w.worktree, "tried.txt")
 	var connects []fakemodel.Reply
 	for _, addr := range []string{frontend, httpPort} {
@@ -169,9 +170,9 @@ func escapeAttempts(t *testing.T, kind activities.Kind, network bool) {
 		// might take.
 		for _, h := range []string{host, "localhost", "0.0.0.0", "[::ffff:127.0.0.1]", "2130706433", "127.1", "localhost.", "nid.localhost"} {
 			url := "http://" + h + ":" + port + "/"
-			connects = append(connects, shell("curl -sS -m 2 "+url+"; curl --noproxy '' -sS -m 2 "+url+"; curl --noproxy '*' -sS -m 2 "+url+"; echo "+h+" >> "+tried))
+			connects = append(connects, shell("echo "+h+" >> "+tried+"; curl -sS -m 2 "+url+"; curl --noproxy '' -sS -m 2 "+url+"; curl --noproxy '*' -sS -m 2 "+url))
 		}
-		connects = append(connects, shell("timeout 2 bash -c 'exec 3<>/dev/tcp/"+host+"/"+port+"'; echo tcp >> "+tried))
+		connects = append(connects, shell("echo tcp >> "+tried+"; timeout 2 bash -c 'exec 3<>/dev/tcp/"+host+"/"+port+"'"))
 	}
 	r.model.Script(
 		shell("git init -q --bare "+evil+"; git config -f "+evil+"/config core.fsmonitor "+fsmonitor("evil")+"; "+
@@ -186,6 +187,13 @@ func escapeAttempts(t *testing.T, kind activities.Kind, network bool) {
 			hook(filepath.Join(w.common, "hooks"), "post-checkout")),
 		shell(strings.Join(reads, "; ")),
 	)
+	// And with the CLI's own read tool, whose answer goes to the model,
+	// though the user's own settings allow it every read.
+	require.NoError(t, os.MkdirAll(filepath.Join(r.home, ".claude"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(r.home, ".claude", "settings.json"), []byte(`{"permissions":{"allow":["Read"]}}`), 0o600))
+	for _, f := range []string{"http-token", "mcp.key", "temporal-token", "temporal.db"} {
+		r.model.Script(fakemodel.Reply{ReadFile: filepath.Join(state, f), Input: 100, Output: 5})
+	}
 	r.model.Script(connects...)
 	r.model.Script(
 		shell("echo work > work.txt; git add work.txt; git commit -q -m 'work from the agent'"),
@@ -196,14 +204,14 @@ func escapeAttempts(t *testing.T, kind activities.Kind, network bool) {
 	require.Equal(t, "tried everything", rep.Output)
 
 	for _, req := range r.model.Requests() {
-		require.NotContains(t, req.Body, secretText, "a secret reached the model")
+		require.False(t, strings.Contains(req.Body, secretText), "a secret reached the model")
 	}
 	b, err := os.ReadFile(loot)
 	require.NoError(t, err, "the reads were tried")
 	require.NotContains(t, string(b), secretText, "the agent read a secret")
 	b, err = os.ReadFile(tried)
 	require.NoError(t, err, "the connections were tried")
-	require.Len(t, strings.Fields(string(b)), len(connects), "every connection was tried to its end")
+	require.Len(t, strings.Fields(string(b)), len(connects), "every connection was tried")
 	require.Zero(t, frontendHits.Load(), "a command connected to the Temporal frontend")
 	require.Zero(t, httpHits.Load(), "a command connected to nid's HTTP port")
 	for f, was := range w.guarded {

@@ -446,11 +446,17 @@ const claudeSandboxRequired = "sandbox_required_unavailable"
 // In both sandboxed modes the sandbox must start or the process refuses to
 // run (failIfUnavailable), and no command may leave it
 // (allowUnsandboxedCommands false): by default Claude Code would warn and
-// run commands unsandboxed on a host without bubblewrap. Network access is
-// Claude Code's default, none (its proxy allows no domain), unless
-// Process.Network allows every domain. These settings come on the command
-// line, above the user's settings files, and hold no secret; the project's
-// settings files are not read at all in a sandbox.
+// run commands unsandboxed on a host without bubblewrap. Commands cannot
+// read nid's state directory but for the session's own places in it
+// (readPolicy), and its Read tool is denied nid's secrets, whatever the
+// user's settings allow. The files that say where a worktree's repository
+// is and what git runs there (gitReadOnly) are denied to writes: Claude
+// Code keeps them read-only by itself today, and nid names them so as not
+// to depend on it. Network access is Claude Code's default, none (its
+// proxy allows no domain), unless Process.Network allows every domain but
+// loopback. These settings come on the command line, above the user's
+// settings files, and hold no secret; the project's settings files are
+// not read at all in a sandbox.
 func claudeSandbox(p Process) []string {
 	if !p.sandboxed() {
 		settings, _ := json.Marshal(map[string]any{

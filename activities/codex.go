@@ -179,7 +179,7 @@ func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAc
 	if !p.sandboxed() {
 		// A sandboxed thread's sandbox is nid's permission profile
 		// (codexSandbox), which a sandbox mode here would replace.
-		params["sandbox"] = codexSandboxMode(p)
+		params["sandbox"] = "danger-full-access"
 	}
 	if wd := workDir(p); wd != "" {
 		params["cwd"] = wd
@@ -256,16 +256,13 @@ func (c *Codex) runTurn(ctx context.Context, ref SessionRef, srv *codexServer, t
 	return t, nil
 }
 
-// codexSandboxMode is the sandbox a thread runs in, by the process's
-// permissions.
+// codexSandboxMode names the sandbox a sandboxed thread runs in, by the
+// process's permissions, as nid doctor says it.
 func codexSandboxMode(p Process) string {
-	switch {
-	case !p.sandboxed():
-		return "danger-full-access"
-	case p.readonly():
-		return "read-only"
+	if p.readonly() {
+		return "nid's permission profile, read-only"
 	}
-	return "workspace-write"
+	return "nid's permission profile, workspace"
 }
 
 // codexProfile is the permission profile nid gives a sandboxed Codex:

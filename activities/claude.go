@@ -421,7 +421,7 @@ func claudeMessage(id, prompt string) []byte {
 // loopbackHosts are the names and addresses of this host's loopback, which
 // Claude Code's sandbox proxy refuses to commands even where network: true
 // allows every domain.
-var loopbackHosts = []string{"localhost", "*.localhost", "127.0.0.1", "0.0.0.0", "::1", "::"}
+var loopbackHosts = []string{"localhost", "*.localhost", "127.0.0.1", "0.0.0.0", "[::1]", "[::]"}
 
 // claudeSandboxRequired is the startup_failure_reason of a run whose
 // sandbox settings say failIfUnavailable and whose sandbox cannot start.

@@ -196,14 +196,14 @@ func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAc
 		return nil, "", nil, err
 	}
 	if p.sandboxed() && res.Profile.ID != codexProfile {
-		// The user's config.toml chose a sandbox mode, which Codex
-		// prefers to any permission profile: its sandbox would not keep
-		// nid's state directory out of reads.
+		// Something replaced nid's profile (a sandbox mode, should a
+		// Codex prefer one set elsewhere): the sandbox Codex runs instead
+		// would not keep nid's state directory out of reads.
 		srv.kill()
 		c.servers.drop(ref.WorkflowID, srv)
 		return nil, "", nil, SandboxUnavailable("codex: Codex runs %s/%s's thread with permission profile %q, not nid's own %q, so nid stopped the agent: "+
-			"a sandbox_mode in the Codex config (config.toml in CODEX_HOME, or a profile of it) replaces nid's profile, and without it the agent could read nid's "+
-			"credentials; remove sandbox_mode and sandbox_workspace_write from that config, or set permissions: %s for this session to run it without a sandbox",
+			"without nid's profile the agent could read nid's credentials; remove sandbox_mode, sandbox_workspace_write and default_permissions from the Codex "+
+			"config (config.toml in CODEX_HOME) and from the args nid.yaml gives Codex, or set permissions: %s for this session to run it without a sandbox",
 			ref.Group, ref.Name, cmp.Or(res.Profile.ID, "none"), codexProfile, config.PermissionsFull)
 	}
 	if res.Thread.ID == "" {
@@ -289,8 +289,9 @@ const codexProfile = "nid"
 //     Codex's own proxy, which allows every domain but refuses this host's
 //     loopback, where the Temporal frontend and nid's HTTP port listen.
 //
-// A user's config.toml that sets sandbox_mode would make Codex use the
-// older settings instead: codexThread checks the profile Codex reports.
+// Codex prefers this profile to a sandbox_mode in the user's config or in
+// the args nid.yaml gives it; should a version not, Codex.thread sees
+// another profile reported and refuses to run the thread.
 func codexSandbox(p Process) []string {
 	if !p.sandboxed() {
 		return nil

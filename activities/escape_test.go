@@ -255,7 +255,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // Codex (the rig's config.toml says danger-full-access) does not loosen
 // nid's permission profile: the agent still cannot read nid's secrets.
 // Were Codex ever to prefer such a mode, nid would refuse to run the
-// thread (codexThread checks the profile Codex reports).
+// thread (Codex.thread checks the profile Codex reports).
 func TestCodexSandboxModeSettingsDoNotLoosenNidsProfile(t *testing.T) {
 	r := newRig(t, activities.KindOf(activities.KindCodex))
 	r.set.Args = []string{"-c", `sandbox_mode="danger-full-access"`}
@@ -268,4 +268,19 @@ func TestCodexSandboxModeSettingsDoNotLoosenNidsProfile(t *testing.T) {
 	b, err := os.ReadFile(loot)
 	require.NoError(t, err, "the read was tried")
 	require.NotContains(t, string(b), secretText)
+}
+
+// Args nid.yaml gives Codex come after nid's own, so they could choose
+// another permission profile, one that keeps nothing of nid's out of
+// reads: Codex reports the profile it runs, and nid refuses to run the
+// thread in another than its own, saying what to remove.
+func TestCodexRefusesAnotherPermissionProfile(t *testing.T) {
+	r := newRig(t, activities.KindOf(activities.KindCodex))
+	r.set.Args = []string{"-c", `default_permissions=":workspace"`}
+	inside := filepath.Join(r.workDir, "inside.txt")
+	r.model.Script(fakemodel.Reply{Shell: "echo agent > " + inside, Input: 100, Output: 5}, fakemodel.Reply{Text: "wrote it", Input: 100, Output: 5})
+	_, err := r.turn("", "write a file", activities.TurnWork)
+	requireFinal(t, err, activities.ErrSandboxUnavailable, `permission profile ":workspace"`, "remove sandbox_mode, sandbox_workspace_write and default_permissions", "permissions: full")
+	require.NoFileExists(t, inside)
+	require.Empty(t, r.model.Requests(), "the agent never started")
 }

@@ -66,6 +66,10 @@ type Process struct {
 	// GitDirs is the file recording where the session's worktree keeps its
 	// git directories (see recordGitDirs); empty means none.
 	GitDirs string
+	// StateDir is nid's state directory, absolute; empty means none. Its
+	// credentials and the other sessions' places in it are kept out of a
+	// sandboxed agent's reads (see readPolicy).
+	StateDir string
 }
 
 // sandboxed reports whether the process runs in its vendor's sandbox.

@@ -418,6 +418,11 @@ func claudeMessage(id, prompt string) []byte {
 	return b
 }
 
+// loopbackHosts are the names and addresses of this host's loopback, which
+// Claude Code's sandbox proxy refuses to commands even where network: true
+// allows every domain.
+var loopbackHosts = []string{"localhost", "*.localhost", "127.0.0.1", "0.0.0.0", "[::1]", "[::]"}
+
 // claudeSandboxRequired is the startup_failure_reason of a run whose
 // sandbox settings say failIfUnavailable and whose sandbox cannot start.
 const claudeSandboxRequired = "sandbox_required_unavailable"
@@ -441,11 +446,17 @@ const claudeSandboxRequired = "sandbox_required_unavailable"
 // In both sandboxed modes the sandbox must start or the process refuses to
 // run (failIfUnavailable), and no command may leave it
 // (allowUnsandboxedCommands false): by default Claude Code would warn and
-// run commands unsandboxed on a host without bubblewrap. Network access is
-// Claude Code's default, none (its proxy allows no domain), unless
-// Process.Network allows every domain. These settings come on the command
-// line, above the user's settings files, and hold no secret; the project's
-// settings files are not read at all in a sandbox.
+// run commands unsandboxed on a host without bubblewrap. Commands cannot
+// read nid's state directory but for the session's own places in it
+// (readPolicy), and its Read tool is denied nid's secrets, whatever the
+// user's settings allow. The files that say where a worktree's repository
+// is and what git runs there (gitReadOnly) are denied to writes: Claude
+// Code keeps them read-only by itself today, and nid names them so as not
+// to depend on it. Network access is Claude Code's default, none (its
+// proxy allows no domain), unless Process.Network allows every domain but
+// loopback. These settings come on the command line, above the user's
+// settings files, and hold no secret; the project's settings files are
+// not read at all in a sandbox.
 func claudeSandbox(p Process) []string {
 	if !p.sandboxed() {
 		settings, _ := json.Marshal(map[string]any{
@@ -461,28 +472,48 @@ func claudeSandbox(p Process) []string {
 		"allowUnsandboxedCommands": false,
 	}
 	if p.network() {
-		sandbox["network"] = map[string]any{"allowedDomains": []string{"*"}}
+		// Every domain but this host's own: its proxy would otherwise
+		// carry a command to the Temporal frontend and nid's HTTP port on
+		// 127.0.0.1 (names that resolve to loopback it refuses by itself).
+		sandbox["network"] = map[string]any{"allowedDomains": []string{"*"}, "deniedDomains": loopbackHosts}
 	}
 	fs := map[string]any{}
 	if p.TempDir != "" {
 		fs["allowWrite"] = []string{p.TempDir}
 	}
+	deny := gitReadOnly(p)
 	mode := "acceptEdits"
 	if p.readonly() {
 		mode = "default"
-		deny := []string{workDir(p)}
+		deny = append(deny, workDir(p))
 		if gitDir, common := gitDirs(p); gitDir != "" {
 			deny = append(deny, gitDir, common)
 		}
+	}
+	if len(deny) > 0 {
 		fs["denyWrite"] = slices.Compact(deny)
+	}
+	denyRead, allowRead := readPolicy(p)
+	if len(denyRead) > 0 {
+		fs["denyRead"], fs["allowRead"] = denyRead, allowRead
 	}
 	if len(fs) > 0 {
 		sandbox["filesystem"] = fs
 	}
+	perms := map[string]any{"allow": []string{"Bash"}}
+	if p.StateDir != "" {
+		// The sandbox confines commands; Claude Code's own Read tool obeys
+		// its permission rules instead.
+		var rules []string
+		for _, f := range stateSecrets {
+			rules = append(rules, "Read(/"+filepath.Join(p.StateDir, f)+")")
+		}
+		perms["deny"] = rules
+	}
 	settings, _ := json.Marshal(map[string]any{
 		// Some commands (ones Claude Code cannot parse, say) still ask for
 		// approval under auto-allow; inside the sandbox they may all run.
-		"permissions": map[string]any{"allow": []string{"Bash"}},
+		"permissions": perms,
 		"sandbox":     sandbox,
 	})
 	// Only the user's own settings files: the project's (.claude/settings*.json

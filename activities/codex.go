@@ -6,15 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/statedir"
 )
 
 // Codex drives OpenAI's Codex CLI: one long-lived `codex app-server` per
@@ -165,11 +168,19 @@ func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAc
 		Thread struct {
 			ID string `json:"id"`
 		} `json:"thread"`
+		Profile struct {
+			ID string `json:"id"`
+		} `json:"activePermissionProfile"`
 	}
 	// A resumed thread gets the same unattended settings as a new one:
 	// nothing asks for approval, so a command the sandbox refuses fails
 	// instead of waiting for a human.
-	params := map[string]any{"approvalPolicy": "never", "sandbox": codexSandboxMode(p)}
+	params := map[string]any{"approvalPolicy": "never"}
+	if !p.sandboxed() {
+		// A sandboxed thread's sandbox is nid's permission profile
+		// (codexSandbox), which a sandbox mode here would replace.
+		params["sandbox"] = "danger-full-access"
+	}
 	if wd := workDir(p); wd != "" {
 		params["cwd"] = wd
 	}
@@ -183,6 +194,17 @@ func (c *Codex) thread(ctx context.Context, ref SessionRef, p Process, mcp MCPAc
 	}
 	if err := srv.call(ctx, method, params, &res); err != nil {
 		return nil, "", nil, err
+	}
+	if p.sandboxed() && res.Profile.ID != codexProfile {
+		// Something replaced nid's profile (a sandbox mode, should a
+		// Codex prefer one set elsewhere): the sandbox Codex runs instead
+		// would not keep nid's state directory out of reads.
+		srv.kill()
+		c.servers.drop(ref.WorkflowID, srv)
+		return nil, "", nil, SandboxUnavailable("codex: Codex runs %s/%s's thread with permission profile %q, not nid's own %q, so nid stopped the agent: "+
+			"without nid's profile the agent could read nid's credentials; remove sandbox_mode, sandbox_workspace_write and default_permissions from the Codex "+
+			"config (config.toml in CODEX_HOME) and from the args nid.yaml gives Codex, or set permissions: %s for this session to run it without a sandbox",
+			ref.Group, ref.Name, cmp.Or(res.Profile.ID, "none"), codexProfile, config.PermissionsFull)
 	}
 	if res.Thread.ID == "" {
 		return nil, "", nil, AgentFailed("codex: the app-server answered without a thread id")
@@ -234,42 +256,145 @@ func (c *Codex) runTurn(ctx context.Context, ref SessionRef, srv *codexServer, t
 	return t, nil
 }
 
-// codexSandboxMode is the sandbox a thread runs in, by the process's
-// permissions.
+// codexSandboxMode names the sandbox a sandboxed thread runs in, by the
+// process's permissions, as nid doctor says it.
 func codexSandboxMode(p Process) string {
-	switch {
-	case !p.sandboxed():
-		return "danger-full-access"
-	case p.readonly():
-		return "read-only"
+	if p.readonly() {
+		return "nid's permission profile, read-only"
 	}
-	return "workspace-write"
+	return "nid's permission profile, workspace"
 }
 
-// codexSandbox returns the -c overrides that complete a thread's sandbox.
-// In workspace-write Codex lets commands write the working directory,
-// $TMPDIR and /tmp, and keeps .git and .codex in them read-only. nid takes
-// /tmp away (it is every session's and every user's; sandboxEnv gives the
-// session a temp directory of its own instead) and, in a git worktree, adds
-// the parts of the repository's git directory a commit writes, so that `git
-// commit` works in the worktree while the repository's hooks and config stay
-// read-only. Network access is Codex's default, none, unless Process.Network
-// allows it.
+// codexProfile is the permission profile nid gives a sandboxed Codex:
+// one of its own, defined on the command line by codexSandbox.
+const codexProfile = "nid"
+
+// codexSandbox returns the -c overrides that give a sandboxed Codex its
+// sandbox, as a permission profile of nid's own (Codex's older
+// workspace-write mode cannot keep a path out of reads):
+//
+//   - reads: everything but nid's state directory, where only the
+//     session's own places stay readable (readPolicy): the HTTP token, the
+//     MCP key, the Temporal credential and database and the other
+//     sessions' worktrees are out of reach.
+//   - writes (workspace): the working directory (Codex keeps its .git and
+//     .codex read-only), the session's temp directory, and in a git
+//     worktree the parts of the repository's git directory a commit writes,
+//     so that `git commit` works while the files that say where the
+//     repository is and what git runs there (gitReadOnly) stay read-only.
+//     /tmp, every session's and every user's, is not among them; sandboxEnv
+//     gives the session a temp directory of its own instead. readonly
+//     writes nothing.
+//   - network: none, unless Process.Network allows it; then only through
+//     Codex's own proxy, which allows every domain but refuses this host's
+//     loopback, where the Temporal frontend and nid's HTTP port listen.
+//
+// Codex prefers this profile to a sandbox_mode in the user's config or in
+// the args nid.yaml gives it; should a version not, Codex.thread sees
+// another profile reported and refuses to run the thread.
 func codexSandbox(p Process) []string {
-	if !p.sandboxed() || p.readonly() {
+	if !p.sandboxed() {
 		return nil
 	}
-	// Never null: Codex wants a list, even an empty one.
-	writable := append([]string{}, gitWritable(p)...)
-	if p.TempDir != "" {
-		writable = append(writable, p.TempDir)
+	fs := map[string]string{"/": "read"}
+	if !p.readonly() {
+		for _, d := range append([]string{workDir(p), p.TempDir}, gitWritable(p)...) {
+			if d != "" {
+				fs[d] = "write"
+			}
+		}
+		for _, f := range gitReadOnly(p) {
+			fs[f] = "read"
+		}
 	}
-	roots, _ := json.Marshal(writable)
-	return []string{
-		"-c", "sandbox_workspace_write.writable_roots=" + string(roots),
-		"-c", "sandbox_workspace_write.network_access=" + strconv.FormatBool(p.network()),
-		"-c", "sandbox_workspace_write.exclude_slash_tmp=true",
+	deny, allow := readPolicy(p)
+	for _, d := range allow {
+		if _, set := fs[d]; !set {
+			fs[d] = "read"
+		}
 	}
+	for _, d := range deny {
+		for _, h := range codexHidden(d, fs) {
+			fs[h] = "none"
+		}
+	}
+	network := "{enabled=false}"
+	args := []string{"-c", "default_permissions=" + tomlString(codexProfile)}
+	if p.network() {
+		network = `{enabled=true, domains={"*"="allow"}}`
+		args = append(args, "-c", "features.network_proxy=true")
+	}
+	return append(args,
+		"-c", "permissions."+codexProfile+".filesystem="+tomlTable(fs),
+		"-c", "permissions."+codexProfile+".network="+network)
+}
+
+// codexHidden returns what a Codex profile marks "none" so that its
+// commands cannot read dir but for the places fs gives them there. Codex
+// binds a path it may write again inside a directory it hides, but not one
+// it may only read: so a directory holding only places to write is hidden
+// whole (a session made in it later stays hidden too), and one holding a
+// place only to read (the clone of the group's repository, whose git
+// directory a worktree's commits read) is walked into, hiding everything
+// else in it, as it stands when the agent's app-server starts.
+func codexHidden(dir string, fs map[string]string) []string {
+	var writes, reads []string
+	for path, access := range fs {
+		if path != dir && config.Within(path, dir) {
+			if access == "write" {
+				writes = append(writes, path)
+			} else {
+				reads = append(reads, path)
+			}
+		}
+	}
+	// A place to read inside one to write is bound again with it.
+	reads = slices.DeleteFunc(reads, func(r string) bool {
+		return slices.ContainsFunc(writes, func(w string) bool { return config.Within(r, w) })
+	})
+	var hidden []string
+	var walk func(d string, names []string)
+	walk = func(d string, names []string) {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		slices.Sort(names)
+		for _, name := range slices.Compact(names) {
+			path := filepath.Join(d, name)
+			if _, own := fs[path]; own {
+				continue
+			}
+			if slices.ContainsFunc(reads, func(r string) bool { return config.Within(r, path) }) {
+				walk(path, nil)
+				continue
+			}
+			hidden = append(hidden, path)
+		}
+	}
+	// What nid keeps there is hidden by name, there yet or not, so that
+	// the list (and the app-server's command line, which would start it
+	// again when it changes) stays the same from one turn to the next.
+	walk(dir, append(slices.Clone(stateSecrets), stateDirs...))
+	return hidden
+}
+
+// stateDirs are the directories nid keeps in its state directory.
+var stateDirs = []string{"agents", "exec", "gitdirs", "pids", "repos", "sim", "transcripts", statedir.Worktrees}
+
+// tomlString is s as a TOML basic string: JSON's escapes are TOML's.
+func tomlString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// tomlTable is m as an inline TOML table of strings, its keys in order.
+func tomlTable(m map[string]string) string {
+	var pairs []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		pairs = append(pairs, tomlString(k)+"="+tomlString(m[k]))
+	}
+	return "{" + strings.Join(pairs, ", ") + "}"
 }
 
 // codexFailure turns a failed turn into the error workflows branch on.

@@ -163,8 +163,13 @@ func conformCommits(t *testing.T, kind activities.Kind) {
 }
 
 // Network access is what the kind's sandbox does by default (its entry's
-// Network: off for Claude Code and Codex) and on with network: true. A
-// kind that cannot enforce the default permissions is refused instead.
+// Network: off for Claude Code and Codex) and on with network: true; on or
+// off, a command cannot reach this host's loopback, where the Temporal
+// frontend and nid's HTTP server listen. The way out is an HTTP proxy of
+// the test's (the agent's HTTP_PROXY, as a user behind a proxy has it),
+// asked for a public address it answers itself; the loopback site is asked
+// directly and through the vendor's proxy. A kind that cannot enforce the
+// default permissions is refused instead.
 func conformNetwork(t *testing.T, kind activities.Kind) {
 	runsAProcess(t, kind)
 	for _, network := range []*bool{nil, ptr(true)} {
@@ -173,23 +178,37 @@ func conformNetwork(t *testing.T, kind activities.Kind) {
 			name = "on"
 		}
 		t.Run(name, func(t *testing.T) {
-			var hits atomic.Int32
+			var hits, out atomic.Int32
 			site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
 			t.Cleanup(site.Close)
+			upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				if req.URL.Host == "1.1.1.1" {
+					out.Add(1)
+				}
+			}))
+			t.Cleanup(upstream.Close)
 			r := newRig(t, kind)
 			r.set.Permissions = ""
 			r.set.Network = network
+			for _, v := range []string{"HTTP_PROXY", "http_proxy"} {
+				r.set.Env[v] = upstream.URL
+			}
+			// The CLI's own calls to the fake model go straight to it.
+			for _, v := range []string{"NO_PROXY", "no_proxy"} {
+				r.set.Env[v] = "127.0.0.1,localhost"
+			}
 			// The empty --noproxy sends even a loopback request through
-			// the proxy Claude Code's sandbox gives commands, as a request
+			// the proxy the vendor's sandbox gives commands, as a request
 			// to any other host would go.
 			r.model.Script(
-				fakemodel.Reply{Shell: "curl --noproxy '' -sS -m 10 " + site.URL + "/probe", Input: 100, Output: 5},
+				fakemodel.Reply{Shell: "curl -sS -m 10 http://1.1.1.1/probe", Input: 100, Output: 5},
+				fakemodel.Reply{Shell: "curl --noproxy '' -sS -m 10 " + site.URL + "/probe; curl --noproxy '*' -sS -m 10 " + site.URL + "/probe", Input: 100, Output: 5},
 				fakemodel.Reply{Text: "fetched", Input: 100, Output: 5},
 			)
-			_, err := r.turn("", "fetch the page", activities.TurnWork)
+			_, err := r.turn("", "fetch the pages", activities.TurnWork)
 			if !enforces(kind, "") {
 				requireSandboxRefused(t, r, err)
-				require.Zero(t, hits.Load())
+				require.Zero(t, hits.Load()+out.Load())
 				return
 			}
 			require.NoError(t, err)
@@ -197,7 +216,8 @@ func conformNetwork(t *testing.T, kind activities.Kind) {
 			if network != nil {
 				want = *network
 			}
-			require.Equal(t, want, hits.Load() > 0, "the command reached the site")
+			require.Equal(t, want, out.Load() > 0, "the command reached the network")
+			require.Zero(t, hits.Load(), "a command reached this host's loopback")
 		})
 	}
 }

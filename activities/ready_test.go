@@ -77,7 +77,7 @@ func TestCheckAgentRealCLIs(t *testing.T) {
 		map[string]string{"HOME": home, "CODEX_HOME": t.TempDir(), "OPENAI_API_KEY": "sk-secret"}, true)
 	requireCheck(t, codex["cli"], activities.CheckOK, "version "+activities.TestedVersion(activities.KindOf(activities.KindCodex))+": the version nid is tested with")
 	requireCheck(t, codex["credentials"], activities.CheckOK, "OPENAI_API_KEY is set")
-	requireCheck(t, codex["sandbox"], activities.CheckOK, "Codex's own (workspace-write): it ran `true` here")
+	requireCheck(t, codex["sandbox"], activities.CheckOK, "Codex's own (nid's permission profile, workspace): it ran `true` here")
 
 	// Absent: found nowhere, so the session cannot start.
 	for _, kind := range []string{activities.KindClaude, activities.KindCodex} {

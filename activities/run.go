@@ -156,6 +156,7 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec) (Process, error) {
 		if state, err := filepath.Abs(a.StateDir); err == nil {
 			p.TempDir = filepath.Join(state, "agents", ref.Group, ref.Name)
 			p.GitDirs = gitDirsFile(state, ref)
+			p.StateDir = state
 			if dir := workDir(p); k.Process && p.sandboxed() && config.Within(state, dir) {
 				return Process{}, SandboxUnavailable("%s: %s/%s would work in %s, which holds nid's state directory %s, so its sandbox would let the agent "+
 					"write nid's own records, its database and the other sessions' worktrees; give group %s a repo (each session then works in a worktree of "+

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
 )
 
@@ -182,4 +184,53 @@ func readWorktreeGitDirs(worktree string) (gitDirsRecord, bool) {
 		}
 	}
 	return gitDirsRecord{Worktree: worktree, GitDir: gitDir, Common: common}, true
+}
+
+// stateSecrets are the files in the state directory that hold nid's
+// credentials and every session's history: the HTTP API token, the key
+// that signs MCP tokens, the embedded Temporal server's credential and its
+// database (with SQLite's companions).
+var stateSecrets = []string{"http-token", "mcp.key", "temporal-token", "temporal.db", "temporal.db-wal", "temporal.db-shm", "temporal.db-journal"}
+
+// readPolicy returns what a sandboxed agent's commands may not read, and
+// what they may read again inside it: the whole state directory is denied
+// (its credentials, its database, the transcripts and the other sessions'
+// worktrees and temp directories), but for the session's own places there,
+// its worktree, its temp directory and its git directories (a clone nid
+// made of its group's repository lives there too). Outside a state
+// directory there is nothing to deny.
+func readPolicy(p Process) (deny, allow []string) {
+	if !p.sandboxed() || p.StateDir == "" {
+		return nil, nil
+	}
+	state := p.StateDir
+	own := []string{workDir(p), p.TempDir}
+	gitDir, common := gitDirs(p)
+	own = append(own, gitDir, common)
+	for _, d := range own {
+		if d != "" && d != state && config.Within(d, state) && !slices.Contains(allow, d) {
+			allow = append(allow, d)
+		}
+	}
+	return []string{state}, allow
+}
+
+// gitReadOnly returns the files that say where a linked worktree's
+// repository is and how git runs there, which a commit never writes: the
+// worktree's .git file, its git directory's commondir, gitdir and
+// config.worktree, and the repository's config and hooks. Rewritten, they
+// would make the user's next git command in the worktree (or nid's) read a
+// configuration, and run a hook or fsmonitor, of the agent's choosing; so
+// a sandbox that can keeps them read-only inside the directories it opens
+// to commits. Outside a linked worktree there is nothing to add.
+func gitReadOnly(p Process) []string {
+	gitDir, common := gitDirs(p)
+	if gitDir == "" || gitDir == common {
+		return nil
+	}
+	return []string{
+		filepath.Join(workDir(p), ".git"),
+		filepath.Join(gitDir, "commondir"), filepath.Join(gitDir, "gitdir"), filepath.Join(gitDir, "config.worktree"),
+		filepath.Join(common, "config"), filepath.Join(common, "hooks"),
+	}
 }

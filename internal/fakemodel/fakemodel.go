@@ -29,6 +29,9 @@ type Reply struct {
 	// WriteText with its own edit tool (Claude Code's Write, Codex's
 	// apply_patch).
 	WriteFile, WriteText string
+	// ReadFile, if set, asks the CLI to read this file with its own read
+	// tool (Claude Code's Read; Codex has none, and runs cat).
+	ReadFile string
 	// Usage the answer reports: input tokens, of which Cached were read from
 	// the cache, and output tokens.
 	Input, Cached, Output int64
@@ -211,7 +214,7 @@ func (f *Model) anthropic(w http.ResponseWriter, rep Reply, n int) {
 		idx++
 	}
 	stop := "end_turn"
-	if rep.Tool != "" || rep.Shell != "" || rep.WriteFile != "" {
+	if rep.Tool != "" || rep.Shell != "" || rep.WriteFile != "" || rep.ReadFile != "" {
 		stop = "tool_use"
 		name, in := "mcp__nid__"+rep.Tool, []byte(nil)
 		switch {
@@ -219,6 +222,8 @@ func (f *Model) anthropic(w http.ResponseWriter, rep Reply, n int) {
 			name, in = "Bash", must(json.Marshal(map[string]any{"command": rep.Shell, "description": "run a command"}))
 		case rep.WriteFile != "":
 			name, in = "Write", must(json.Marshal(map[string]any{"file_path": rep.WriteFile, "content": rep.WriteText}))
+		case rep.ReadFile != "":
+			name, in = "Read", must(json.Marshal(map[string]any{"file_path": rep.ReadFile}))
 		default:
 			in = must(json.Marshal(rep.ToolInput))
 		}
@@ -254,11 +259,13 @@ func (f *Model) openai(w http.ResponseWriter, rep Reply, n int) {
 			"content": []any{map[string]any{"type": "output_text", "text": rep.Text}}}})
 		out++
 	}
-	if rep.Tool != "" || rep.Shell != "" || rep.WriteFile != "" {
+	if rep.Tool != "" || rep.Shell != "" || rep.WriteFile != "" || rep.ReadFile != "" {
 		item := map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%d", n), "call_id": fmt.Sprintf("call_%d", n)}
 		switch {
 		case rep.Shell != "":
 			item["name"], item["arguments"] = "exec_command", string(must(json.Marshal(map[string]any{"cmd": rep.Shell})))
+		case rep.ReadFile != "":
+			item["name"], item["arguments"] = "exec_command", string(must(json.Marshal(map[string]any{"cmd": "cat '" + rep.ReadFile + "'"})))
 		case rep.WriteFile != "":
 			// apply_patch is a freeform tool: its input is the patch itself.
 			item["type"], item["name"] = "custom_tool_call", "apply_patch"

@@ -83,7 +83,7 @@ func newEscapeWorld(t *testing.T, r *agentRig) *escapeWorld {
 	gitRun(t, origin, "commit", "-q", "-m", "start")
 	w := &escapeWorld{repoURL: "file://" + origin, marks: t.TempDir()}
 	r.acts.Places = func(ref activities.SessionRef) (string, string, bool) { return w.repoURL, "", ref == r.ref }
-	ws, err := r.acts.PrepareWorkspace(context.Background(), activities.WorkspaceInput{Session: r.ref, Repo: w.repoURL})
+	ws, err := r.acts.PrepareWorkspace(context.Background(), activities.WorkspaceInput{Session: r.ref})
 	require.NoError(t, err)
 	w.worktree = ws.Worktree
 	w.common = filepath.Join(r.state, "repos", r.ref.Group, ".git")
@@ -243,7 +243,7 @@ func afterEscapeSaveWork(t *testing.T, r *agentRig, w *escapeWorld) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := r.acts.SaveWork(ctx, activities.SaveWorkInput{Session: r.ref, Repo: w.repoURL, Worktree: w.worktree, Number: 1})
+	_, err := r.acts.SaveWork(ctx, activities.SaveWorkInput{Session: r.ref, Number: 1})
 	require.NoError(t, err)
 	w.requireNothingRan(t, "when nid saved the session's work to move it")
 }

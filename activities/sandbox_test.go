@@ -68,9 +68,9 @@ func TestCodexProfileHidesTheStateDirectory(t *testing.T) {
 	out, err = exec.Command("git", "-C", origin, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "start").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	state := t.TempDir()
-	a := &Activities{StateDir: state}
-	ref := SessionRef{Group: "web", Name: "lead"}
-	res, err := a.PrepareWorkspace(t.Context(), WorkspaceInput{Session: ref, Repo: "file://" + origin})
+	a := &Activities{StateDir: state, Places: placedAt("file://"+origin, "")}
+	ref := lead
+	res, err := a.PrepareWorkspace(t.Context(), WorkspaceInput{Session: ref})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(state, "http-token"), []byte("t"), 0o600))
 	require.NoError(t, os.MkdirAll(filepath.Join(state, "repos", "api"), 0o700))

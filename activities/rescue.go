@@ -64,11 +64,7 @@ func (a *Activities) RescueHandoff(ctx context.Context, in RescueInput) (RescueR
 	if err := checkSession(&in.Session); err != nil {
 		return RescueResult{}, classify(err)
 	}
-	if a.Places != nil {
-		if _, err := a.placeOf(in.Session); err != nil {
-			return RescueResult{}, classify(err)
-		}
-	}
+
 	if err := ctx.Err(); err != nil || a.Transcripts == nil {
 		return RescueResult{}, err
 	}

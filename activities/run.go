@@ -133,8 +133,11 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec) (Process, error) {
 	case ok && spec.Kind != kind:
 		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q",
 			ref.Group, ref.Name, spec.Kind, kind)
-	case !ok && (k.Process || a.Settings != nil):
-		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent runs for it",
+	case !ok && k.Process:
+		// nid's own sim runs nothing and writes only its files under
+		// the state directory, so it may go on for a session the file
+		// no longer lists (nid up --keep-removed); no process agent may.
+		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent command may run for it",
 			ref.Group, ref.Name, spec.Kind)
 	}
 	p := Process{Kind: k.Name, Command: cmp.Or(set.Command, k.DefaultCommand), Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),

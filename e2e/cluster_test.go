@@ -33,8 +33,8 @@ type hostRow struct {
 
 // newHost is a site that runs only nid worker, as host name, against the
 // cluster at address.
-func newHost(t *testing.T, address, name string) *site {
-	h := newSite(t, "")
+func newHost(t *testing.T, address, name, groups string) *site {
+	h := newSite(t, groups)
 	h.cluster = address
 	h.worker = fmt.Sprintf("  host: %s\n  maxSessions: 4\n  heartbeat: 1s\n", name)
 	h.writeConfig()
@@ -66,7 +66,9 @@ func TestClusterTwoHosts(t *testing.T) {
       - {agent: sim, name: s3, sim: {window: 10000000, tokensPerTurn: 100, turnDelay: 300ms}}
       - {agent: sim, name: s4, sim: {window: 10000000, tokensPerTurn: 100, turnDelay: 300ms}}
 `
-	hostA, hostB := newHost(t, cl.Address, "host-a"), newHost(t, cl.Address, "host-b")
+	// Each host's nid.yaml lists the sessions it may run, as the README
+	// says: the worker takes where a session works from its own file.
+	hostA, hostB := newHost(t, cl.Address, "host-a", groups), newHost(t, cl.Address, "host-b", groups)
 	workerA := hostA.serveNid("worker")
 	workerB := hostB.serveNid("worker")
 	coord := newSite(t, groups)

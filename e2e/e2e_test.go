@@ -272,13 +272,17 @@ func TestUpUsesAnExistingCluster(t *testing.T) {
         name: lead
 `)
 	host.up()
+	// Another host of the same cluster: its worker serves under a host
+	// name of its own, and runs the sessions its own file lists there.
 	guest := newSite(t, `  api:
     goal: Share the cluster
+    host: guest
     sessions:
       - agent: sim
         name: solo
         sim: {turnDelay: 20ms}
 `)
+	guest.worker = "  host: guest\n"
 	guest.join(host)
 
 	p := guest.up()

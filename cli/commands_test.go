@@ -410,6 +410,14 @@ func TestGroupSet(t *testing.T) {
 	_, _, err := s.nid("group", "set", "web", `rotate={"contextTokens":-1}`)
 	require.ErrorContains(t, err, "contextTokens: -1 must be 0 (no token limit) or more")
 	require.EqualValues(t, 150_000, temporaltest.Group(t, s.c, "web").Policy.ContextTokens, "a refused value changes nothing")
+
+	// A field set to 0 is answered as it is now, not as it was.
+	require.Equal(t, "web rotate: mode=handoff contextPercent=70 maxTurns=never maxConcurrentRotations=unlimited\n",
+		s.mustNid("group", "set", "web", `rotate={"contextTokens":0}`))
+	require.Equal(t, "web budget: turns 0 of 500 spent (500 left), tokens 0 spent (no limit), usd 0.00 spent (no limit)\n",
+		s.mustNid("group", "set", "web", `budget={"turns":500}`))
+	require.Equal(t, "web budget: turns 0 spent (no limit), tokens 0 spent (no limit), usd 0.00 spent (no limit)\n",
+		s.mustNid("group", "set", "web", `budget={"turns":0}`))
 	require.Equal(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 85, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations},
 		temporaltest.Group(t, s.c, "api").Policy, "another group is left alone")
 }
@@ -473,6 +481,7 @@ func TestGroupShow(t *testing.T) {
 		spent.ReplaceAllString(s.mustNid("group", "show", "web"), "tokens N spent"))
 
 	out := s.mustNid("group", "show", "api")
+	require.Contains(t, out, "thresholds  never by the policy: rotate mode is off (nid rotate, the agent's handoff_write or a full window still rotate)\n")
 	require.Contains(t, out, "budget      turns 0 spent (no limit), tokens 0 spent (no limit), usd 0.00 spent (no limit)\n"+
 		"            no limits: sessions run until stopped\n")
 	require.Contains(t, out, "learned     none\n")

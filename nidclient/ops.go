@@ -144,20 +144,29 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 			return res, &InvalidError{Field: "learned", Message: err.Error()}
 		}
 	}
+	// Each answer is decoded into a zero value, not over the old one: a
+	// field set to 0 is left out of the JSON answer, and decoding over the
+	// old value would keep what was replaced.
 	if rotate != "" {
-		if err := updateGroup(ctx, c, group, "rotate", workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: rotate}, &res.Rotate); err != nil {
+		var now config.Rotate
+		if err := updateGroup(ctx, c, group, "rotate", workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: rotate}, &now); err != nil {
 			return res, err
 		}
+		res.Rotate = now
 	}
 	if budget != "" {
-		if err := updateGroup(ctx, c, group, "budget", workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: budget}, &res.Budget); err != nil {
+		var now config.Budget
+		if err := updateGroup(ctx, c, group, "budget", workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: budget}, &now); err != nil {
 			return res, err
 		}
+		res.Budget = now
 	}
 	if learned != "" {
-		if err := updateGroup(ctx, c, group, "learned", workflows.UpdateSetLearned, workflows.SetLearned{LearnedJSON: learned}, &res.Learned); err != nil {
+		var now []workflows.LearnedPoint
+		if err := updateGroup(ctx, c, group, "learned", workflows.UpdateSetLearned, workflows.SetLearned{LearnedJSON: learned}, &now); err != nil {
 			return res, err
 		}
+		res.Learned = now
 	}
 	return res, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
@@ -71,10 +72,7 @@ func runShow(ctx context.Context, c client.Client, opts showOptions, stdout io.W
 	if cr.Model != "" {
 		agent += ", model " + cr.Model
 	}
-	threshold := "unknown until the agent reports its window"
-	if cr.Threshold != nil {
-		threshold = cr.Threshold.Text(cr.WindowTokens)
-	}
+	threshold := rotatesAt(v.Policy, cr)
 	conversation := "none yet"
 	switch {
 	case v.Conversation == "":
@@ -115,6 +113,22 @@ func runShow(ctx context.Context, c client.Client, opts showOptions, stdout io.W
 	}
 	return writeTable(stdout, rows)
 }
+
+// rotatesAt says when a session's policy rotates it: never by itself when
+// the group's mode is off, whatever threshold its window gives.
+func rotatesAt(p config.Rotate, cr workflows.ContextRecord) string {
+	switch {
+	case p.Mode == config.ModeOff:
+		return rotateOff
+	case cr.Threshold == nil:
+		return "unknown until the agent reports its window"
+	}
+	return cr.Threshold.Text(cr.WindowTokens)
+}
+
+// rotateOff is what nid says of a session whose group's rotate mode is
+// off.
+const rotateOff = "never by the policy: rotate mode is off (nid rotate, the agent's handoff_write or a full window still rotate)"
 
 func showStatus(v workflows.SessionView) string {
 	s := v.Status

@@ -34,7 +34,7 @@ func TestShow(t *testing.T) {
 		"status        idle\n"+
 		"host          testhost\n"+
 		"context       44% of 200k, 88.8k used (reported)\n"+
-		"rotates at    85% = 170k of 200k (contextPercent)\n"+
+		"rotates at    never by the policy: rotate mode is off (nid rotate, the agent's handoff_write or a full window still rotate)\n"+
 		"turns         3 in all, 1 since the last rotation\n"+
 		"rotations     2; the last compact (manual) ok at TIME, Ns ago\n"+
 		"conversation  sim-1 (the session's first)\n"+

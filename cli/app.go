@@ -136,6 +136,7 @@ func NewApp(d Deps) *cli.App {
 			newBoardCommand(a),
 			newStopCommand(a),
 			newStartCommand(a),
+			newForgetCommand(a),
 			newReloadCommand(a),
 			newTranscriptCommand(a),
 			newDoctorCommand(a),

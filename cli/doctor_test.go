@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/worker"
 )
@@ -156,7 +157,7 @@ func TestDoctorPorts(t *testing.T) {
 	// The running nid's own ports: its HTTP port is in use by it, and its
 	// Temporal must answer, which this one does not.
 	require.NoError(t, os.MkdirAll(state, 0o700))
-	require.NoError(t, writeRunning(state, false))
+	require.NoError(t, writeRunning(&config.Config{State: state}, false))
 	checks, err = doctorChecks(t, file)
 	require.Error(t, err)
 	require.Equal(t, fmt.Sprintf("ok: http.listen %s: the running nid (process %d) serves it", taken.Addr(), os.Getpid()), checks["http"])

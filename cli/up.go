@@ -255,7 +255,9 @@ func (a *app) runDryRun(cCtx *cli.Context, opts upOptions) error {
 	cfg := opts.Node.Config
 	c, err := a.Dial(cCtx.Context, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
-		if !cfg.Embedded() {
+		// Only when no nid runs on the state directory is a server that
+		// does not answer one that is not there.
+		if _, running := readRunning(cfg.State); !cfg.Embedded() || running == nil {
 			return err
 		}
 		if err := printLine(a.Stdout, "nothing runs on %s yet (no Temporal server answers at %s): nid up would start its embedded Temporal server, then:", cfg.State, cfg.Address()); err != nil {

@@ -136,6 +136,7 @@ func NewApp(d Deps) *cli.App {
 			newBoardCommand(a),
 			newStopCommand(a),
 			newStartCommand(a),
+			newForgetCommand(a),
 			newReloadCommand(a),
 			newTranscriptCommand(a),
 			newDoctorCommand(a),
@@ -246,6 +247,12 @@ func (a *app) loadConfig(cCtx *cli.Context) (*config.Config, error) {
 // loadConfigFor reads it for a command that runs sessions when worker is
 // set: then each group's repo must exist on this host.
 func (a *app) loadConfigFor(cCtx *cli.Context, worker bool) (*config.Config, error) {
+	return config.Load(a.loadOptions(cCtx, worker))
+}
+
+// loadOptions are where the command's configuration comes from: the file,
+// the environment and the global flags.
+func (a *app) loadOptions(cCtx *cli.Context, worker bool) config.LoadOptions {
 	file, ok := globalFlag(cCtx, "config")
 	if !ok {
 		file = a.getenv(config.EnvConfig)
@@ -263,7 +270,7 @@ func (a *app) loadConfigFor(cCtx *cli.Context, worker bool) (*config.Config, err
 	if cCtx.IsSet("max-sessions") {
 		flags["worker.maxSessions"] = cCtx.Int("max-sessions")
 	}
-	return config.Load(config.LoadOptions{File: file, Environ: a.environ(), Flags: flags, Worker: worker, Kinds: activities.ConfigKinds()})
+	return config.LoadOptions{File: file, Environ: a.environ(), Flags: flags, Worker: worker, Kinds: activities.ConfigKinds()}
 }
 
 func (a *app) logger(cCtx *cli.Context) (*slog.Logger, error) {

@@ -243,11 +243,11 @@ type startOptions struct {
 func newStartCommand(a *app) *cli.Command {
 	return &cli.Command{
 		Name:      "start",
-		Usage:     "Start a stopped session again where it was",
-		ArgsUsage: "GROUP/SESSION",
+		Usage:     "Start a stopped session, or every stopped session of a group, again where it was",
+		ArgsUsage: "GROUP/SESSION | GROUP",
 		Description: "Brings a session stopped with nid stop back: it claims tasks and takes turns\n" +
 			"again in the same conversation, or with --fresh hands off into a fresh one\n" +
-			"first.",
+			"first. Given a GROUP, starts each of its stopped sessions.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "fresh", Usage: "Start with a fresh conversation (by handoff) rather than the same one"},
 		},
@@ -257,14 +257,21 @@ func newStartCommand(a *app) *cli.Command {
 				return err
 			}
 			if len(args) != 1 {
-				return fmt.Errorf("nid start takes one GROUP/SESSION, e.g. nid start web/lead")
+				return fmt.Errorf("nid start takes one GROUP/SESSION, e.g. nid start web/lead, or a GROUP to start all its stopped sessions")
 			}
-			group, name, err := workflows.ParseSessionRef(args[0])
+			opts := startOptions{Fresh: cCtx.Bool("fresh")}
+			if strings.Contains(args[0], "/") {
+				opts.Group, opts.Name, err = workflows.ParseSessionRef(args[0])
+			} else {
+				opts.Group, err = args[0], validGroup(args[0])
+			}
 			if err != nil {
 				return err
 			}
-			opts := startOptions{Group: group, Name: name, Fresh: cCtx.Bool("fresh")}
 			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				if opts.Name == "" {
+					return runStartGroup(ctx, c, opts, a.Stdout)
+				}
 				return runStart(ctx, c, opts, a.Stdout)
 			})
 		}),
@@ -275,9 +282,72 @@ func runStart(ctx context.Context, c client.Client, opts startOptions, stdout io
 	if err := nidclient.Start(ctx, c, opts.Group, opts.Name, opts.Fresh); err != nil {
 		return err
 	}
-	how := "in the same conversation"
-	if opts.Fresh {
-		how = "after a handoff into a fresh conversation"
+	return printLine(stdout, "started %s/%s; it goes on %s", opts.Group, opts.Name, startedHow(opts.Fresh))
+}
+
+func runStartGroup(ctx context.Context, c client.Client, opts startOptions, stdout io.Writer) error {
+	started, err := nidclient.StartGroup(ctx, c, opts.Group, opts.Fresh)
+	for _, name := range started {
+		if err := printLine(stdout, "started %s/%s; it goes on %s", opts.Group, name, startedHow(opts.Fresh)); err != nil {
+			return err
+		}
 	}
-	return printLine(stdout, "started %s/%s; it goes on %s", opts.Group, opts.Name, how)
+	return err
+}
+
+func startedHow(fresh bool) string {
+	if fresh {
+		return "after a handoff into a fresh conversation"
+	}
+	return "in the same conversation"
+}
+
+func newForgetCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:      "forget",
+		Usage:     "Forget a stopped group that left nid.yaml, and its sessions",
+		ArgsUsage: "GROUP",
+		Description: "Ends the workflows of a group that is no longer in nid.yaml and whose\n" +
+			"sessions are all stopped, so that it leaves nid ls, nid board and nid inbox.\n" +
+			"Their histories stay in Temporal (closed, for as long as its namespace keeps\n" +
+			"them; the Temporal Web UI shows them). Refuses a group still in nid.yaml\n" +
+			"(remove it and nid reload first) or with a session that is not stopped\n" +
+			"(nid stop GROUP first). Needs no worker. A group forgotten and put back in\n" +
+			"nid.yaml starts afresh.",
+		Action: action(func(cCtx *cli.Context) error {
+			args, err := commandArgs(cCtx)
+			if err != nil {
+				return err
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("nid forget takes one GROUP, e.g. nid forget web")
+			}
+			group := args[0]
+			if err := validGroup(group); err != nil {
+				return err
+			}
+			cfg, err := a.loadConfig(cCtx)
+			if err != nil {
+				return err
+			}
+			if _, ok := cfg.Groups[group]; ok {
+				return fmt.Errorf("group %s is still in nid.yaml: remove it from the file and run nid reload (which stops its sessions), then nid forget %s", group, group)
+			}
+			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+				return runForget(ctx, c, group, a.Stdout)
+			})
+		}),
+	}
+}
+
+func runForget(ctx context.Context, c client.Client, group string, stdout io.Writer) error {
+	ended, err := nidclient.Forget(ctx, c, group)
+	if err != nil {
+		return err
+	}
+	what := "no sessions"
+	if len(ended) > 0 {
+		what = "sessions " + strings.Join(ended, ", ")
+	}
+	return printLine(stdout, "forgot group %s and its %s; their histories stay in Temporal", group, what)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -388,7 +389,8 @@ func TestRotateWithoutWorker(t *testing.T) {
 	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
 	s.down()
 	_, _, err := s.nid("rotate", "web/lead")
-	require.ErrorContains(t, err, "web/lead did not answer (is nid up or nid worker running?): ")
+	require.Regexp(t, `^web/lead did not answer: no worker is running \(the last one asked Temporal for nid's work at \d\d:\d\d:\d\d, \d+s ago\); start nid up or nid worker$`, err.Error(),
+		"one sentence, with no gRPC words, though the worker stopped a moment ago")
 	s.up(teamGroups)
 	require.Empty(t, eventTexts(temporaltest.Session(t, s.c, "web", "lead"), workflows.EventRotateQueued), "nothing was signalled")
 }
@@ -410,6 +412,14 @@ func TestGroupSet(t *testing.T) {
 	_, _, err := s.nid("group", "set", "web", `rotate={"contextTokens":-1}`)
 	require.ErrorContains(t, err, "contextTokens: -1 must be 0 (no token limit) or more")
 	require.EqualValues(t, 150_000, temporaltest.Group(t, s.c, "web").Policy.ContextTokens, "a refused value changes nothing")
+
+	// A field set to 0 is answered as it is now, not as it was.
+	require.Equal(t, "web rotate: mode=handoff contextPercent=70 maxTurns=never maxConcurrentRotations=unlimited\n",
+		s.mustNid("group", "set", "web", `rotate={"contextTokens":0}`))
+	require.Equal(t, "web budget: turns 0 of 500 spent (500 left), tokens 0 spent (no limit), usd 0.00 spent (no limit)\n",
+		s.mustNid("group", "set", "web", `budget={"turns":500}`))
+	require.Equal(t, "web budget: turns 0 spent (no limit), tokens 0 spent (no limit), usd 0.00 spent (no limit)\n",
+		s.mustNid("group", "set", "web", `budget={"turns":0}`))
 	require.Equal(t, config.Rotate{Mode: config.ModeOff, ContextPercent: 85, MaxConcurrentRotations: config.DefaultMaxConcurrentRotations},
 		temporaltest.Group(t, s.c, "api").Policy, "another group is left alone")
 }
@@ -473,6 +483,7 @@ func TestGroupShow(t *testing.T) {
 		spent.ReplaceAllString(s.mustNid("group", "show", "web"), "tokens N spent"))
 
 	out := s.mustNid("group", "show", "api")
+	require.Contains(t, out, "thresholds  never by the policy: rotate mode is off (nid rotate, the agent's handoff_write or a full window still rotate)\n")
 	require.Contains(t, out, "budget      turns 0 spent (no limit), tokens 0 spent (no limit), usd 0.00 spent (no limit)\n"+
 		"            no limits: sessions run until stopped\n")
 	require.Contains(t, out, "learned     none\n")
@@ -724,7 +735,7 @@ func TestWatchKeepsGoingThroughErrors(t *testing.T) {
 			w.waitFor(t, 1)
 			w.stop()
 			require.Equal(t, "web/lead  session started (sim)\n", untimed(w.out.String()))
-			want := `^nid: web/lead did not answer \(is nid up or nid worker running\?\): [^\n]+ \(retrying\)\n$`
+			want := `^nid: web/lead did not answer: no worker is running \(the last one asked Temporal for nid's work at \d\d:\d\d:\d\d, \d+s ago\); start nid up or nid worker \(retrying\)\n$`
 			if persist {
 				// nid up's own feed does not ask whether nid up is running.
 				want = `^nid: web/lead has not answered yet \(retrying\)\n$`
@@ -989,4 +1000,68 @@ func TestRotations(t *testing.T) {
 	require.EqualError(t, err, `no group "mobile"; running groups: web`)
 	_, _, err = s.nid("rotations")
 	require.EqualError(t, err, "nid rotations takes one GROUP or GROUP/SESSION, e.g. web or web/lead")
+}
+
+// nid start GROUP starts each stopped session of the group, and says when
+// none is.
+func TestStartGroup(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	_, _, err := s.nid("start", "web")
+	require.EqualError(t, err, "no session of group web is stopped")
+	s.mustNid("stop", "web")
+	for _, name := range []string{"lead", "worker"} {
+		temporaltest.WaitSession(t, s.c, "web", name, "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	}
+	require.Equal(t, "started web/lead; it goes on in the same conversation\nstarted web/worker; it goes on in the same conversation\n",
+		s.mustNid("start", "web"))
+	require.Empty(t, temporaltest.Group(t, s.c, "web").Stopped)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+}
+
+// nid forget ends a stopped group that left nid.yaml: it leaves nid ls and
+// the group listings, and its workflows' histories stay in Temporal.
+func TestForget(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	_, _, err := s.nid("forget", "web")
+	require.EqualError(t, err, "group web still runs web/lead (idle), web/worker (idle): nid stop web stops its sessions, then nid forget web forgets it")
+
+	s.mustNid("stop", "web")
+	for _, name := range []string{"lead", "worker"} {
+		temporaltest.WaitSession(t, s.c, "web", name, "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	}
+	temporaltest.Settle(t, s.c)
+	file := filepath.Join(t.TempDir(), "nid.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("groups:\n  web:\n    sessions:\n      - {agent: sim, name: lead}\n"), 0o600))
+	_, _, err = s.nid("--config", file, "forget", "web")
+	require.EqualError(t, err, "group web is still in nid.yaml: remove it from the file and run nid reload (which stops its sessions), then nid forget web")
+
+	require.Equal(t, "forgot group web and its sessions lead, worker; their histories stay in Temporal\n", s.mustNid("forget", "web"))
+	require.Eventually(t, func() bool { return !strings.Contains(s.mustNid("ls"), "web/") }, 10*time.Second, 100*time.Millisecond, "web leaves nid ls")
+	require.Contains(t, s.mustNid("ls"), "api/exec")
+	d, err := s.c.DescribeWorkflowExecution(context.Background(), workflows.SessionID("web", "lead"), "")
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, d.GetWorkflowExecutionInfo().GetStatus(), "its history stays")
+	_, _, err = s.nid("forget", "web")
+	require.EqualError(t, err, `no group "web"; running groups: api`)
+}
+
+// A policy of mode compact is refused for the sessions that could rotate
+// under it: a stopped one (as a session that left nid.yaml is) no longer
+// can, and is not named.
+func TestGroupSetCompactLeavesStoppedSessionsOut(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, `  web:
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+      - {agent: exec, name: lint, command: "true", permissions: full}
+`)
+	_, _, err := s.nid("group", "set", "web", `rotate={"mode":"compact"}`)
+	require.ErrorContains(t, err, "compact never works for session lint")
+	s.mustNid("stop", "web/lint")
+	temporaltest.WaitSession(t, s.c, "web", "lint", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
+	temporaltest.Settle(t, s.c)
+	require.Contains(t, s.mustNid("group", "set", "web", `rotate={"mode":"compact"}`), "web rotate: mode=compact")
 }

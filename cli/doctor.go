@@ -8,12 +8,16 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/worker"
 )
 
 type doctorOptions struct {
 	Doctor worker.DoctorOptions
-	JSON   bool
+	// Problems are those of the configuration itself, each a failed
+	// check of its own.
+	Problems []string
+	JSON     bool
 }
 
 func newDoctorCommand(a *app) *cli.Command {
@@ -30,17 +34,24 @@ func newDoctorCommand(a *app) *cli.Command {
 			"for works here, and the HTTP port is free. One line per check: ok, or what to\n" +
 			"do. Exits non-zero when a check failed: some session cannot start. Every turn\n" +
 			"makes the session checks before its agent starts; nid up names the sessions\n" +
-			"that fail them, which wait in needs-attention.",
+			"that fail them, which wait in needs-attention. A configuration with problems\n" +
+			"is checked all the same: each problem is a failed line of its own, beside the\n" +
+			"other checks.",
 		Flags: []cli.Flag{jsonFlag()},
 		Action: action(func(cCtx *cli.Context) error {
 			if err := noArgs(cCtx); err != nil {
 				return err
 			}
-			cfg, err := a.loadConfig(cCtx)
-			if err != nil {
+			// A configuration with problems is checked all the same: its
+			// problems are failed checks beside every other one.
+			load := a.loadOptions(cCtx, false)
+			load.Partial = true
+			cfg, err := config.Load(load)
+			problems := config.Problems(err)
+			if err != nil && problems == nil {
 				return err
 			}
-			opts := doctorOptions{Doctor: worker.DoctorOptions{Config: cfg}, JSON: cCtx.Bool("json")}
+			opts := doctorOptions{Doctor: worker.DoctorOptions{Config: cfg}, Problems: problems, JSON: cCtx.Bool("json")}
 			if r, err := readRunning(cfg.State); err == nil {
 				opts.Doctor.Running = r.PID
 			}
@@ -51,7 +62,11 @@ func newDoctorCommand(a *app) *cli.Command {
 
 // runDoctor prints every check and fails when one did.
 func runDoctor(ctx context.Context, opts doctorOptions, stdout io.Writer) error {
-	checks := worker.Doctor(ctx, opts.Doctor)
+	var checks []activities.Check
+	for _, p := range opts.Problems {
+		checks = append(checks, activities.Check{Name: "config", Status: activities.CheckFail, Text: p})
+	}
+	checks = append(checks, worker.Doctor(ctx, opts.Doctor)...)
 	if opts.JSON {
 		if err := writeJSON(stdout, checks); err != nil {
 			return err

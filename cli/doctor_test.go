@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/worker"
 )
@@ -76,7 +77,7 @@ groups:
 		"http":             "ok: http.listen 127.0.0.1:0 is free",
 	}, checks)
 	require.Regexp(t, `^ok: git version \S+ \(/\S+/git\), for the repo: of web$`, checks["git"])
-	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository .*: set it to a git repository \(git init makes one\)$`, checks["repo"])
+	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository: .*: set it to a git repository \(git init makes one\)$`, checks["repo"])
 
 	// The text: one line per check, what failed saying what to do.
 	out, _, err := runApp(t, Deps{Dial: worker.Dial}, "doctor", "--config", file)
@@ -92,6 +93,42 @@ groups:
 	require.NoError(t, err, "%v", checks)
 	require.Equal(t, "ok: found at /bin/true", checks["web/lint cli"])
 	require.NotContains(t, checks, "git", "no group has repo: git is not checked")
+}
+
+// A configuration with a problem does not stop nid doctor: the problem is
+// a failed check, and the others run too, the repo and git ones included,
+// so it lists every problem nid up --dry-run would.
+func TestDoctorGoesOnPastConfigurationProblems(t *testing.T) {
+	t.Parallel()
+	env := temporaltest.New(t)
+	dir := t.TempDir()
+	notRepo := t.TempDir()
+	file := writeYAML(t, fmt.Sprintf(`state: %s
+temporal: {address: %s, namespace: %s, apiKey: %s}
+http: {listen: "127.0.0.1:0"}
+groups:
+  web:
+    repo: %s
+    rotate: {mode: sometimes}
+    sessions:
+      - {agent: sim, name: lead}
+`, filepath.Join(dir, "state"), env.Address, env.Namespace, env.APIKey, notRepo))
+	checks, err := doctorChecks(t, file)
+	require.EqualError(t, err, "2 of 7 checks failed: mend what their lines say, then run nid doctor again")
+	require.Regexp(t, `^fail: groups.web.rotate.mode: "sometimes" `, checks["config"])
+	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository: `, checks["repo"])
+	require.Regexp(t, `^ok: git version `, checks["git"])
+	require.Equal(t, "ok: The sim agent runs inside nid: nothing to install", checks["web/lead agent"])
+
+	// nid up --dry-run names the same two problems.
+	_, _, err = runApp(t, Deps{Dial: worker.Dial}, "up", "--dry-run", "--config", file)
+	require.ErrorContains(t, err, "2 problems")
+	require.ErrorContains(t, err, "groups.web.rotate.mode")
+	require.ErrorContains(t, err, "groups.web.repo")
+
+	// A file that cannot be read stops it: there is nothing to check.
+	_, _, err = runApp(t, Deps{Dial: worker.Dial}, "doctor", "--config", filepath.Join(dir, "none.yaml"))
+	require.ErrorContains(t, err, "config file: ")
 }
 
 // For the embedded server nid doctor checks its ports are free; one
@@ -120,7 +157,7 @@ func TestDoctorPorts(t *testing.T) {
 	// The running nid's own ports: its HTTP port is in use by it, and its
 	// Temporal must answer, which this one does not.
 	require.NoError(t, os.MkdirAll(state, 0o700))
-	require.NoError(t, writeRunning(state, false))
+	require.NoError(t, writeRunning(&config.Config{State: state}, false))
 	checks, err = doctorChecks(t, file)
 	require.Error(t, err)
 	require.Equal(t, fmt.Sprintf("ok: http.listen %s: the running nid (process %d) serves it", taken.Addr(), os.Getpid()), checks["http"])

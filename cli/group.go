@@ -205,6 +205,9 @@ func runGroupShow(ctx context.Context, c client.Client, opts groupShowOptions, s
 // thresholdsText says where each session of the group rotates now, in both
 // units: the policy's percent or tokens, or what was learned of its vendor.
 func thresholdsText(ctx context.Context, c client.Client, view workflows.GroupView) string {
+	if view.Policy.Mode == config.ModeOff {
+		return rotateOff
+	}
 	sessions, err := nidclient.ListSessions(ctx, c, view.Name)
 	if err != nil || len(sessions) == 0 {
 		return "—"

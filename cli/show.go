@@ -2,14 +2,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
@@ -36,7 +39,8 @@ func newShowCommand(a *app) *cli.Command {
 			"a handoff written, the policy halted), its queued messages, the task and locks it\n" +
 			"holds, its worktree and branch, and its workflow's id in the Temporal Web UI.\n" +
 			"--json prints the whole view, as the API's session.get answers it (without the\n" +
-			"Web UI link).",
+			"Web UI link). With no worker running to answer, it shows what nid ls keeps of\n" +
+			"the session (status, host, context, turns, rotations) and says so on stderr.",
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
 			if err != nil {
@@ -51,14 +55,19 @@ func newShowCommand(a *app) *cli.Command {
 			}
 			opts := showOptions{Group: group, Name: name, JSON: cCtx.Bool("json"), Color: a.color(a.Stdout), Now: time.Now()}
 			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
-				return runShow(ctx, c, opts, a.Stdout)
+				return runShow(ctx, c, opts, a.Stdout, a.Stderr)
 			})
 		}),
 	}
 }
 
-func runShow(ctx context.Context, c client.Client, opts showOptions, stdout io.Writer) error {
+func runShow(ctx context.Context, c client.Client, opts showOptions, stdout, stderr io.Writer) error {
 	v, err := nidclient.GetSession(ctx, c, opts.Group, opts.Name)
+	if un := (*nidclient.UnavailableError)(nil); errors.As(err, &un) && un.NoWorker != "" && !opts.JSON {
+		if shown, err := showListed(ctx, c, opts, un.NoWorker, stdout, stderr); shown {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -71,10 +80,7 @@ func runShow(ctx context.Context, c client.Client, opts showOptions, stdout io.W
 	if cr.Model != "" {
 		agent += ", model " + cr.Model
 	}
-	threshold := "unknown until the agent reports its window"
-	if cr.Threshold != nil {
-		threshold = cr.Threshold.Text(cr.WindowTokens)
-	}
+	threshold := rotatesAt(v.Policy, cr)
 	conversation := "none yet"
 	switch {
 	case v.Conversation == "":
@@ -115,6 +121,55 @@ func runShow(ctx context.Context, c client.Client, opts showOptions, stdout io.W
 	}
 	return writeTable(stdout, rows)
 }
+
+// showListed shows what a session's listing keeps of it, for when no
+// worker runs it to answer: its status, host and context record as it
+// last wrote them. shown is false when the listing has no such session.
+func showListed(ctx context.Context, c client.Client, opts showOptions, noWorker string, stdout, stderr io.Writer) (shown bool, err error) {
+	sessions, lerr := nidclient.ListSessions(ctx, c, opts.Group)
+	i := slices.IndexFunc(sessions, func(s nidclient.Session) bool { return s.Name == opts.Name })
+	if lerr != nil || i < 0 {
+		return false, nil
+	}
+	s := sessions[i]
+	ref := s.Ref()
+	if err := printLine(stderr, "%s, so this is what %s last wrote (nid ls's record of it): start nid up or nid worker", noWorker, ref); err != nil {
+		return true, err
+	}
+	cr := s.Context
+	rows := [][]string{
+		{"session", ref},
+		{"agent", s.Agent},
+		{"status", s.Status},
+		{"host", hostText(s.Host)},
+		{"context", showContext(cr, opts.Color)},
+		{"turns", fmt.Sprintf("%d in all, %d since the last rotation", cr.TotalTurns, cr.Turns)},
+		{"rotations", showRotations(cr, opts.Now)},
+		{"workflow", workflows.SessionID(s.Group, s.Name)},
+	}
+	for _, row := range rows {
+		if row[0] != "context" {
+			row[1] = printable(row[1], true)
+		}
+	}
+	return true, writeTable(stdout, rows)
+}
+
+// rotatesAt says when a session's policy rotates it: never by itself when
+// the group's mode is off, whatever threshold its window gives.
+func rotatesAt(p config.Rotate, cr workflows.ContextRecord) string {
+	switch {
+	case p.Mode == config.ModeOff:
+		return rotateOff
+	case cr.Threshold == nil:
+		return "unknown until the agent reports its window"
+	}
+	return cr.Threshold.Text(cr.WindowTokens)
+}
+
+// rotateOff is what nid says of a session whose group's rotate mode is
+// off.
+const rotateOff = "never by the policy: rotate mode is off (nid rotate, the agent's handoff_write or a full window still rotate)"
 
 func showStatus(v workflows.SessionView) string {
 	s := v.Status

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func TestShow(t *testing.T) {
 	temporaltest.Settle(t, s.c)
 	show := func(name string) string {
 		var out bytes.Buffer
-		require.NoError(t, runShow(context.Background(), s.c, showOptions{Group: "web", Name: name, Now: time.Now()}, &out))
+		require.NoError(t, runShow(context.Background(), s.c, showOptions{Group: "web", Name: name, Now: time.Now()}, &out, io.Discard))
 		// The time of the last rotation is the test's own.
 		return regexp.MustCompile(`at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, \d+s ago`).ReplaceAllString(out.String(), "at TIME, Ns ago")
 	}
@@ -34,7 +35,7 @@ func TestShow(t *testing.T) {
 		"status        idle\n"+
 		"host          testhost\n"+
 		"context       44% of 200k, 88.8k used (reported)\n"+
-		"rotates at    85% = 170k of 200k (contextPercent)\n"+
+		"rotates at    never by the policy: rotate mode is off (nid rotate, the agent's handoff_write or a full window still rotate)\n"+
 		"turns         3 in all, 1 since the last rotation\n"+
 		"rotations     2; the last compact (manual) ok at TIME, Ns ago\n"+
 		"conversation  sim-1 (the session's first)\n"+
@@ -103,4 +104,29 @@ func TestShowNext(t *testing.T) {
 	require.False(t, strings.Contains(showStatus(workflows.SessionView{Status: "idle"}), "down"))
 	require.Equal(t, "host-down (host box-a is down: it waits for it), moving to box-b",
 		showStatus(workflows.SessionView{Status: "host-down", Host: "box-a", HostDown: true, Moving: "box-b"}))
+}
+
+// With no worker to answer, nid show shows what the session's listing
+// keeps of it, and says so on stderr; it does not fail.
+func TestShowWithoutWorker(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, teamGroups)
+	temporaltest.TakeTurns(t, s.c, "web", "lead", "l1")
+	temporaltest.Settle(t, s.c)
+	s.down()
+	out, errOut, err := s.nid("show", "web/lead")
+	require.NoError(t, err)
+	require.Equal(t, ""+
+		"session    web/lead\n"+
+		"agent      sim\n"+
+		"status     idle\n"+
+		"host       testhost\n"+
+		"context    31% of 200k, 62k used (reported)\n"+
+		"turns      1 in all, 1 since the last rotation\n"+
+		"rotations  0\n"+
+		"workflow   nid/web/lead\n", out)
+	require.Regexp(t, `^no worker is running \(the last one asked Temporal for nid's work at \d\d:\d\d:\d\d, \d+s ago\), so this is what web/lead last wrote \(nid ls's record of it\): start nid up or nid worker\n$`, errOut)
+
+	_, _, err = s.nid("show", "web/lead", "--json")
+	require.ErrorContains(t, err, "web/lead did not answer: no worker is running", "the API's answer is the session's own, or none")
 }

@@ -2,15 +2,20 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -72,7 +77,7 @@ type upOptions struct {
 // worker.
 func upFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.BoolFlag{Name: "dry-run", Usage: "Print what applying nid.yaml would change of the running groups, and change nothing"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "Print what applying nid.yaml would change of the running groups (from what runs to what the file says), or what nid up would start, and change nothing"},
 		&cli.BoolFlag{Name: "keep-removed", Usage: "Leave running the sessions and groups that left nid.yaml (default: stop them)"},
 	}, hostFlags()...)
 }
@@ -104,9 +109,7 @@ func newUpCommand(a *app) *cli.Command {
 				return err
 			}
 			if opts.DryRun {
-				return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
-					return runPlan(ctx, c, opts.Node.Config, opts.Node.KeepRemoved, a.Stdout)
-				})
+				return a.runDryRun(cCtx, opts)
 			}
 			return runUp(cCtx.Context, opts, startWorkerNode, a.Stdout, a.Stderr)
 		}),
@@ -198,7 +201,7 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 		_ = printLine(stderr, "nid: %s", line)
 	}
 	state := opts.Node.Config.State
-	if err := writeRunning(state, opts.Node.KeepRemoved); err != nil {
+	if err := writeRunning(opts.Node.Config, opts.Node.KeepRemoved); err != nil {
 		_ = printLine(stderr, "nid: %v: nid reload will not find this process", err)
 	}
 	defer removeRunning(state)
@@ -264,12 +267,44 @@ func reloadOnSignal(ctx context.Context, opts upOptions, n node, stderr io.Write
 	}
 }
 
-// runPlan prints what applying cfg would change of the running groups.
+// runDryRun prints what nid up would change of the running groups, or,
+// when no embedded Temporal server runs yet, what it would start.
+func (a *app) runDryRun(cCtx *cli.Context, opts upOptions) error {
+	cfg := opts.Node.Config
+	c, err := a.Dial(cCtx.Context, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		// Only when no nid runs on the state directory is a server that
+		// does not answer one that is not there.
+		if _, running := readRunning(cfg.State); !cfg.Embedded() || running == nil {
+			return err
+		}
+		if err := printLine(a.Stdout, "nothing runs on %s yet (no Temporal server answers at %s): nid up would start its embedded Temporal server, then:", cfg.State, cfg.Address()); err != nil {
+			return err
+		}
+		return printPlan(worker.PlanStart(cfg), a.Stdout)
+	}
+	defer c.Close()
+	return runPlan(cCtx.Context, c, cfg, opts.Node.KeepRemoved, a.Stdout)
+}
+
+// runPlan prints what applying cfg would change of the running groups,
+// and which of its settings the nid running on its state directory takes
+// only when it restarts.
 func runPlan(ctx context.Context, c client.Client, cfg *config.Config, keepRemoved bool, stdout io.Writer) error {
 	plan, err := worker.PlanGroups(ctx, c, cfg, nil, keepRemoved)
 	if err != nil {
 		return err
 	}
+	if r, err := readRunning(cfg.State); err == nil {
+		if changed := r.restartOnly(cfg); len(changed) > 0 {
+			plan.Changes = append(plan.Changes, worker.Change{Text: strings.Join(changed, ", ") +
+				" settings changed: they take effect only when nid restarts (nid reload does not apply them)"})
+		}
+	}
+	return printPlan(plan, stdout)
+}
+
+func printPlan(plan worker.Plan, stdout io.Writer) error {
 	for _, line := range plan.Lines() {
 		if err := printLine(stdout, "%s", line); err != nil {
 			return err
@@ -285,11 +320,42 @@ const runningFile = "nid.pid"
 type running struct {
 	PID         int  `json:"pid"`
 	KeepRemoved bool `json:"keepRemoved,omitempty"`
+	// Settings are digests of the settings the process took when it
+	// started and takes again only when it restarts, by section: a
+	// digest, so that no credential is written here.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
-func writeRunning(state string, keepRemoved bool) error {
-	b, _ := json.Marshal(running{PID: os.Getpid(), KeepRemoved: keepRemoved})
-	return os.WriteFile(filepath.Join(state, runningFile), b, statedir.FileMode)
+// restartSettings are the digests of cfg's settings that a running nid
+// takes only when it restarts (see worker.Node.Reload).
+func restartSettings(cfg *config.Config) map[string]string {
+	digest := func(v any) string {
+		b, _ := json.Marshal(v)
+		sum := sha256.Sum256(b)
+		return hex.EncodeToString(sum[:])
+	}
+	return map[string]string{"temporal": digest(cfg.Temporal), "http": digest(cfg.HTTP), "state": digest(cfg.State)}
+}
+
+// restartOnly names the sections of cfg whose settings differ from those
+// the running nid took: it takes them only when it restarts.
+func (r running) restartOnly(cfg *config.Config) []string {
+	if r.Settings == nil {
+		return nil
+	}
+	var changed []string
+	now := restartSettings(cfg)
+	for _, section := range slices.Sorted(maps.Keys(now)) {
+		if r.Settings[section] != now[section] {
+			changed = append(changed, section)
+		}
+	}
+	return changed
+}
+
+func writeRunning(cfg *config.Config, keepRemoved bool) error {
+	b, _ := json.Marshal(running{PID: os.Getpid(), KeepRemoved: keepRemoved, Settings: restartSettings(cfg)})
+	return os.WriteFile(filepath.Join(cfg.State, runningFile), b, statedir.FileMode)
 }
 
 func removeRunning(state string) { _ = os.Remove(filepath.Join(state, runningFile)) }

@@ -58,6 +58,10 @@ type LoadOptions struct {
 	// configuration must know of each: activities.ConfigKinds(). Without
 	// them, a session names no known agent.
 	Kinds []Kind
+	// Partial returns an invalid configuration as far as it was read,
+	// with the error listing its problems: nid doctor reports them and
+	// goes on to check everything else.
+	Partial bool
 }
 
 // Load builds the configuration from built-in defaults, then the YAML file,
@@ -65,7 +69,8 @@ type LoadOptions struct {
 // TEMPORAL_NAMESPACE and TEMPORAL_API_KEY, which NID_ ones override), then
 // flags, and validates it. A file that cannot be parsed is an error naming
 // it and the line; an invalid configuration is one error listing every
-// problem.
+// problem (Problems lists them one by one), with no configuration unless
+// LoadOptions.Partial asks for it.
 func Load(opts LoadOptions) (*Config, error) {
 	file, data, err := readFile(opts.File)
 	if err != nil {
@@ -138,7 +143,11 @@ func Load(opts LoadOptions) (*Config, error) {
 		ps = merge(ps, c.repoProblems())
 	}
 	if len(ps) > 0 {
-		return nil, &invalidError{source: file, problems: ps}
+		invalid := &invalidError{source: file, problems: ps}
+		if opts.Partial {
+			return c, invalid
+		}
+		return nil, invalid
 	}
 	return c, nil
 }
@@ -285,6 +294,21 @@ func editDistance(a, b string) int {
 
 func envName(key string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// Problems are the problems of an invalid configuration that Load
+// reported in err, each naming its key, or nil when err is not one (no
+// error, a file that cannot be read or parsed).
+func Problems(err error) []string {
+	invalid, ok := errors.AsType[*invalidError](err)
+	if !ok {
+		return nil
+	}
+	out := make([]string, len(invalid.problems))
+	for i, p := range invalid.problems {
+		out[i] = p.String()
+	}
+	return out
 }
 
 // invalidError lists every problem Load found.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -196,4 +197,41 @@ func TestReloadKeepRemoved(t *testing.T) {
 	})
 	require.Contains(t, up.out.String(), "nid: stop web/worker: it left nid.yaml")
 	require.NoError(t, up.interrupt(t))
+}
+
+// nid up --dry-run says what nid up would start when nothing runs yet;
+// then it compares the file with what runs, from → to, naming what nid
+// group set set (kept while the file's own value is unchanged, replaced
+// once the file changes it) and the settings the running nid takes only
+// when it restarts.
+func TestDryRunComparesWithWhatRuns(t *testing.T) {
+	s := newSite(t, `  web:
+    rotate: {mode: off, maxTurns: 5}
+    budget: {turns: 100}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+`)
+	require.Equal(t, "nothing runs on "+filepath.Join(s.dir, ".nid")+" yet (no Temporal server answers at "+s.address()+
+		"): nid up would start its embedded Temporal server, then:\nstart group web with sessions lead\n", s.mustNid("up", "--dry-run"))
+
+	s.up()
+	require.Equal(t, "nothing to change: the running groups are as the file says\n", s.mustNid("up", "--dry-run"))
+	s.mustNid("group", "set", "web", `rotate={"maxTurns":9}`)
+	require.Equal(t, "web: rotate keeps what nid group set set: maxTurns 9 (the file says 5); the file's rotate applies when the file changes it\n",
+		s.mustNid("up", "--dry-run"))
+
+	s.groups = `  web:
+    rotate: {mode: handoff, maxTurns: 7}
+    budget: {turns: 200}
+    sessions:
+      - {agent: sim, name: lead, sim: {turnDelay: 0s}}
+`
+	s.http = temporaltest.FreePort()
+	s.writeConfig()
+	require.Equal(t, ""+
+		"web: rotate mode off → handoff, maxTurns 9 → 7; replaces what nid group set set: maxTurns 9\n"+
+		"web: budget turns 100 → 200\n"+
+		"http settings changed: they take effect only when nid restarts (nid reload does not apply them)\n",
+		s.mustNid("up", "--dry-run"))
+	require.Contains(t, s.mustNid("group", "show", "web"), "maxTurns=9", "a dry run changes nothing")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -54,11 +55,20 @@ type UnavailableError struct {
 	// NoWorker, when set, says that no worker runs nid's workflows, which
 	// is why the workflow did not answer.
 	NoWorker string
+	// Served says Temporal answered and a worker asked it for nid's work
+	// LastPoll ago, recently enough that it may still run: the workflow
+	// is busy, or its worker is taking its sessions back after a start.
+	Served   bool
+	LastPoll time.Duration
 }
 
 func (e *UnavailableError) Error() string {
-	if e.NoWorker != "" {
+	switch {
+	case e.NoWorker != "":
 		return fmt.Sprintf("%s did not answer: %s; start nid up or nid worker", e.Who, e.NoWorker)
+	case e.Served:
+		return fmt.Sprintf("%s did not answer within %s, though a worker asked Temporal for nid's work %s ago: it may still be taking its sessions back after a start, so try again (start nid up or nid worker if none runs)",
+			e.Who, QueryTimeout, e.LastPoll)
 	}
 	return NotAnswering(e.Who, e.Err).Error()
 }

@@ -93,7 +93,9 @@ func (f *Feed) Poll(ctx context.Context) (FeedPoll, error) {
 			case IsNotFound(r.err):
 				poll.Problem = cmp.Or(poll.Problem, fmt.Errorf("%s is not running", t.Ref()))
 			default:
-				poll.Problem = cmp.Or[error](poll.Problem, &UnavailableError{Who: t.Ref(), Err: r.err})
+				if poll.Problem == nil {
+					poll.Problem = unanswered(ctx, f.c, t.Ref(), r.err)
+				}
 			}
 			continue
 		}

@@ -20,12 +20,13 @@ func Hosts(ctx context.Context, c client.Client) (workflows.HostsView, error) {
 	qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
 	v := workflows.HostsView{Hosts: []workflows.HostView{}}
+	asked := time.Now()
 	val, err := c.QueryWorkflow(qctx, workflows.HostsID, "", workflows.QueryHosts)
 	if IsNotFound(err) {
 		return v, nil
 	}
 	if err != nil {
-		return v, unanswered(ctx, c, "the hosts registry ("+workflows.HostsID+")", err)
+		return v, unanswered(ctx, c, "the hosts registry ("+workflows.HostsID+")", &queryError{err: err, asked: asked})
 	}
 	if err := val.Get(&v); err != nil {
 		return v, err

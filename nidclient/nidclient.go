@@ -222,14 +222,26 @@ func ListGroups(ctx context.Context, c client.Client) ([]string, error) {
 // still handed the query, and nothing would answer it.
 const QueryTimeout = 10 * time.Second
 
+// queryError is a query that failed, with when it was asked: a query no
+// worker took while none asked for work since shows that none runs (see
+// unanswered).
+type queryError struct {
+	err   error
+	asked time.Time
+}
+
+func (e *queryError) Error() string { return e.err.Error() }
+func (e *queryError) Unwrap() error { return e.err }
+
 // QuerySession asks a session workflow for its view.
 func QuerySession(ctx context.Context, c client.Client, group, name string) (workflows.SessionView, error) {
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
 	var v workflows.SessionView
+	asked := time.Now()
 	val, err := c.QueryWorkflow(ctx, workflows.SessionID(group, name), "", workflows.QuerySession)
 	if err != nil {
-		return v, err
+		return v, &queryError{err: err, asked: asked}
 	}
 	return v, val.Get(&v)
 }
@@ -239,9 +251,10 @@ func QueryGroup(ctx context.Context, c client.Client, group string) (workflows.G
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
 	var v workflows.GroupView
+	asked := time.Now()
 	val, err := c.QueryWorkflow(ctx, workflows.GroupID(group), "", workflows.QueryGroup)
 	if err != nil {
-		return v, err
+		return v, &queryError{err: err, asked: asked}
 	}
 	return v, val.Get(&v)
 }
@@ -250,9 +263,10 @@ func QueryGroup(ctx context.Context, c client.Client, group string) (workflows.G
 func QueryEvents(ctx context.Context, c client.Client, group, name string, after int64) ([]workflows.Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
+	asked := time.Now()
 	val, err := c.QueryWorkflow(ctx, workflows.SessionID(group, name), "", workflows.QueryEvents, after)
 	if err != nil {
-		return nil, err
+		return nil, &queryError{err: err, asked: asked}
 	}
 	var evs []workflows.Event
 	if err := val.Get(&evs); err != nil {

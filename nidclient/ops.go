@@ -144,20 +144,29 @@ func SetGroup(ctx context.Context, c client.Client, group string, set GroupSetti
 			return res, &InvalidError{Field: "learned", Message: err.Error()}
 		}
 	}
+	// Each answer is decoded into a zero value, not over the old one: a
+	// field set to 0 is left out of the JSON answer, and decoding over the
+	// old value would keep what was replaced.
 	if rotate != "" {
-		if err := updateGroup(ctx, c, group, "rotate", workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: rotate}, &res.Rotate); err != nil {
+		var now config.Rotate
+		if err := updateGroup(ctx, c, group, "rotate", workflows.UpdateSetPolicy, workflows.SetPolicy{RotateJSON: rotate}, &now); err != nil {
 			return res, err
 		}
+		res.Rotate = now
 	}
 	if budget != "" {
-		if err := updateGroup(ctx, c, group, "budget", workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: budget}, &res.Budget); err != nil {
+		var now config.Budget
+		if err := updateGroup(ctx, c, group, "budget", workflows.UpdateSetBudget, workflows.SetBudget{BudgetJSON: budget}, &now); err != nil {
 			return res, err
 		}
+		res.Budget = now
 	}
 	if learned != "" {
-		if err := updateGroup(ctx, c, group, "learned", workflows.UpdateSetLearned, workflows.SetLearned{LearnedJSON: learned}, &res.Learned); err != nil {
+		var now []workflows.LearnedPoint
+		if err := updateGroup(ctx, c, group, "learned", workflows.UpdateSetLearned, workflows.SetLearned{LearnedJSON: learned}, &now); err != nil {
 			return res, err
 		}
+		res.Learned = now
 	}
 	return res, nil
 }
@@ -174,6 +183,11 @@ func compactForAll(ctx context.Context, c client.Client, group string, p config.
 		return &UnavailableError{Who: "Temporal", Err: err}
 	}
 	for _, s := range sessions {
+		// A stopped session rotates no more, as one that left nid.yaml
+		// does: the file's own check leaves it out, and so does this one.
+		if s.Status == workflows.StatusStopped {
+			continue
+		}
 		if !activities.KindOf(s.Agent).Compacts {
 			return &InvalidError{Field: "rotate", Message: "rotate: mode: " + config.CompactNever(s.Name, s.Agent)}
 		}
@@ -413,4 +427,77 @@ func Start(ctx context.Context, c client.Client, group, name string, fresh bool)
 		return &RefusedError{Message: group + "/" + name + " is not stopped (it is " + v.Status + ")"}
 	}
 	return UpdateGroup(ctx, c, group, workflows.UpdateStartSession, workflows.SessionStart{Session: name, Fresh: fresh}, nil)
+}
+
+// StartGroup starts every stopped session of a group again, in name order,
+// as Start does; it returns their names. A group with none stopped is a
+// *RefusedError.
+func StartGroup(ctx context.Context, c client.Client, group string, fresh bool) ([]string, error) {
+	v, err := GetGroup(ctx, c, group)
+	if err != nil {
+		return nil, err
+	}
+	var started []string
+	for _, name := range v.Sessions {
+		if !slices.Contains(v.Stopped, name) {
+			continue
+		}
+		err := Start(ctx, c, group, name, fresh)
+		var refused *RefusedError
+		if errors.As(err, &refused) || IsNotFound(err) {
+			continue // started meanwhile, or never started at all
+		}
+		if err != nil {
+			return started, err
+		}
+		started = append(started, name)
+	}
+	if len(started) == 0 {
+		return nil, &RefusedError{Message: "no session of group " + group + " is stopped"}
+	}
+	return started, nil
+}
+
+// ForgetReason is why a forgotten group's workflows ended, as Temporal
+// keeps it in their histories.
+const ForgetReason = "forgotten with nid forget: the group left nid.yaml and every session was stopped"
+
+// Forget ends the workflows of a group whose sessions are all stopped, so
+// that it leaves nid ls, nid board and the group listings; their histories
+// stay in Temporal, closed, for as long as its namespace keeps them. It
+// needs no worker: what it checks is in visibility. A session that is not
+// stopped is a *RefusedError naming it. It returns the sessions it ended.
+func Forget(ctx context.Context, c client.Client, group string) ([]string, error) {
+	groups, err := ListGroups(ctx, c)
+	if err != nil {
+		return nil, &UnavailableError{Who: "Temporal", Err: err}
+	}
+	if !slices.Contains(groups, group) {
+		return nil, &NotFoundError{Kind: "group", Ref: group, Message: GroupMissing(group, groups).Error()}
+	}
+	sessions, err := ListSessions(ctx, c, group)
+	if err != nil {
+		return nil, &UnavailableError{Who: "Temporal", Err: err}
+	}
+	var running []string
+	for _, s := range sessions {
+		if s.Status != workflows.StatusStopped {
+			running = append(running, s.Ref()+" ("+s.Status+")")
+		}
+	}
+	if len(running) > 0 {
+		return nil, &RefusedError{Message: fmt.Sprintf("group %s still runs %s: nid stop %s stops its sessions, then nid forget %s forgets it",
+			group, strings.Join(running, ", "), group, group)}
+	}
+	var ended []string
+	for _, s := range sessions {
+		if err := c.TerminateWorkflow(ctx, workflows.SessionID(group, s.Name), "", ForgetReason); err != nil && !IsNotFound(err) {
+			return ended, &UnavailableError{Who: "Temporal", Err: err}
+		}
+		ended = append(ended, s.Name)
+	}
+	if err := c.TerminateWorkflow(ctx, workflows.GroupID(group), "", ForgetReason); err != nil && !IsNotFound(err) {
+		return ended, &UnavailableError{Who: "Temporal", Err: err}
+	}
+	return ended, nil
 }

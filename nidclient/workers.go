@@ -2,10 +2,12 @@ package nidclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/workflows"
@@ -47,11 +49,28 @@ func NoWorkerText(since, now time.Time) string {
 
 // unanswered is the error for a workflow that did not answer a query:
 // with no worker to run it, it says so rather than only that time ran out.
+// A worker that stopped a moment ago still counts as serving for
+// ServedWithin, but a query that went unanswered while no worker asked
+// for work at all (none since before it was sent) shows it gone: a live
+// worker keeps a poll waiting, which would have taken the query and been
+// renewed. Only Temporal's own failure is worded by gRPC.
 func unanswered(ctx context.Context, c client.Client, who string, err error) error {
 	e := &UnavailableError{Who: who, Err: err}
 	now := time.Now()
-	if unserved, since, uerr := Unserved(ctx, c, now); uerr == nil && unserved {
+	unserved, since, uerr := Unserved(ctx, c, now)
+	if uerr != nil {
+		return e // Temporal itself does not answer: its words say why
+	}
+	_, refused := errors.AsType[*serviceerror.QueryFailed](err)
+	asked := now.Add(-QueryTimeout)
+	if q, ok := errors.AsType[*queryError](err); ok {
+		asked = q.asked
+	}
+	e.Served = true
+	if unserved || (!refused && since.Before(asked)) {
 		e.NoWorker = NoWorkerText(since, now)
+	} else {
+		e.LastPoll = max(now.Sub(since), 0).Round(time.Second)
 	}
 	return e
 }

@@ -81,6 +81,17 @@ func TestUnansweredQueriesSayWhenNoWorkerRuns(t *testing.T) {
 	_, err = Hosts(ctx, pollers{})
 	require.ErrorContains(t, err, "the hosts registry (nid/hosts) did not answer: no worker is running")
 
-	_, err = GetSession(ctx, pollers{seen: []time.Time{time.Now()}}, "web", "lead")
-	require.EqualError(t, err, "web/lead did not answer (is nid up or nid worker running?): context deadline exceeded")
+	// In the two minutes after the last worker stopped, a query that
+	// went unanswered while none asked for work says the same, and no
+	// gRPC words.
+	_, err = GetSession(ctx, pollers{seen: []time.Time{time.Now().Add(-30 * time.Second)}}, "web", "lead")
+	require.Regexp(t, `^web/lead did not answer: no worker is running \(the last one asked Temporal for nid's work at \d\d:\d\d:\d\d, 30s ago\); start nid up or nid worker$`, err.Error())
+
+	// A worker that asked for work after the query was sent may still
+	// run: then nid does not say that none does.
+	_, err = GetSession(ctx, pollers{seen: []time.Time{time.Now().Add(2 * time.Second)}}, "web", "lead")
+	require.EqualError(t, err, "web/lead did not answer within 10s, though a worker asked Temporal for nid's work 0s ago: it may still be taking its sessions back after a start, so try again (start nid up or nid worker if none runs)")
+
+	_, err = GetSession(ctx, pollers{err: errors.New("connection refused")}, "web", "lead")
+	require.EqualError(t, err, "web/lead did not answer (is nid up or nid worker running?): context deadline exceeded", "Temporal itself does not answer")
 }

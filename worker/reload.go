@@ -83,7 +83,7 @@ func PlanGroups(ctx context.Context, c client.Client, cfg, prev *config.Config, 
 	for _, name := range cfg.GroupNames() {
 		g := cfg.Groups[name]
 		if !slices.Contains(running, name) {
-			add(name, "", "start group %s with sessions %s", name, strings.Join(sessionNames(g), ", "))
+			add(name, "", "%s", startText(name, g))
 			continue
 		}
 		view, err := patiently(ctx, func(ctx context.Context) (workflows.GroupView, error) { return nidclient.GetGroup(ctx, c, name) })
@@ -93,11 +93,11 @@ func PlanGroups(ctx context.Context, c client.Client, cfg, prev *config.Config, 
 		if view.Goal != g.Goal {
 			add(name, "", "%s: goal %q → %q", name, view.Goal, g.Goal)
 		}
-		if g.Rotate != view.FilePolicy {
-			add(name, "", "%s: rotate policy → %s", name, workflows.PolicyText(g.Rotate))
+		if line := settingChange(name, "rotate", rotateFields(view.Policy), rotateFields(view.FilePolicy), rotateFields(g.Rotate)); line != "" {
+			add(name, "", "%s", line)
 		}
-		if g.Budget != view.FileBudget {
-			add(name, "", "%s: budget → %s", name, workflows.BudgetText(g.Budget, view.Board.Spent))
+		if line := settingChange(name, "budget", budgetFields(view.Board.Budget), budgetFields(view.FileBudget), budgetFields(g.Budget)); line != "" {
+			add(name, "", "%s", line)
 		}
 		if g.Prompts.WithDefaults() != view.Board.Prompts {
 			add(name, "", "%s: prompts changed", name)
@@ -149,6 +149,77 @@ func PlanGroups(ctx context.Context, c client.Client, cfg, prev *config.Config, 
 		}
 	}
 	return p, nil
+}
+
+// field is one setting of a group's rotate policy or budget, as the plan
+// names it.
+type field struct{ name, value string }
+
+func rotateFields(r config.Rotate) []field {
+	turns, tokens, concurrent := "never", "none", "unlimited"
+	if r.MaxTurns > 0 {
+		turns = fmt.Sprint(r.MaxTurns)
+	}
+	if r.ContextTokens > 0 {
+		tokens = fmt.Sprint(r.ContextTokens)
+	}
+	if r.MaxConcurrentRotations > 0 {
+		concurrent = fmt.Sprint(r.MaxConcurrentRotations)
+	}
+	return []field{{"mode", r.Mode}, {"contextPercent", fmt.Sprint(r.ContextPercent)}, {"contextTokens", tokens},
+		{"maxTurns", turns}, {"maxConcurrentRotations", concurrent}}
+}
+
+func budgetFields(b config.Budget) []field {
+	limit := func(v float64, format string) string {
+		if v <= 0 {
+			return "no limit"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	return []field{{"turns", limit(float64(b.Turns), "%.0f")}, {"tokens", limit(float64(b.Tokens), "%.0f")}, {"usd", limit(b.USD, "%.2f")}}
+}
+
+// settingChange says what applying the file does to one setting of a
+// running group (rotate or budget), field by field from what runs to what
+// the file says: the group takes the file's value only when the file
+// changed it since it was last applied (lastFile), so that a nid group set
+// survives restarts; a value set that way is named, whether the file
+// replaces it or leaves it. "" when nothing differs.
+func settingChange(group, setting string, running, lastFile, file []field) string {
+	applies := !slices.Equal(file, lastFile)
+	var changes, replaced, kept []string
+	for i, f := range file {
+		run := running[i]
+		bySet := run.value != lastFile[i].value // nid group set made it differ from the file
+		switch {
+		case run.value == f.value:
+		case applies:
+			changes = append(changes, fmt.Sprintf("%s %s → %s", f.name, run.value, f.value))
+			if bySet {
+				replaced = append(replaced, f.name+" "+run.value)
+			}
+		case bySet:
+			kept = append(kept, fmt.Sprintf("%s %s (the file says %s)", f.name, run.value, f.value))
+		}
+	}
+	var line string
+	if len(changes) > 0 {
+		line = fmt.Sprintf("%s: %s %s", group, setting, strings.Join(changes, ", "))
+		if len(replaced) > 0 {
+			line += "; replaces what nid group set set: " + strings.Join(replaced, ", ")
+		}
+	}
+	if len(kept) > 0 {
+		if line != "" {
+			line += "; "
+		} else {
+			line = group + ": "
+		}
+		line += fmt.Sprintf("%s keeps what nid group set set: %s; the file's %s applies when the file changes it",
+			setting, strings.Join(kept, ", "), setting)
+	}
+	return line
 }
 
 // answerPatience is how long applying the file waits for a running workflow
@@ -217,6 +288,20 @@ func stoppedBy(ctx context.Context, c client.Client, ch Change, err error) bool 
 	}
 	v, qerr := nidclient.GetSession(ctx, c, ch.Group, ch.Session)
 	return qerr == nil && v.Status == workflows.StatusStopped
+}
+
+// PlanStart is what nid up would start when nothing runs yet: every group
+// of cfg.
+func PlanStart(cfg *config.Config) Plan {
+	var p Plan
+	for _, name := range cfg.GroupNames() {
+		p.Changes = append(p.Changes, Change{Group: name, Text: startText(name, cfg.Groups[name])})
+	}
+	return p
+}
+
+func startText(name string, g config.Group) string {
+	return fmt.Sprintf("start group %s with sessions %s", name, strings.Join(sessionNames(g), ", "))
 }
 
 func sessionNames(g config.Group) []string {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -179,7 +178,7 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 		{"Temporal frontend", n.frontend},
 		{"Temporal Web UI", ui},
 		{"nid HTTP server", n.http},
-		{"Dashboard", n.login + " (a one-time login link for " + loginLinkTTL() + "; then log in with the API token)"},
+		{"Dashboard", n.login + " (a one-time login link for " + worker.LoginLinkLife() + "; then log in with the API token)"},
 		{"API token", tokenWhere(n.tokenFile)},
 	}); err != nil {
 		return errors.Join(err, n.stop())
@@ -207,11 +206,6 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 		return fmt.Errorf("stopping: %w", err)
 	}
 	return nil
-}
-
-// loginLinkTTL is how long nid up's login link works, as people say it.
-func loginLinkTTL() string {
-	return strconv.Itoa(int(worker.LoginLinkTTL.Minutes())) + " minutes"
 }
 
 // tokenWhere says where the API token the dashboard and the API need is.

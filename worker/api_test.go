@@ -533,7 +533,7 @@ func TestDashboardLoginLink(t *testing.T) {
 	// Used once, it is spent, for any browser.
 	resp, page := get(t, browserClient(t), srv.URL+link)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	require.Contains(t, page, "This login link was used already or has expired")
+	require.Contains(t, page, "This login link was used already or has expired: a link works once, within 10 minutes.")
 	require.Contains(t, page, `<form method="post" action="/login">`)
 	require.Empty(t, resp.Cookies())
 

@@ -72,6 +72,9 @@ const dashboardHeader = "X-Nid-Dashboard"
 // or shell history is no way in.
 const LoginLinkTTL = 10 * time.Minute
 
+// LoginLinkLife is LoginLinkTTL as the dashboard and nid up say it.
+func LoginLinkLife() string { return spoken(LoginLinkTTL) }
+
 // LoginTTL is how long a dashboard login lasts, counted from when the
 // browser logged in (a fixed expiry: a cookie copied off a machine, or a
 // browser left open, is no way in the next day, however it is used).

@@ -70,7 +70,7 @@ groups:
 		"state":            "ok: " + filepath.Join(dir, "state") + " does not exist yet: nid up makes it in " + dir + ", which this user can write",
 		"git":              checks["git"],
 		"repo":             checks["repo"],
-		"web/lead agent":   "ok: The sim agent runs inside nid: nothing to install",
+		"web/lead agent":   "ok: the sim agent runs inside nid: nothing to install",
 		"web/lint cli":     `fail: exec: command "` + lint + `" not found: install it, or set agents.exec.command to where it is`,
 		"web/lint sandbox": "ok: none: permissions: full runs exec without a sandbox",
 		"http":             "ok: http.listen 127.0.0.1:0 is free",

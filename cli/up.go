@@ -77,7 +77,10 @@ func upFlags() []cli.Flag {
 func hostFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "host", Usage: "Serve under host `NAME` (default: worker.host, else the machine's hostname) [$NID_WORKER_HOST]"},
-		&cli.IntFlag{Name: "max-sessions", Usage: "Take at most `N` sessions placed by nid; 0 takes none (default: worker.maxSessions, else one per core, at least 2) [$NID_WORKER_MAXSESSIONS]"},
+		// DefaultText, or the help would add a second default, 0, which
+		// is not what an unset flag means.
+		&cli.IntFlag{Name: "max-sessions", Usage: "Take at most `N` sessions placed by nid; 0 takes none [$NID_WORKER_MAXSESSIONS]",
+			DefaultText: "worker.maxSessions, else one per core, at least 2"},
 	}
 }
 

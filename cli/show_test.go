@@ -104,3 +104,13 @@ func TestShowNext(t *testing.T) {
 	require.Equal(t, "host-down (host box-a is down: it waits for it), moving to box-b",
 		showStatus(workflows.SessionView{Status: "host-down", Host: "box-a", HostDown: true, Moving: "box-b"}))
 }
+
+// Where the agent works is shown beside the worktree, not after the
+// workflow's id.
+func TestShowWorkdirBesideWorktree(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newSite(t, "  web:\n    workdir: "+dir+"\n    sessions:\n      - {agent: sim, name: lead}\n")
+	out := s.mustNid("show", "web/lead")
+	require.Regexp(t, `(?m)^worktree +none yet .*\nworkdir +`+regexp.QuoteMeta(dir)+`\nworkflow +nid/web/lead\n`, out)
+}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -30,6 +31,10 @@ const sdkRepeatEvery = 10 * time.Minute
 // said once in words, with the address the user configured, instead.
 type sdkHandler struct {
 	slog.Handler
+	// plain is the handler without the attributes the SDK added (its
+	// worker's id, task queue, namespace): the worded line is one for the
+	// whole process.
+	plain   slog.Handler
 	address string
 	said    *saidOnce
 }
@@ -55,14 +60,14 @@ func (s *saidOnce) due(now time.Time) bool {
 
 // newSDKHandler wraps h for a client of the Temporal server at address.
 func newSDKHandler(h slog.Handler, address string) slog.Handler {
-	return sdkHandler{Handler: h, address: address, said: &saidOnce{}}
+	return sdkHandler{Handler: h, plain: h, address: address, said: &saidOnce{}}
 }
 
 func (h sdkHandler) Handle(ctx context.Context, r slog.Record) error {
 	switch r.Message {
 	case sdkPollFailed:
 		if h.said.due(r.Time) {
-			if err := h.Handler.Handle(ctx, h.worded(r)); err != nil {
+			if err := h.plain.Handle(ctx, h.worded(r)); err != nil {
 				return err
 			}
 		}
@@ -91,7 +96,7 @@ func (h sdkHandler) worded(r slog.Record) slog.Record {
 		return true
 	})
 	why := "it does not answer"
-	if cause != nil && status.Code(cause) != codes.Unavailable && !errors.Is(cause, context.DeadlineExceeded) {
+	if cause != nil && !unanswered(cause) {
 		why = cause.Error()
 	}
 	msg := fmt.Sprintf("this worker cannot take work from Temporal at %s: %s; it keeps trying, and says so again in %s if it still cannot",
@@ -100,11 +105,20 @@ func (h sdkHandler) worded(r slog.Record) slog.Record {
 }
 
 func (h sdkHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return sdkHandler{Handler: h.Handler.WithAttrs(as), address: h.address, said: h.said}
+	return sdkHandler{Handler: h.Handler.WithAttrs(as), plain: h.plain, address: h.address, said: h.said}
 }
 
 func (h sdkHandler) WithGroup(name string) slog.Handler {
-	return sdkHandler{Handler: h.Handler.WithGroup(name), address: h.address, said: h.said}
+	return sdkHandler{Handler: h.Handler.WithGroup(name), plain: h.plain, address: h.address, said: h.said}
+}
+
+// unanswered says whether err is a server that did not answer (stopped,
+// stopping or unreachable), as gRPC or the SDK's service errors put it.
+func unanswered(err error) bool {
+	var un *serviceerror.Unavailable
+	var de *serviceerror.DeadlineExceeded
+	return errors.As(err, &un) || errors.As(err, &de) || errors.Is(err, context.DeadlineExceeded) ||
+		status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded
 }
 
 // spoken renders a duration as people say it: "10 minutes", not the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,6 +30,7 @@ func TestSDKOutageIsOneLineInWords(t *testing.T) {
 				for i := range 8 {
 					sdklog.With(l, "TaskQueue", "nid", "Poller", i).Warn(sdkPollFailed, "Error", unavailable)
 				}
+				l.Warn(sdkPollFailed, "Error", serviceerror.NewUnavailable("closing transport due to: connection error"))
 				l.Warn(sdkHeartbeatFailed, "Error", unavailable)
 			},
 			want: []string{`level=WARN msg="this worker cannot take work from Temporal at 127.0.0.1:7233: it does not answer; it keeps trying, and says so again in 10 minutes if it still cannot"`},
@@ -73,6 +75,7 @@ func TestSDKOutageIsOneLineInWords(t *testing.T) {
 			for i, want := range tt.want {
 				require.Contains(t, lines[i], want)
 			}
+			require.NotContains(t, out.String(), "Poller=", "the worded line is the process's, not one poller's")
 		})
 	}
 }

@@ -482,6 +482,10 @@ func TestLoadYAMLSyntaxErrorNamesFileAndLine(t *testing.T) {
 			want: ": line 4: found a tab character that violates indentation",
 		},
 	}
+	// A mistake at the end of a long list, under a block opened at
+	// its top: found in a few parses, not one per line.
+	long := "groups:\n  web:\n    sessions:\n" + strings.Repeat("      - agent: sim\n", 5000) + "     - agent: sim\n"
+	tests = append(tests, struct{ name, yaml, want string }{"a mistake after five thousand sessions", long, ": line 5004: did not find expected key"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeFile(t, tt.yaml)

@@ -24,7 +24,9 @@ type Kind struct {
 	// it runs a command, its default command, the permissions it can
 	// enforce, whether a sim: block configures it, whether it compacts.
 	config.Kind
-	// Title is how people name it: "Claude Code".
+	// Title is how people name it mid-sentence, where nid's lines put it:
+	// "Claude Code", "the sim agent" ("learned: the sim agent compacted
+	// itself…").
 	Title string
 	// Network says whether its commands may reach the network when
 	// nid.yaml does not say: what its sandbox does by default.
@@ -59,7 +61,7 @@ type Kind struct {
 // Kinds lists every agent kind, in the order nid names them.
 func Kinds() []Kind {
 	return []Kind{
-		{Kind: config.Kind{Name: KindSim, Sim: true, Compacts: true}, Title: "The sim agent",
+		{Kind: config.Kind{Name: KindSim, Sim: true, Compacts: true}, Title: "the sim agent",
 			Tools: true, New: func() Agent { return NewSim() }},
 		// Claude Code's and Codex's sandboxes keep commands off the network
 		// unless told otherwise.
@@ -73,7 +75,7 @@ func Kinds() []Kind {
 			New: func() Agent { return NewCodex() }},
 		// An exec agent is the user's own command, which nid cannot put in
 		// a sandbox: it runs only with permissions: full.
-		{Kind: config.Kind{Name: KindExec, Process: true, Permissions: []string{config.PermissionsFull}}, Title: "The exec command",
+		{Kind: config.Kind{Name: KindExec, Process: true, Permissions: []string{config.PermissionsFull}}, Title: "the exec command",
 			New: func() Agent { return NewExec() }},
 	}
 }

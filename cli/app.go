@@ -160,11 +160,19 @@ func NewApp(d Deps) *cli.App {
 	return cliApp
 }
 
-// shareGlobals lets every command take the global flags after its name too
-// (nid up --config FILE), and gives it nid's usage errors.
+// readsNoConfiguration are the commands that neither read nid.yaml nor
+// reach Temporal nor log: the global flags would do nothing after their
+// names, so their help does not list them.
+var readsNoConfiguration = map[string]bool{"version": true, "completion": true}
+
+// shareGlobals lets every command that reads the configuration take the
+// global flags after its name too (nid up --config FILE), and gives every
+// command nid's usage errors.
 func shareGlobals(c *cli.Command) {
 	c.OnUsageError = usageError
-	c.Flags = append(c.Flags, globalFlags()...)
+	if !readsNoConfiguration[c.Name] {
+		c.Flags = append(c.Flags, globalFlags()...)
+	}
 	for _, sub := range c.Subcommands {
 		shareGlobals(sub)
 	}

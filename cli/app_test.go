@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -111,6 +113,28 @@ func TestHelpAfterArgumentsShowsHelp(t *testing.T) {
 	out, _, err := runApp(t, Deps{}, "rotate", "web/lead", "--help")
 	require.NoError(t, err)
 	require.Contains(t, out, "--mode MODE")
+}
+
+// Help lists only what a command takes, and each default once.
+func TestHelpListsWhatTheCommandUses(t *testing.T) {
+	for _, command := range []string{"version", "completion"} {
+		out, _, err := runApp(t, Deps{}, command, "--help")
+		require.NoError(t, err)
+		for _, global := range []string{"--config", "--address", "--namespace", "--log-level"} {
+			require.NotContains(t, out, global, "nid %s reads no configuration", command)
+		}
+	}
+	out, _, err := runApp(t, Deps{}, "ls", "--help")
+	require.NoError(t, err)
+	require.Contains(t, out, "--config FILE", "a command that reads the configuration takes the global flags after its name")
+
+	for _, command := range []string{"up", "worker"} {
+		out, _, err := runApp(t, Deps{}, command, "--help")
+		require.NoError(t, err)
+		line := regexp.MustCompile(`(?m)^\s+--max-sessions N.*$`).FindString(out)
+		require.Equal(t, 1, strings.Count(line, "default:"), line)
+		require.Contains(t, line, "(default: worker.maxSessions, else one per core, at least 2)")
+	}
 }
 
 func TestLsColour(t *testing.T) {

@@ -549,14 +549,14 @@ func TestInbox(t *testing.T) {
 	out := s.mustNid("inbox")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	require.Len(t, lines, 3, out)
-	require.Regexp(t, `^\d\d:\d\d:\d\d  api/exec  turn-failed       3 turns failed in a row; last: exec exited with status 1; your message was not run: e0$`, lines[0])
-	require.Regexp(t, `^\d\d:\d\d:\d\d  web/lead  rotation-failed   ×2 compact rotation \(manual\) failed: the agent did not compact: sim: compaction refused \(failCompact\)$`, lines[1])
-	require.Regexp(t, `^\d\d:\d\d:\d\d  api       budget-exhausted  budget exhausted \(turns\): `, lines[2])
+	require.Regexp(t, `^\d\d:\d\d:\d\d  api/exec  turn-failed         3 turns failed in a row; last: exec exited with status 1; your message was not run: e0$`, lines[0])
+	require.Regexp(t, `^\d\d:\d\d:\d\d  web/lead  rotation-failed ×2  compact rotation \(manual\) failed: the agent did not compact: sim: compaction refused \(failCompact\)$`, lines[1])
+	require.Regexp(t, `^\d\d:\d\d:\d\d  api       budget-exhausted    budget exhausted \(turns\): `, lines[2])
 
 	// An item from another day carries its date.
 	var dated bytes.Buffer
 	require.NoError(t, runInbox(context.Background(), s.c, inboxOptions{Group: "web", Now: time.Now().Add(48 * time.Hour)}, &dated))
-	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  web/lead  rotation-failed  `, dated.String())
+	require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  web/lead  rotation-failed ×2  `, dated.String())
 
 	var items []workflows.InboxItem
 	require.NoError(t, json.Unmarshal([]byte(s.mustNid("inbox", "web", "--json")), &items))

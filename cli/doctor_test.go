@@ -71,13 +71,13 @@ groups:
 		"state":            "ok: " + filepath.Join(dir, "state") + " does not exist yet: nid up makes it in " + dir + ", which this user can write",
 		"git":              checks["git"],
 		"repo":             checks["repo"],
-		"web/lead agent":   "ok: The sim agent runs inside nid: nothing to install",
+		"web/lead agent":   "ok: the sim agent runs inside nid: nothing to install",
 		"web/lint cli":     `fail: exec: command "` + lint + `" not found: install it, or set agents.exec.command to where it is`,
 		"web/lint sandbox": "ok: none: permissions: full runs exec without a sandbox",
 		"http":             "ok: http.listen 127.0.0.1:0 is free",
 	}, checks)
 	require.Regexp(t, `^ok: git version \S+ \(/\S+/git\), for the repo: of web$`, checks["git"])
-	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository: .*: set it to a git repository \(git init makes one\)$`, checks["repo"])
+	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository \(.*\): set it to a git repository \(git init makes one\)$`, checks["repo"])
 
 	// The text: one line per check, what failed saying what to do.
 	out, _, err := runApp(t, Deps{Dial: worker.Dial}, "doctor", "--config", file)
@@ -116,9 +116,9 @@ groups:
 	checks, err := doctorChecks(t, file)
 	require.EqualError(t, err, "2 of 7 checks failed: mend what their lines say, then run nid doctor again")
 	require.Regexp(t, `^fail: groups.web.rotate.mode: "sometimes" `, checks["config"])
-	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository: `, checks["repo"])
+	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository \(`, checks["repo"])
 	require.Regexp(t, `^ok: git version `, checks["git"])
-	require.Equal(t, "ok: The sim agent runs inside nid: nothing to install", checks["web/lead agent"])
+	require.Equal(t, "ok: the sim agent runs inside nid: nothing to install", checks["web/lead agent"])
 
 	// nid up --dry-run names the same two problems.
 	_, _, err = runApp(t, Deps{Dial: worker.Dial}, "up", "--dry-run", "--config", file)

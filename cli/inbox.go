@@ -69,11 +69,14 @@ func runInbox(ctx context.Context, c client.Client, opts inboxOptions, stdout io
 		if it.Session != "" {
 			who += "/" + it.Session
 		}
-		text := it.Text
+		// The count goes with the kind, which is what repeated: beside
+		// the text it ran into a text's own number (×3 3 rotations
+		// failed in a row).
+		kind := it.Kind
 		if it.Count > 1 {
-			text = fmt.Sprintf("×%d %s", it.Count, text)
+			kind = fmt.Sprintf("%s ×%d", kind, it.Count)
 		}
-		rows = append(rows, []string{inboxTime(it.At, opts.Now), printable(who, true), printable(it.Kind, true), printable(text, true)})
+		rows = append(rows, []string{inboxTime(it.At, opts.Now), printable(who, true), printable(kind, true), printable(it.Text, true)})
 	}
 	return writeTable(stdout, rows)
 }

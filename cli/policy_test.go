@@ -58,7 +58,7 @@ func TestTheGroupLearnsWhereTheSimCompactsItself(t *testing.T) {
 `)
 	// Ten turns reach 83%; the eleventh starts with the sim's compaction.
 	v := takeTurns(t, s, "web", "lead", 11)
-	const said = "The sim agent compacted itself at 83% of 100k; nid now rotates sim sessions at 80%"
+	const said = "the sim agent compacted itself at 83% of 100k; nid now rotates sim sessions at 80%"
 	require.Equal(t, []string{"learned: " + said}, eventTexts(v, workflows.EventPolicy))
 	require.Equal(t, []string{"compact (vendor)"}, methods(rotationsOf(v)))
 	temporaltest.WaitGroup(t, s.c, "web", "to learn the point", func(g workflows.GroupView) bool { return len(g.Learned) == 1 })

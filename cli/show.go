@@ -104,11 +104,12 @@ func runShow(ctx context.Context, c client.Client, opts showOptions, stdout, std
 		{"task", showTask(v.Task)},
 		{"locks", cmpOr(strings.Join(v.Locks, ", "), "none")},
 		{"worktree", showWorktree(v)},
-		{"workflow", id},
 	}
+	// Where the agent works sits beside the worktree it works in.
 	if v.WorkDir != "" && v.WorkDir != v.Worktree {
 		rows = append(rows, []string{"workdir", v.WorkDir})
 	}
+	rows = append(rows, []string{"workflow", id})
 	if v.LastOutput != "" {
 		rows = append(rows, []string{"last output", clip(v.LastOutput, 200)})
 	}

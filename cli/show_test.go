@@ -130,3 +130,13 @@ func TestShowWithoutWorker(t *testing.T) {
 	_, _, err = s.nid("show", "web/lead", "--json")
 	require.ErrorContains(t, err, "web/lead did not answer: no worker is running", "the API's answer is the session's own, or none")
 }
+
+// Where the agent works is shown beside the worktree, not after the
+// workflow's id.
+func TestShowWorkdirBesideWorktree(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newSite(t, "  web:\n    workdir: "+dir+"\n    sessions:\n      - {agent: sim, name: lead}\n")
+	out := s.mustNid("show", "web/lead")
+	require.Regexp(t, `(?m)^worktree +none yet .*\nworkdir +`+regexp.QuoteMeta(dir)+`\nworkflow +nid/web/lead\n`, out)
+}

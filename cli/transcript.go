@@ -120,7 +120,7 @@ type transcriptPrinter struct {
 }
 
 func (p *transcriptPrinter) print(entries []transcript.Entry) error {
-	for _, e := range entries {
+	for i, e := range entries {
 		p.last = max(p.last, e.Seq)
 		if p.json {
 			b, err := json.Marshal(e)
@@ -132,11 +132,11 @@ func (p *transcriptPrinter) print(entries []transcript.Entry) error {
 			}
 			continue
 		}
-		if e.Conversation != "" && e.Conversation != p.conversation && e.Kind != transcript.KindRotation {
-			if err := printLine(p.w, "── conversation %s", e.Conversation); err != nil {
+		if c := opens(entries[i:]); c != "" && c != p.conversation {
+			if err := printLine(p.w, "── conversation %s", c); err != nil {
 				return err
 			}
-			p.conversation = e.Conversation
+			p.conversation = c
 		}
 		e.At = e.At.Local()
 		if _, err := fmt.Fprintln(p.w, printable(transcript.Line(e), false)); err != nil {
@@ -144,4 +144,21 @@ func (p *transcriptPrinter) print(entries []transcript.Entry) error {
 		}
 	}
 	return nil
+}
+
+// opens is the conversation the first of entries belongs to, "" for a
+// rotation's mark (which ends one and starts the next). A turn's prompt is
+// written before the agent names its conversation, so a first prompt
+// belongs to the conversation of the entries that follow it: its header
+// goes above the prompt, not below.
+func opens(entries []transcript.Entry) string {
+	for _, e := range entries {
+		switch {
+		case e.Kind == transcript.KindRotation:
+			return ""
+		case e.Conversation != "":
+			return e.Conversation
+		}
+	}
+	return ""
 }

@@ -32,8 +32,8 @@ func TestTranscriptAcrossConversations(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, runTranscript(context.Background(), logs, transcriptOptions{Group: "web", Name: "lead"}, &out))
 	require.Equal(t, ""+
-		"15:00:00 > Goal: write the parser\n"+
 		"── conversation sim-1\n"+
+		"15:00:00 > Goal: write the parser\n"+
 		"15:00:00 < wrote it\n"+
 		"15:00:00 · handoff_write(The parser is done)\n"+
 		"15:00:00 ↻ handoff: Handoff from your previous conversation:\n"+

@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -86,7 +85,10 @@ func upFlags() []cli.Flag {
 func hostFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "host", Usage: "Serve under host `NAME` (default: worker.host, else the machine's hostname) [$NID_WORKER_HOST]"},
-		&cli.IntFlag{Name: "max-sessions", Usage: "Take at most `N` sessions placed by nid; 0 takes none (default: worker.maxSessions, else one per core, at least 2) [$NID_WORKER_MAXSESSIONS]"},
+		// DefaultText, or the help would add a second default, 0, which
+		// is not what an unset flag means.
+		&cli.IntFlag{Name: "max-sessions", Usage: "Take at most `N` sessions placed by nid; 0 takes none [$NID_WORKER_MAXSESSIONS]",
+			DefaultText: "worker.maxSessions, else one per core, at least 2"},
 	}
 }
 
@@ -188,7 +190,7 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 	}
 	rows = append(rows,
 		[]string{"nid HTTP server", n.http},
-		[]string{"Dashboard", n.login + " (a one-time login link for " + loginLinkTTL() + "; then log in with the API token)"},
+		[]string{"Dashboard", n.login + " (a one-time login link for " + worker.LoginLinkLife() + "; then log in with the API token)"},
 		[]string{"API token", tokenWhere(n.tokenFile)},
 	)
 	if err := writeTable(stdout, rows); err != nil {
@@ -219,11 +221,6 @@ func runUp(ctx context.Context, opts upOptions, start startNode, stdout, stderr 
 	return nil
 }
 
-// loginLinkTTL is how long nid up's login link works, as people say it.
-func loginLinkTTL() string {
-	return strconv.Itoa(int(worker.LoginLinkTTL.Minutes())) + " minutes"
-}
-
 // uiLoginLine is the embedded Web UI's login link, and what logs in once
 // it is spent: the Temporal credential, and the API token where the
 // process serves nid's API (nid up, not nid server).
@@ -232,7 +229,7 @@ func uiLoginLine(link string, apiToken bool) string {
 	if apiToken {
 		then += " or the API token"
 	}
-	return link + " (a one-time login link for " + loginLinkTTL() + "; then log in with " + then + ")"
+	return link + " (a one-time login link for " + worker.LoginLinkLife() + "; then log in with " + then + ")"
 }
 
 // tokenWhere says where the API token the dashboard and the API need is.

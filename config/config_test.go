@@ -369,12 +369,12 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "an API key for the embedded server",
 			env:  []string{"TEMPORAL_API_KEY=secret"},
-			want: []string{`temporal.apiKey: is for a cluster at temporal.address (TEMPORAL_API_KEY sets it too)`},
+			want: []string{`environment: TEMPORAL_API_KEY (temporal.apiKey): is for a cluster at temporal.address;`},
 		},
 		{
 			name: "an API key with its line break",
 			env:  []string{"TEMPORAL_ADDRESS=temporal.example.com:7233", "TEMPORAL_API_KEY=secret\n"},
-			want: []string{`temporal.apiKey: contains white space or control characters`},
+			want: []string{`TEMPORAL_API_KEY (temporal.apiKey): contains white space or control characters`},
 		},
 		{
 			name:    "a guessable metrics token",
@@ -385,7 +385,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name:    "the API token as the metrics token",
 			env:     []string{"NID_HTTP_TOKEN=the-same-token-0123456789-abcdefghijkl", "NID_HTTP_METRICSTOKEN=the-same-token-0123456789-abcdefghijkl"},
-			want:    []string{`http.metricsToken: is the same as http.token`},
+			want:    []string{`NID_HTTP_METRICSTOKEN (http.metricsToken): is the same as http.token`},
 			notWant: []string{`http.token:`},
 		},
 		{
@@ -406,7 +406,7 @@ func TestLoadReportsBadInput(t *testing.T) {
 		{
 			name: "NID_ variable of the wrong type",
 			env:  []string{"NID_TEMPORAL_UI_PORT=abc"},
-			want: []string{`temporal.ui.port: "abc" is not a number`},
+			want: []string{`environment: NID_TEMPORAL_UI_PORT (temporal.ui.port): "abc" is not a number`},
 		},
 	}
 	for _, tt := range tests {
@@ -442,7 +442,7 @@ groups:
 `)
 	_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: path, Environ: []string{"NID_STAT=blue", "NID_COLOUR=blue"}})
 	require.Error(t, err)
-	require.Equal(t, path+`: 7 problems:
+	require.Equal(t, path+` and the environment: 7 problems:
   NID_STAT: unknown environment variable; did you mean NID_STATE?
   groups.API: "API" is not a name: a group or session name is lower-case letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters
   groups.API.sessions[0].agent: "gpt" is not a known agent (known: sim, claude, codex, exec)
@@ -453,11 +453,86 @@ groups:
 }
 
 func TestLoadYAMLSyntaxErrorNamesFileAndLine(t *testing.T) {
-	path := writeFile(t, "groups:\n  web:\n    goal: [unclosed\n    rotate: {}\n")
-	_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: path, Environ: []string{}})
-	require.Error(t, err)
-	require.Contains(t, err.Error(), path+": ")
-	require.Regexp(t, `line \d+`, err.Error())
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{
+			name: "a key indented less than its siblings",
+			yaml: "temporal:\n  port: 7233\ngroups:\n  web:\n    goal: ship\n   sessions: []\n",
+			want: ": line 6: did not find expected key",
+		},
+		{
+			name: "a list item indented less than the one before",
+			yaml: "groups:\n  web:\n    goal: ship\n    sessions:\n      - agent: sim\n        name: lead\n     - agent: sim\n",
+			want: ": line 7: did not find expected key",
+		},
+		{
+			name: "a list item among keys",
+			yaml: "state: .nid\nhttp:\n  listen: 127.0.0.1:7777\n  token: \"\"\n  - extra\n",
+			want: ": line 5: did not find expected key",
+		},
+		{
+			name: "an unclosed bracket",
+			yaml: "groups:\n  web:\n    goal: [unclosed\n    rotate: {}\n",
+			want: ": line 3: did not find expected ',' or ']'",
+		},
+		{
+			name: "a tab in the indentation",
+			yaml: "groups:\n  web:\n    goal: ship\n\tsessions: []\n",
+			want: ": line 4: found a tab character that violates indentation",
+		},
+	}
+	// A mistake at the end of a long list, under a block opened at
+	// its top: found in a few parses, not one per line.
+	long := "groups:\n  web:\n    sessions:\n" + strings.Repeat("      - agent: sim\n", 5000) + "     - agent: sim\n"
+	tests = append(tests, struct{ name, yaml, want string }{"a mistake after five thousand sessions", long, ": line 5004: did not find expected key"})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, tt.yaml)
+			_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: path, Environ: []string{}})
+			require.Error(t, err)
+			require.Equal(t, path+tt.want, err.Error())
+		})
+	}
+}
+
+func TestLoadNamesTheVariableThatSetABadValue(t *testing.T) {
+	path := writeFile(t, "temporal: {port: 7233}\n")
+	tests := []struct {
+		name  string
+		env   []string
+		flags map[string]any
+		want  string
+	}{
+		{
+			name: "a variable's value that is not a number",
+			env:  []string{"NID_TEMPORAL_PORT=abc"},
+			want: `environment: NID_TEMPORAL_PORT (temporal.port): "abc" is not a number`,
+		},
+		{
+			name: "a variable's value out of range",
+			env:  []string{"NID_TEMPORAL_PORT=0"},
+			want: `environment: NID_TEMPORAL_PORT (temporal.port): 0 is outside 1..65535`,
+		},
+		{
+			name: "a variable nid does not know",
+			env:  []string{"NID_TEMPORAL_PROT=7300"},
+			want: `environment: NID_TEMPORAL_PROT: unknown environment variable; did you mean NID_TEMPORAL_PORT?`,
+		},
+		{
+			name:  "a flag over the variable",
+			env:   []string{"NID_TEMPORAL_PORT=7300"},
+			flags: map[string]any{"temporal.port": 0},
+			want:  path + `: temporal.port: 0 is outside 1..65535`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.Load(config.LoadOptions{Kinds: kinds(), File: path, Environ: tt.env, Flags: tt.flags})
+			require.Error(t, err)
+			require.Equal(t, tt.want, err.Error())
+		})
+	}
 }
 
 func TestLoadFile(t *testing.T) {

@@ -68,9 +68,10 @@ type LoadOptions struct {
 // then NID_* environment variables (and TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE and TEMPORAL_API_KEY, which NID_ ones override), then
 // flags, and validates it. A file that cannot be parsed is an error naming
-// it and the line; an invalid configuration is one error listing every
-// problem (Problems lists them one by one), with no configuration unless
-// LoadOptions.Partial asks for it.
+// it and the line of the mistake; an invalid configuration is one error
+// listing every problem (Problems lists them one by one), each under the
+// environment variable that set the value when one did, with no
+// configuration unless LoadOptions.Partial asks for it.
 func Load(opts LoadOptions) (*Config, error) {
 	file, data, err := readFile(opts.File)
 	if err != nil {
@@ -84,16 +85,22 @@ func Load(opts LoadOptions) (*Config, error) {
 	k := koanf.New(".")
 	if data != nil {
 		if err := k.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
+			return nil, fmt.Errorf("%s: %w", file, yamlError(data, err))
 		}
 	}
 	fromEnv := func() []string { return environ }
+	// setBy names the variable each key's value came from, so a bad value
+	// is reported under the variable the user set, not under the file.
+	setBy := make(map[string]string)
 	temporal := env.Provider(".", env.Opt{
 		EnvironFunc: fromEnv,
 		TransformFunc: func(name, value string) (string, any) {
 			// An empty variable is one left unset in a shell profile.
 			if value == "" {
 				return "", nil
+			}
+			if key := temporalEnv[name]; key != "" {
+				setBy[key] = name
 			}
 			return temporalEnv[name], value
 		},
@@ -118,8 +125,12 @@ func Load(opts LoadOptions) (*Config, error) {
 				// shell profile's, a script's), not nid's to refuse.
 				if msg := envUnknown(name, envKeys); msg != "" {
 					envProblems = append(envProblems, problem{name, msg})
+					setBy[name] = name
 				}
 				return "", nil
+			}
+			if value != "" {
+				setBy[key] = name
 			}
 			return key, value
 		},
@@ -130,6 +141,9 @@ func Load(opts LoadOptions) (*Config, error) {
 	if len(opts.Flags) > 0 {
 		if err := k.Load(confmap.Provider(opts.Flags, "."), nil); err != nil {
 			return nil, err
+		}
+		for key := range opts.Flags {
+			delete(setBy, key)
 		}
 	}
 
@@ -143,7 +157,7 @@ func Load(opts LoadOptions) (*Config, error) {
 		ps = merge(ps, c.repoProblems())
 	}
 	if len(ps) > 0 {
-		invalid := &invalidError{source: file, problems: ps}
+		invalid := &invalidError{file: file, setBy: setBy, problems: ps}
 		if opts.Partial {
 			return c, invalid
 		}
@@ -306,31 +320,62 @@ func Problems(err error) []string {
 	}
 	out := make([]string, len(invalid.problems))
 	for i, p := range invalid.problems {
-		out[i] = p.String()
+		out[i] = invalid.line(p)
 	}
 	return out
 }
 
-// invalidError lists every problem Load found.
+// invalidError lists every problem Load found, each under the name the
+// user wrote: a key of the file, or the environment variable that set it.
 type invalidError struct {
-	source   string // the file, or "" when there was none
+	file     string // "" when there was none
+	setBy    map[string]string
 	problems []problem
 }
 
 func (e *invalidError) Error() string {
 	var b strings.Builder
-	if e.source != "" {
-		b.WriteString(e.source)
-	} else {
-		b.WriteString("configuration")
-	}
+	b.WriteString(e.source())
 	if len(e.problems) == 1 {
-		b.WriteString(": " + e.problems[0].String())
+		b.WriteString(": " + e.line(e.problems[0]))
 		return b.String()
 	}
 	fmt.Fprintf(&b, ": %d problems:", len(e.problems))
 	for _, p := range e.problems {
-		b.WriteString("\n  " + p.String())
+		b.WriteString("\n  " + e.line(p))
 	}
 	return b.String()
+}
+
+// source names where the problems are: the file only when one of them is
+// in it, since a variable's mistake is not the file's.
+func (e *invalidError) source() string {
+	var inEnv, elsewhere bool
+	for _, p := range e.problems {
+		if e.setBy[p.path] != "" {
+			inEnv = true
+		} else {
+			elsewhere = true
+		}
+	}
+	where := e.file
+	if where == "" {
+		where = "configuration"
+	}
+	switch {
+	case inEnv && elsewhere:
+		return where + " and the environment"
+	case inEnv:
+		return "environment"
+	}
+	return where
+}
+
+// line renders one problem, naming the variable that set its key:
+// NID_TEMPORAL_PORT (temporal.port): "abc" is not a number.
+func (e *invalidError) line(p problem) string {
+	if v := e.setBy[p.path]; v != "" && v != p.path {
+		return v + " (" + p.path + "): " + p.msg
+	}
+	return p.String()
 }

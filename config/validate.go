@@ -59,7 +59,7 @@ func (c *Config) problems(ks kinds) []problem {
 	case c.Embedded() && t.TLS.On():
 		add("temporal.tls", "is for a cluster at temporal.address; the embedded server nid up starts listens on 127.0.0.1 without TLS")
 	case c.Embedded() && t.APIKey != "":
-		add("temporal.apiKey", "is for a cluster at temporal.address (TEMPORAL_API_KEY sets it too); the embedded server nid up starts takes the credential it keeps in the state directory (temporal-token)")
+		add("temporal.apiKey", "is for a cluster at temporal.address; the embedded server nid up starts takes the credential it keeps in the state directory (temporal-token)")
 	default:
 		_, tlsProblems := t.clientTLS()
 		ps = append(ps, tlsProblems...)

@@ -44,7 +44,7 @@ func TestDoctorSim(t *testing.T) {
 	doctorLine(t, out, "ok", "temporal", fmt.Sprintf("temporal.ui.port 127.0.0.1:%d is free", s.ui))
 	doctorLine(t, out, "ok", "state", "does not exist yet: nid up makes it in "+s.dir)
 	doctorLine(t, out, "ok", "credential", "temporal-token does not exist yet: nid up makes it when its Temporal server first starts")
-	doctorLine(t, out, "ok", "web/lead agent", "The sim agent runs inside nid: nothing to install")
+	doctorLine(t, out, "ok", "web/lead agent", "the sim agent runs inside nid: nothing to install")
 	doctorLine(t, out, "ok", "http", fmt.Sprintf("http.listen 127.0.0.1:%d is free", s.http))
 	require.NotContains(t, out, "fail")
 

@@ -533,7 +533,7 @@ func TestDashboardLoginLink(t *testing.T) {
 	// Used once, it is spent, for any browser.
 	resp, page := get(t, browserClient(t), srv.URL+link)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	require.Contains(t, page, "This login link was used already or has expired")
+	require.Contains(t, page, "This login link was used already or has expired: a link works once, within 10 minutes.")
 	require.Contains(t, page, `<form method="post" action="/login">`)
 	require.Empty(t, resp.Cookies())
 
@@ -770,9 +770,10 @@ func TestNonLoopbackListenNeedsAToken(t *testing.T) {
 		})
 	}
 
-	// The node refuses before it starts anything.
+	// The node refuses before it starts anything or writes its state
+	// directory.
 	cfg := config.Default()
-	cfg.State = t.TempDir()
+	cfg.State = filepath.Join(t.TempDir(), ".nid")
 	cfg.HTTP.Listen = "0.0.0.0:0"
 	started := false
 	_, err := Start(context.Background(), Options{Config: cfg, StartEmbedded: func(context.Context, EmbeddedOptions) (EmbeddedServer, error) {
@@ -781,6 +782,7 @@ func TestNonLoopbackListenNeedsAToken(t *testing.T) {
 	}})
 	require.ErrorContains(t, err, "is not a loopback address")
 	require.False(t, started, "no Temporal server was started")
+	require.NoDirExists(t, cfg.State, "the state directory is not made")
 }
 
 // An event stream over sessions that have nothing to do backs off: its

@@ -23,6 +23,15 @@ import (
 // generated because neither http.token nor NID_HTTP_TOKEN set one.
 const TokenFile = "http-token"
 
+// needsToken refuses an HTTP listen address other than loopback without a
+// configured token (see APIToken).
+func needsToken(cfg *config.Config) error {
+	if cfg.HTTP.Token == "" && !config.LoopbackAddress(cfg.HTTP.Listen) {
+		return fmt.Errorf("http.listen %s is not a loopback address: set http.token (or NID_HTTP_TOKEN) to serve the API and dashboard there", cfg.HTTP.Listen)
+	}
+	return nil
+}
+
 // APIToken returns the bearer token the API and the dashboard require:
 // http.token when set, else the one in the state directory, generated on
 // first use. file is where a generated token lives, empty for a configured
@@ -33,8 +42,8 @@ func APIToken(cfg *config.Config) (token, file string, err error) {
 	if cfg.HTTP.Token != "" {
 		return cfg.HTTP.Token, "", nil
 	}
-	if !config.LoopbackAddress(cfg.HTTP.Listen) {
-		return "", "", fmt.Errorf("http.listen %s is not a loopback address: set http.token (or NID_HTTP_TOKEN) to serve the API and dashboard there", cfg.HTTP.Listen)
+	if err := needsToken(cfg); err != nil {
+		return "", "", err
 	}
 	file = filepath.Join(cfg.State, TokenFile)
 	b, err := os.ReadFile(file)
@@ -71,6 +80,9 @@ const dashboardHeader = "X-Nid-Dashboard"
 // it from nid up's output, short enough that an old terminal scrollback
 // or shell history is no way in.
 const LoginLinkTTL = 10 * time.Minute
+
+// LoginLinkLife is LoginLinkTTL as the dashboard and nid up say it.
+func LoginLinkLife() string { return spoken(LoginLinkTTL) }
 
 // LoginTTL is how long a browser's login lasts, counted from when the
 // browser logged in (a fixed expiry: a cookie copied off a machine, or a

@@ -102,7 +102,7 @@ func (a *API) serveLoginLink(w http.ResponseWriter, r *http.Request) {
 	}
 	if !a.guard.UseLink(strings.TrimPrefix(r.URL.Path, "/login/")) {
 		loginPage(w, http.StatusUnauthorized, "/",
-			"This login link was used already or has expired: a link works once, within "+LoginLinkTTL.String()+". Log in with the API token instead.")
+			"This login link was used already or has expired: a link works once, within "+LoginLinkLife()+". Log in with the API token instead.")
 		return
 	}
 	a.guard.LogIn(w)

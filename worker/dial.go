@@ -43,7 +43,7 @@ func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger, handler 
 	opts := client.Options{
 		HostPort:          address,
 		Namespace:         namespace,
-		Logger:            sdklog.NewStructuredLogger(logger),
+		Logger:            sdklog.NewStructuredLogger(slog.New(newSDKHandler(logger.Handler(), address))),
 		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf, GrpcCompression: compression(address)},
 		MetricsHandler:    handler,
 	}

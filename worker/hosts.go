@@ -66,11 +66,14 @@ func Place(ctx context.Context, c client.Client, session, want string) (string, 
 }
 
 // heartbeat beats for this host every w.Heartbeat until ctx ends. A beat
-// that fails is logged and tried again at the next one: the registry counts
-// a host down only after several are missed.
+// that fails is tried again at the next one: the registry counts a host
+// down only after several are missed. The first failure of a run of them is
+// said once in words, and the rest kept at debug, since a server that is
+// down fails every beat until it is back.
 func heartbeat(ctx context.Context, c client.Client, b workflows.HostBeat, logger *slog.Logger) {
 	t := time.NewTicker(b.Every)
 	defer t.Stop()
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -78,10 +81,19 @@ func heartbeat(ctx context.Context, c client.Client, b workflows.HostBeat, logge
 		case <-t.C:
 		}
 		bctx, cancel := context.WithTimeout(ctx, b.Every)
-		if err := Beat(bctx, c, b); err != nil && ctx.Err() == nil {
-			logger.Warn("Heartbeat not delivered", "host", b.Host, "error", err)
-		}
+		err := Beat(bctx, c, b)
 		cancel()
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && !failing:
+			failing = true
+			logger.Warn(fmt.Sprintf("host %s could not tell Temporal it is alive; it tries again every %s; if it cannot for long, its sessions wait as host-down", b.Host, spoken(b.Every)), "error", err)
+		case err != nil:
+			logger.Debug("heartbeat not delivered", "host", b.Host, "error", err)
+		case failing:
+			failing = false
+			logger.Info(fmt.Sprintf("host %s reaches Temporal again", b.Host))
+		}
 	}
 }
 

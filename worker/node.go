@@ -101,11 +101,15 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 			_ = started.Stop()
 		}
 	}()
+	// Before anything starts, the state directory included: a node that
+	// would serve its API to the network without a configured token
+	// refuses to start at all, and leaves nothing behind.
+	if err := needsToken(cfg); err != nil {
+		return nil, err
+	}
 	if err := statedir.Prepare(cfg.State); err != nil {
 		return nil, err
 	}
-	// Before anything starts: a node that would serve its API to the
-	// network without a configured token refuses to start at all.
 	token, tokenFile, err := APIToken(cfg)
 	if err != nil {
 		return nil, err

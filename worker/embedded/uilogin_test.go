@@ -170,9 +170,12 @@ func TestWebUIAsksForALogin(t *testing.T) {
 				require.Equal(t, http.StatusSeeOther, a.status, a.body)
 				require.Equal(t, "/namespaces/default/workflows", a.location, "the login goes on to the page it was asked for")
 				require.NotNil(t, a.cookie)
-				status, body := uiCall(t, uiPort, &http.Cookie{Name: uiCookie, Value: a.cookie.Value}, local, http.MethodGet, list)
-				require.Equal(t, http.StatusOK, status, body)
-				require.Contains(t, body, `"target"`)
+				// The list is visibility's, which may lag the start by a
+				// moment.
+				require.Eventually(t, func() bool {
+					status, body := uiCall(t, uiPort, &http.Cookie{Name: uiCookie, Value: a.cookie.Value}, local, http.MethodGet, list)
+					return status == http.StatusOK && strings.Contains(body, `"target"`)
+				}, 10*time.Second, 100*time.Millisecond, "the logged-in UI lists the workflow")
 			})
 		}
 	})

@@ -152,6 +152,13 @@ type session struct {
 	stopWatchingHost workflow.CancelFunc
 	// moving is the move the rotation starting now carries, if any.
 	moving *MoveSpec
+	// cancelTurn cancels the running turn's attempt (VersionLostTurns);
+	// turnLost, once set, says why it was cut.
+	cancelTurn workflow.CancelFunc
+	turnLost   string
+	// rotationLost says why the running rotation was cancelled, when it
+	// was lost with its host rather than stopped.
+	rotationLost string
 }
 
 // SessionWorkflow is one agent seat in a group. It runs forever: it sends

@@ -55,8 +55,8 @@ type fakeAgent struct {
 	onCompact func()
 	// cut, when set, runs inside a work turn first; an error it returns
 	// is the turn's (a worker that died under it, a host gone).
-	cut func(ctx context.Context, in activities.TurnInput) error
-	turns     []activities.TurnInput
+	cut   func(ctx context.Context, in activities.TurnInput) error
+	turns []activities.TurnInput
 	// queues are the task queues the turns were sent to.
 	queues []string
 	stops  []string

@@ -310,7 +310,28 @@ func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved 
 		return plan, err
 	}
 	plan.Attention = activities.Failing(SessionChecks(ctx, cfg, false))
+	n.tellCannotStart(ctx, cfg.Worker.Host, plan.Attention)
 	return plan, StopRemoved(ctx, n.Client, plan)
+}
+
+// tellCannotStart tells each session whose check failed that its agent
+// cannot run on host, so that it needs attention now, as the plan says,
+// rather than showing idle until a turn tries. A session that did not
+// hear it learns the same at its first turn.
+func (n *Node) tellCannotStart(ctx context.Context, host string, failing []activities.Check) {
+	told := map[string]bool{}
+	for _, c := range failing {
+		group, name, err := workflows.ParseSessionRef(c.Session)
+		if err != nil || told[c.Session] {
+			continue
+		}
+		told[c.Session] = true
+		err = n.Client.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalCannotStart,
+			workflows.CannotStart{Host: host, Text: c.Text})
+		if err != nil {
+			n.logger.Debug("Could not tell a session it cannot start", "sessionID", workflows.SessionID(group, name), "error", err)
+		}
+	}
 }
 
 // NewEmbeddedOptions is how the config sets up the embedded server, so that

@@ -166,7 +166,7 @@ func TestASessionThatCannotStartNeedsAttentionAtOnce(t *testing.T) {
 	require.Equal(t, StatusIdle, before.Status)
 	require.Equal(t, StatusNeedsAttention, after.Status, "nid ls says what nid up said")
 	require.Len(t, h.inbox, 1)
-	require.Equal(t, "web/lead cannot start its agent: claude: not found on PATH", h.inbox[0].Text)
+	require.Equal(t, "web/lead cannot run its agent: claude: not found on PATH", h.inbox[0].Text)
 	require.Equal(t, StatusIdle, v.Status, "the human's message lets it try")
 	require.Equal(t, 1, v.Context.TotalTurns)
 }

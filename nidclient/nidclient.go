@@ -218,16 +218,15 @@ func ListGroups(ctx context.Context, c client.Client) ([]string, error) {
 	return names, nil
 }
 
-// QueryTimeout bounds a query: a workflow whose worker died a moment ago is
-// still handed the query, and nothing would answer it.
+// QueryTimeout bounds one try of a query: a workflow whose worker died a
+// moment ago is still handed the query, and nothing would answer it; the
+// next try reaches the worker that took it over (see query).
 const QueryTimeout = 10 * time.Second
 
 // QuerySession asks a session workflow for its view.
 func QuerySession(ctx context.Context, c client.Client, group, name string) (workflows.SessionView, error) {
-	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
-	defer cancel()
 	var v workflows.SessionView
-	val, err := c.QueryWorkflow(ctx, workflows.SessionID(group, name), "", workflows.QuerySession)
+	val, err := query(ctx, c, workflows.SessionID(group, name), workflows.QuerySession)
 	if err != nil {
 		return v, err
 	}
@@ -236,10 +235,8 @@ func QuerySession(ctx context.Context, c client.Client, group, name string) (wor
 
 // QueryGroup asks a group workflow for its view.
 func QueryGroup(ctx context.Context, c client.Client, group string) (workflows.GroupView, error) {
-	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
-	defer cancel()
 	var v workflows.GroupView
-	val, err := c.QueryWorkflow(ctx, workflows.GroupID(group), "", workflows.QueryGroup)
+	val, err := query(ctx, c, workflows.GroupID(group), workflows.QueryGroup)
 	if err != nil {
 		return v, err
 	}

@@ -3,12 +3,14 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -95,4 +97,53 @@ func TestASessionThatCannotStartIsListedAsNeedingAttention(t *testing.T) {
 	require.Equal(t, workflows.StatusIdle, s.ls()["web/sim"].Status, "the sim beside it is fine")
 	inbox := s.mustNid("inbox", "web")
 	require.Contains(t, inbox, "web/lead cannot run its agent: claude: command \""+missing+"\" not found")
+}
+
+// A Claude Code session removed from nid.yaml and reloaded: nid stops it
+// in words (no raw log line at the default level), its long-lived process
+// is closed though the worker's file no longer lists it, and no turn is
+// said after the stop.
+func TestARemovedClaudeSessionIsStoppedInWords(t *testing.T) {
+	m := handoffModel(t)
+	claude := sessionYAML(t, activities.KindClaude, m)
+	repo := gitRepo(t)
+	s := newSite(t, `  real:
+    repo: `+repo+`
+    rotate: {mode: off}
+    sessions:
+`+claude+`      - {agent: sim, name: sim, sim: {turnDelay: 200ms}}
+`)
+	up := s.up()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("nid up:\n%s", up.out.String())
+		}
+	})
+	c := s.client()
+	s.mustNid("send", "real/lead", "Write the toggle")
+	s.eventually("the first turn", 3*time.Minute, func() bool { return s.session(c, "real", "lead").Context.TotalTurns >= 1 })
+	s.eventually("Claude Code's process kept for the next turn", time.Minute, func() bool { return len(s.recordedAgents()) == 1 })
+
+	s.groups = `  real:
+    repo: ` + repo + `
+    rotate: {mode: off}
+    sessions:
+      - {agent: sim, name: sim, sim: {turnDelay: 200ms}}
+`
+	s.writeConfig()
+	require.Contains(t, s.mustNid("reload"), "stop real/lead: it left nid.yaml")
+	var v workflows.SessionView
+	s.eventually("its agent stopped", time.Minute, func() bool {
+		v = s.session(c, "real", "lead")
+		return slices.ContainsFunc(v.Events, func(e workflows.Event) bool { return e.Text == "its agent is stopped" })
+	})
+	s.eventually("Claude Code's process closed", 30*time.Second, func() bool { return len(s.recordedAgents()) == 0 })
+	stopped := slices.IndexFunc(v.Events, func(e workflows.Event) bool { return strings.HasPrefix(e.Text, "stopped (it left nid.yaml)") })
+	require.GreaterOrEqual(t, stopped, 0)
+	for _, e := range v.Events[stopped:] {
+		require.NotEqual(t, workflows.EventTurn, e.Kind, "no turn after the stop: %s", e.Text)
+	}
+	require.NotContains(t, up.out.String(), "agent did not stop")
+	require.NotContains(t, up.out.String(), "level=WARN")
+	require.Equal(t, workflows.StatusStopped, s.ls()["real/lead"].Status)
 }

@@ -152,8 +152,10 @@ type session struct {
 	stopWatchingHost workflow.CancelFunc
 	// moving is the move the rotation starting now carries, if any.
 	moving *MoveSpec
-	// cancelTurn cancels the running turn's attempt (VersionLostTurns);
-	// turnLost, once set, says why it was cut.
+	// turning is true while a turn runs, its tries and the waits between
+	// them included; cancelTurn cancels the try running (VersionLostTurns);
+	// turnLost, once set, says why the turn was cut.
+	turning    bool
 	cancelTurn workflow.CancelFunc
 	turnLost   string
 	// rotationLost says why the running rotation was cancelled, when it

@@ -204,7 +204,8 @@ func (s *session) runTurn(ctx workflow.Context, prompt string) (activities.TurnR
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activities.RunTurnName, s.turnInput(prompt)).Get(ctx, &res)
 		return res, err
 	}
-	s.turnLost = ""
+	s.turnLost, s.turning = "", true
+	defer func() { s.turning = false }()
 	policy := *opts.RetryPolicy
 	backoff := policy.InitialInterval
 	for attempt := 1; ; attempt++ {
@@ -256,13 +257,16 @@ func retryable(err error, nonRetryable []string) bool {
 }
 
 // cutTurn cancels the turn running on a host that is down, which no
-// answer will come from: why says so in the feed.
+// answer will come from, or, between its tries, runs it no more: why says
+// so in the feed.
 func (s *session) cutTurn(why string) bool {
-	if s.cancelTurn == nil {
+	if !s.turning {
 		return false
 	}
 	s.turnLost = why
-	s.cancelTurn()
+	if s.cancelTurn != nil {
+		s.cancelTurn()
+	}
 	return true
 }
 

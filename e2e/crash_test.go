@@ -380,7 +380,7 @@ func TestCrashLeavesNoAgentProcessRunning(t *testing.T) {
 	})
 	require.Equal(t, "answered", s.session(c, "web", "lead").LastOutput)
 	require.Empty(t, s.recordedAgents(), "no record outlives its process")
-	require.Contains(t, next.out.String(), "Running again at once what a worker that did not stop cleanly left unfinished")
+	require.Contains(t, next.out.String(), "Failed at once what a worker that did not stop cleanly left unfinished: each session runs it again")
 	require.Equal(t, []string{activities.ErrWorkerStopped}, retriedTurns(t, c, "web", "lead"),
 		"the cut attempt was failed by the next start, not timed out")
 	attempts, err := os.ReadDir(activities.AttemptDir(filepath.Join(s.dir, ".nid")))

@@ -59,6 +59,11 @@ func TestSplitProcessesWorkerKilledMidTurn(t *testing.T) {
 	require.Equal(t, 1, simTurns(t, guest, conversation), "the killed turn saved nothing")
 
 	w := guest.serveNid("worker")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("nid worker:\n%s", w.out.String())
+		}
+	})
 	// Within the API's own limit: the server no longer waits on the killed
 	// worker's queue.
 	_, err := querySessionViewWithin(c, "web", "lead", 5*time.Second)

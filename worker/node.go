@@ -173,10 +173,6 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		logger.Warn("Could not check every recorded agent process", "dir", activities.PidDir(cfg.State), "error", err)
 	}
 
-	// After the reaping: a cut attempt run again must not meet the agent
-	// that was running it.
-	failCutAttempts(ctx, n.Client, activities.AttemptDir(cfg.State), logger)
-
 	// Before any worker starts: an activity waiting in this host's queue
 	// (a restart) runs the moment it does, and reads the configuration.
 	n.cfg.Store(cfg)
@@ -227,6 +223,12 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	// queries to the dead worker's own queue (see resetStickyQueues): take
 	// the workflows over before the node says it serves.
 	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
+
+	// After the reaping: a cut attempt run again must not meet the agent
+	// that was running it. And after the take-over: a session hears of its
+	// cut turn in a workflow task, which would otherwise wait for the dead
+	// worker's own queue, holding up every query meanwhile.
+	failCutAttempts(ctx, n.Client, activities.AttemptDir(cfg.State), logger)
 
 	n.startsGroups = opts.StartGroups
 	if opts.StartGroups {

@@ -143,6 +143,11 @@ type TurnRequest struct {
 	Conversation string `json:"conversation,omitempty"`
 	Prompt       string `json:"prompt"`
 	Kind         string `json:"kind"`
+	// Generation numbers the session's conversations, one more at each
+	// handoff (TurnInput.Generation): the sim numbers a new conversation
+	// after it, so a session moved to a host that never saw it goes on
+	// from its number there too.
+	Generation int `json:"generation,omitempty"`
 	// MCP is the session's own MCP endpoint.
 	MCP MCPAccess `json:"-"`
 	// StateDir is where the agent may keep per-session files.

@@ -299,6 +299,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 				Conversation: in.Conversation,
 				Prompt:       in.Prompt,
 				Kind:         kind,
+				Generation:   in.Generation,
 				MCP:          a.mcp(in.Session, in.Generation),
 				StateDir:     a.StateDir,
 				Process:      p,

@@ -41,9 +41,11 @@ import (
 // A conversation's state is a small JSON file,
 // <StateDir>/sim/<group>/<session>/<conversation>.json, so it survives worker
 // restarts as a real agent's transcript does. Conversation ids are sim-1,
-// sim-2, ... counted from the files in the session's directory: readable in
-// events, the same on every run of a test, and never reused within a
-// session because the files outlive the worker.
+// sim-2, ... counted from the files in the session's directory and from
+// the session's generation (its handoffs so far): readable in events, the
+// same on every run of a test, and never reused within a session, because
+// the files outlive the worker and the generation outlives a move to a
+// host without them.
 type Sim struct {
 	// HTTPClient makes the sim's MCP calls; nil means http.DefaultClient.
 	HTTPClient *http.Client
@@ -117,7 +119,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	}
 	var st simState
 	if req.Conversation == "" {
-		if st.Conversation, err = nextConversation(dir); err != nil {
+		if st.Conversation, err = nextConversation(dir, req.Generation); err != nil {
 			return TurnReport{}, err
 		}
 		st.UsedTokens = min(cfg.StartTokens+promptTokens(req.Prompt), cfg.Window)
@@ -399,13 +401,14 @@ func simDir(stateDir string, ref SessionRef) (string, error) {
 var simIDRE = regexp.MustCompile(`^sim-([1-9][0-9]*)$`)
 
 // nextConversation is one more than the highest conversation number in the
-// session's directory.
-func nextConversation(dir string) (string, error) {
+// session's directory, and at least one more than generation: a host the
+// session moved to has none of its earlier conversations' files.
+func nextConversation(dir string, generation int) (string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("sim: %w", err)
 	}
-	highest := 0
+	highest := max(generation, 0)
 	for _, e := range entries {
 		id, ok := strings.CutSuffix(e.Name(), ".json")
 		m := simIDRE.FindStringSubmatch(id)

@@ -239,6 +239,18 @@ func TestSimConversationIDsAreNumberedPerSession(t *testing.T) {
 	require.Equal(t, "sim-3", fresh(NewSim(), lead))
 }
 
+// A session moved to another host hands off into a fresh conversation
+// there, where none of its files are: the id goes on from its generation,
+// so the move reads sim-2 → sim-3, not sim-2 → sim-1.
+func TestSimConversationIDsGoOnAfterAMove(t *testing.T) {
+	newHost := t.TempDir()
+	rep, err := NewSim().Turn(context.Background(), TurnRequest{
+		Session: lead, Spec: AgentSpec{Kind: KindSim}, Prompt: "start", Kind: TurnFresh, StateDir: newHost, Generation: 2,
+	})
+	require.NoError(t, err)
+	require.Equal(t, "sim-3", rep.Conversation)
+}
+
 func TestSimStateSurvivesARestart(t *testing.T) {
 	s := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 1_000})
 	s.mustTurn(TurnWork, "abcd")

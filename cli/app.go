@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/worker"
 )
 
@@ -308,7 +310,23 @@ func (a *app) withClient(cCtx *cli.Context, fn func(ctx context.Context, c clien
 		return err
 	}
 	defer c.Close()
-	return fn(cCtx.Context, c)
+	return fn(nidclient.WithWaitNotice(cCtx.Context, a.waitNotice()), c)
+}
+
+// waitNotice tells the user, once on stderr, that a command waits for a
+// workflow whose worker may have just stopped, rather than leaving them
+// before a silent terminal for up to half a minute.
+func (a *app) waitNotice() func(string) {
+	said := map[string]bool{}
+	var mu sync.Mutex
+	return func(text string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !said[text] {
+			said[text] = true
+			fmt.Fprintln(a.Stderr, "nid: "+text)
+		}
+	}
 }
 
 // errHelpShown ends a command whose arguments asked for its help.

@@ -26,7 +26,8 @@ func newMoveCommand(a *app) *cli.Command {
 			"(refs/nid/salvage/...; nothing is committed on the branch), and the fresh\n" +
 			"conversation starts on HOST in a fresh worktree of the same branch with the\n" +
 			"salvage applied, holding the same tasks and locks. A session whose host is\n" +
-			"down moves at once, with what it last said. The rotation event names both hosts.\n\n" +
+			"down moves at once, with what it last said: the turn it was running there is\n" +
+			"lost with the host. The rotation event names both hosts.\n\n" +
 			"   nid move web/lead box-b",
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)

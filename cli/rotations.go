@@ -34,8 +34,10 @@ func newRotationsCommand(a *app) *cli.Command {
 			"the handoff came from (agent: its handoff_write; nid: built from the transcript;\n" +
 			"last-output) and its size, the git facts nid put in the first message, and\n" +
 			"whether the fresh conversation's handoff_ack matched the board (true, false,\n" +
-			"none), with what differed or why it failed. Then a line per session: rotations\n" +
-			"by method, how many handoffs were verified, tokens reclaimed per rotation.",
+			"none; not asked for an agent that calls no tools), with what differed or why it\n" +
+			"failed. A rotation nid stop cancelled keeps its number and says so. Then a line\n" +
+			"per session: rotations by method, failed and cancelled ones, how many of the\n" +
+			"handoffs asked were verified, tokens reclaimed per rotation.",
 		Flags: []cli.Flag{jsonFlag()},
 		Action: action(func(cCtx *cli.Context) error {
 			args, err := commandArgs(cCtx)
@@ -96,7 +98,9 @@ func runRotations(ctx context.Context, c client.Client, opts rotationsOptions, s
 // receiptRow is one receipt as nid rotations prints it.
 func receiptRow(session string, r workflows.RotationEvent, now time.Time) []string {
 	method := r.Method
-	if !r.OK {
+	if r.Cancelled {
+		method += " cancelled"
+	} else if !r.OK {
 		method += " ✗"
 	}
 	reason := r.Reason
@@ -113,7 +117,7 @@ func receiptRow(session string, r workflows.RotationEvent, now time.Time) []stri
 	}
 	return []string{session, fmt.Sprint(r.Number), at, method, reason,
 		formatTokens(r.BeforeTokens) + " → " + formatTokens(r.AfterTokens),
-		costText(r), summaryText(r), factsText(r), dash(r.Verified), printable(clip(note, 200), true)}
+		costText(r), summaryText(r), factsText(r), verifiedText(r.Verified), printable(clip(note, 200), true)}
 }
 
 // costText is what the rotation's own model calls cost: tokens, and USD
@@ -150,6 +154,15 @@ func factsText(r workflows.RotationEvent) string {
 	}
 }
 
+// verifiedText is a receipt's verified column: true, false, none (asked,
+// and it did not say), not asked (its agent calls no tools), or "—".
+func verifiedText(v string) string {
+	if v == workflows.VerifiedNotAsked {
+		return "not asked"
+	}
+	return dash(v)
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "—"
@@ -162,7 +175,7 @@ func dash(s string) string {
 // tokens reclaimed per rotation".
 func statsText(s nidclient.RotationStats) string {
 	n := s.Rotations()
-	if n == 0 && s.Failed == 0 {
+	if n == 0 && s.Failed == 0 && s.Cancelled == 0 {
 		return "no rotations yet"
 	}
 	var by []string
@@ -181,8 +194,14 @@ func statsText(s nidclient.RotationStats) string {
 	if s.Failed > 0 {
 		text += fmt.Sprintf(", %d failed", s.Failed)
 	}
+	if s.Cancelled > 0 {
+		text += fmt.Sprintf(", %d cancelled by nid stop", s.Cancelled)
+	}
 	if s.Checked > 0 {
 		text += fmt.Sprintf("; %d of %s verified", s.Verified, plural(s.Checked, "handoff"))
+	}
+	if s.NotAsked > 0 {
+		text += fmt.Sprintf("; %s not asked to acknowledge (the agent calls no tools)", plural(s.NotAsked, "handoff"))
 	}
 	if n > 0 {
 		text += "; " + formatTokens(s.ReclaimedPerRotation) + " tokens reclaimed per rotation"

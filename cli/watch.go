@@ -198,6 +198,8 @@ func eventText(e workflows.Event) string {
 		return s
 	case e.Kind == workflows.EventRotation && e.Rotation != nil:
 		return rotationText(*e.Rotation)
+	case e.Kind == workflows.EventRotationFailed && e.Rotation != nil && e.Rotation.Cancelled:
+		return e.Text // not a failure: the stop cancelled it, and says so
 	case e.Kind == workflows.EventRotationFailed && e.Rotation != nil:
 		r := e.Rotation
 		s := fmt.Sprintf("✗ rotation failed: %s (%s)", r.Method, r.Reason)
@@ -241,7 +243,7 @@ func rotationText(r workflows.RotationEvent) string {
 		s += "  " + quoted
 	}
 	if r.Verified != "" {
-		s += "  verified: " + r.Verified
+		s += "  verified: " + verifiedText(r.Verified)
 	}
 	return s
 }

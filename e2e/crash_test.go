@@ -380,7 +380,7 @@ func TestCrashLeavesNoAgentProcessRunning(t *testing.T) {
 	})
 	require.Equal(t, "answered", s.session(c, "web", "lead").LastOutput)
 	require.Empty(t, s.recordedAgents(), "no record outlives its process")
-	require.Contains(t, next.out.String(), "Running again at once what a worker that did not stop cleanly left unfinished")
+	require.Contains(t, next.out.String(), "Failed at once what a worker that did not stop cleanly left unfinished: each session runs it again")
 	require.Equal(t, []string{activities.ErrWorkerStopped}, retriedTurns(t, c, "web", "lead"),
 		"the cut attempt was failed by the next start, not timed out")
 	attempts, err := os.ReadDir(activities.AttemptDir(filepath.Join(s.dir, ".nid")))
@@ -388,33 +388,49 @@ func TestCrashLeavesNoAgentProcessRunning(t *testing.T) {
 	require.Empty(t, attempts, "no attempt's record outlives it")
 }
 
-// retriedTurns is, for each turn of the session that took more than one
-// attempt, why its attempt before the last ended: the failure's type, or
-// "timeout".
+// retriedTurns is, for each try of the session's turns that did not
+// complete and was tried again, why it ended: the failure's type, or
+// "timeout". A turn's tries are the session's own (workflows'
+// VersionLostTurns): each is an activity of one attempt.
 func retriedTurns(t *testing.T, c client.Client, group, name string) []string {
+	t.Helper()
+	tries := turnTries(t, c, group, name)
+	var why []string
+	for i, end := range tries {
+		if end != "completed" && i+1 < len(tries) {
+			why = append(why, end)
+		}
+	}
+	return why
+}
+
+// turnTries is how each try of the session's turns ended, in order:
+// "completed", "timeout", "cancelled", or the failure's type.
+func turnTries(t *testing.T, c client.Client, group, name string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	iter := c.GetWorkflowHistory(ctx, workflows.SessionID(group, name), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	turns := map[int64]bool{}
-	var why []string
+	var ends []string
 	for iter.HasNext() {
 		e, err := iter.Next()
 		require.NoError(t, err)
 		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activities.RunTurnName {
 			turns[e.GetEventId()] = true
 		}
-		a := e.GetActivityTaskStartedEventAttributes()
-		if a == nil || !turns[a.GetScheduledEventId()] || a.GetAttempt() < 2 {
-			continue
-		}
-		if f := a.GetLastFailure(); f.GetTimeoutFailureInfo() != nil {
-			why = append(why, "timeout")
-		} else {
-			why = append(why, f.GetApplicationFailureInfo().GetType())
+		switch {
+		case turns[e.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()]:
+			ends = append(ends, "completed")
+		case turns[e.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()]:
+			ends = append(ends, "timeout")
+		case turns[e.GetActivityTaskCanceledEventAttributes().GetScheduledEventId()]:
+			ends = append(ends, "cancelled")
+		case turns[e.GetActivityTaskFailedEventAttributes().GetScheduledEventId()]:
+			ends = append(ends, e.GetActivityTaskFailedEventAttributes().GetFailure().GetApplicationFailureInfo().GetType())
 		}
 	}
-	return why
+	return ends
 }
 
 // SIGTERM stops the agent of a turn in flight, and what it started, before

@@ -17,11 +17,9 @@ import (
 // answer is no hosts; a registry that does not answer is an
 // *UnavailableError.
 func Hosts(ctx context.Context, c client.Client) (workflows.HostsView, error) {
-	qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
-	defer cancel()
 	v := workflows.HostsView{Hosts: []workflows.HostView{}}
 	asked := time.Now()
-	val, err := c.QueryWorkflow(qctx, workflows.HostsID, "", workflows.QueryHosts)
+	val, err := query(ctx, c, workflows.HostsID, workflows.QueryHosts)
 	if IsNotFound(err) {
 		return v, nil
 	}

@@ -218,8 +218,9 @@ func ListGroups(ctx context.Context, c client.Client) ([]string, error) {
 	return names, nil
 }
 
-// QueryTimeout bounds a query: a workflow whose worker died a moment ago is
-// still handed the query, and nothing would answer it.
+// QueryTimeout bounds one try of a query: a workflow whose worker died a
+// moment ago is still handed the query, and nothing would answer it; the
+// next try reaches the worker that took it over (see query).
 const QueryTimeout = 10 * time.Second
 
 // queryError is a query that failed, with when it was asked: a query no
@@ -235,11 +236,9 @@ func (e *queryError) Unwrap() error { return e.err }
 
 // QuerySession asks a session workflow for its view.
 func QuerySession(ctx context.Context, c client.Client, group, name string) (workflows.SessionView, error) {
-	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
-	defer cancel()
 	var v workflows.SessionView
 	asked := time.Now()
-	val, err := c.QueryWorkflow(ctx, workflows.SessionID(group, name), "", workflows.QuerySession)
+	val, err := query(ctx, c, workflows.SessionID(group, name), workflows.QuerySession)
 	if err != nil {
 		return v, &queryError{err: err, asked: asked}
 	}
@@ -248,11 +247,9 @@ func QuerySession(ctx context.Context, c client.Client, group, name string) (wor
 
 // QueryGroup asks a group workflow for its view.
 func QueryGroup(ctx context.Context, c client.Client, group string) (workflows.GroupView, error) {
-	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
-	defer cancel()
 	var v workflows.GroupView
 	asked := time.Now()
-	val, err := c.QueryWorkflow(ctx, workflows.GroupID(group), "", workflows.QueryGroup)
+	val, err := query(ctx, c, workflows.GroupID(group), workflows.QueryGroup)
 	if err != nil {
 		return v, &queryError{err: err, asked: asked}
 	}

@@ -2,9 +2,11 @@ package nidclient
 
 import (
 	"context"
+	"slices"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -27,10 +29,15 @@ type RotationStats struct {
 	Handoff int `json:"handoff"`
 	Vendor  int `json:"vendor"`
 	Failed  int `json:"failed"`
-	// Checked counts the handoffs whose fresh conversation nid checked
-	// (verified true, false or none); Verified those it found true.
-	Checked  int `json:"checked"`
-	Verified int `json:"verified"`
+	// Checked counts the handoffs whose fresh conversation nid asked to
+	// acknowledge what it resumes (verified true, false or none); Verified
+	// those it found true. NotAsked counts the handoffs of agents that
+	// call no tools, which nothing asks. Cancelled counts the rotations
+	// nid stop cancelled, whose numbers are taken.
+	Checked   int `json:"checked"`
+	Verified  int `json:"verified"`
+	NotAsked  int `json:"notAsked"`
+	Cancelled int `json:"cancelled"`
 	// ReclaimedPerRotation is the context the rotations that went through
 	// freed, tokens before less after, on average.
 	ReclaimedPerRotation int64 `json:"reclaimedPerRotation"`
@@ -45,6 +52,10 @@ func StatsOf(receipts []workflows.RotationEvent) RotationStats {
 	var s RotationStats
 	var reclaimed int64
 	for _, r := range receipts {
+		if r.Cancelled {
+			s.Cancelled++
+			continue
+		}
 		if !r.OK {
 			s.Failed++
 			continue
@@ -58,7 +69,9 @@ func StatsOf(receipts []workflows.RotationEvent) RotationStats {
 			s.Handoff++
 		}
 		reclaimed += max(0, r.BeforeTokens-r.AfterTokens)
-		if r.Verified != "" {
+		if r.Verified == workflows.VerifiedNotAsked {
+			s.NotAsked++
+		} else if r.Verified != "" {
 			s.Checked++
 			if r.Verified == workflows.VerifiedTrue {
 				s.Verified++
@@ -100,11 +113,27 @@ func Rotations(ctx context.Context, c client.Client, group, name string) ([]Sess
 		if err != nil {
 			return nil, err
 		}
-		receipts := v.Receipts
+		receipts := notAsked(v.Receipts, v.Agent)
 		if receipts == nil {
 			receipts = []workflows.RotationEvent{}
 		}
 		out = append(out, SessionRotations{Session: group + "/" + n, Receipts: receipts, Stats: StatsOf(receipts)})
 	}
 	return out, nil
+}
+
+// notAsked marks the handoffs of an agent kind that calls no tools as not
+// asked to acknowledge: sessions before workflows.VersionLostTurns said
+// none of them, as if the agent had been asked and had not answered.
+func notAsked(receipts []workflows.RotationEvent, kind string) []workflows.RotationEvent {
+	if activities.KindOf(kind).Tools {
+		return receipts
+	}
+	out := slices.Clone(receipts)
+	for i := range out {
+		if out[i].Verified == workflows.VerifiedNone {
+			out[i].Verified = workflows.VerifiedNotAsked
+		}
+	}
+	return out
 }

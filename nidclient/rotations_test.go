@@ -33,3 +33,16 @@ func TestStatsOf(t *testing.T) {
 	require.Equal(t, 7, got.Rotations())
 	require.Equal(t, RotationStats{}, StatsOf(nil))
 }
+
+// A handoff nothing asked to acknowledge (an agent that calls no tools) is
+// not one that went unverified, and a rotation nid stop cancelled is not a
+// failure: both are counted apart, so "0 of 5 verified" says nothing false.
+func TestStatsCountNotAskedAndCancelledApart(t *testing.T) {
+	exec := workflows.RotationEvent{Method: config.ModeHandoff, Reason: workflows.ReasonManual, OK: true, Verified: workflows.VerifiedNone, BeforeTokens: 9, AfterTokens: 1}
+	cancelled := workflows.RotationEvent{Method: config.ModeHandoff, Reason: workflows.ReasonManual, Cancelled: true, Error: "cancelled: the session was stopped"}
+	receipts := notAsked([]workflows.RotationEvent{exec, exec, cancelled}, "exec")
+	require.Equal(t, workflows.VerifiedNone, exec.Verified, "the session's own receipts are left as they are")
+	got := StatsOf(receipts)
+	require.Equal(t, RotationStats{Handoff: 2, NotAsked: 2, Cancelled: 1, ReclaimedPerRotation: 8}, got)
+	require.Equal(t, workflows.VerifiedNone, notAsked([]workflows.RotationEvent{exec}, "claude")[0].Verified, "a kind that calls tools was asked")
+}

@@ -52,7 +52,8 @@ func (a *recordedActivity) ExecuteActivity(ctx context.Context, in *interceptor.
 
 // failCutAttempts fails the attempts that a worker on this state directory
 // left unfinished when it died, so that they run again now rather than
-// when the server notices. The token fails that attempt only: one the
+// when the server notices (a session's turn is tried again by the session
+// itself, which runs nothing once it is stopped). The token fails that attempt only: one the
 // server has meanwhile timed out, or that completed, is gone and left be.
 func failCutAttempts(ctx context.Context, c client.Client, dir string, logger *slog.Logger) {
 	cut, err := activities.CutAttempts(dir)
@@ -80,6 +81,6 @@ func failCutAttempts(ctx context.Context, c client.Client, dir string, logger *s
 		}
 	}
 	if len(failed) > 0 {
-		logger.Warn("Running again at once what a worker that did not stop cleanly left unfinished", "attempts", strings.Join(failed, ", "))
+		logger.Warn("Failed at once what a worker that did not stop cleanly left unfinished: each session runs it again, unless it was stopped", "attempts", strings.Join(failed, ", "))
 	}
 }

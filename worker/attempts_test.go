@@ -94,7 +94,7 @@ func TestAStartingWorkerFailsOnlyTheCutAttemptsTheServerStillWaitsFor(t *testing
 	}
 	require.Len(t, lines, 2, "one warning for the refused token, one naming what runs again: %s", log.String())
 	require.Contains(t, lines[0], "Could not fail an activity attempt")
-	require.Contains(t, lines[1], "Running again at once")
+	require.Contains(t, lines[1], "Failed at once what a worker that did not stop cleanly left unfinished")
 	require.Contains(t, lines[1], "Cut of "+run.GetID()+" (attempt 1)")
 	require.NotContains(t, log.String(), "Ends of", "an attempt that has ended is not said to run again")
 	left, err := os.ReadDir(dir)

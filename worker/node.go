@@ -185,10 +185,6 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		logger.Warn("Could not check every recorded agent process", "dir", activities.PidDir(cfg.State), "error", err)
 	}
 
-	// After the reaping: a cut attempt run again must not meet the agent
-	// that was running it.
-	failCutAttempts(ctx, n.Client, activities.AttemptDir(cfg.State), logger)
-
 	// Before any worker starts: an activity waiting in this host's queue
 	// (a restart) runs the moment it does, and reads the configuration.
 	n.cfg.Store(cfg)
@@ -239,6 +235,12 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	// queries to the dead worker's own queue (see resetStickyQueues): take
 	// the workflows over before the node says it serves.
 	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
+
+	// After the reaping: a cut attempt run again must not meet the agent
+	// that was running it. And after the take-over: a session hears of its
+	// cut turn in a workflow task, which would otherwise wait for the dead
+	// worker's own queue, holding up every query meanwhile.
+	failCutAttempts(ctx, n.Client, activities.AttemptDir(cfg.State), logger)
 
 	n.startsGroups = opts.StartGroups
 	if opts.StartGroups {
@@ -322,7 +324,28 @@ func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved 
 		return plan, err
 	}
 	plan.Attention = activities.Failing(SessionChecks(ctx, cfg, false))
+	n.tellCannotStart(ctx, cfg.Worker.Host, plan.Attention)
 	return plan, StopRemoved(ctx, n.Client, plan)
+}
+
+// tellCannotStart tells each session whose check failed that its agent
+// cannot run on host, so that it needs attention now, as the plan says,
+// rather than showing idle until a turn tries. A session that did not
+// hear it learns the same at its first turn.
+func (n *Node) tellCannotStart(ctx context.Context, host string, failing []activities.Check) {
+	told := map[string]bool{}
+	for _, c := range failing {
+		group, name, err := workflows.ParseSessionRef(c.Session)
+		if err != nil || told[c.Session] {
+			continue
+		}
+		told[c.Session] = true
+		err = n.Client.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalCannotStart,
+			workflows.CannotStart{Host: host, Text: c.Text})
+		if err != nil {
+			n.logger.Debug("Could not tell a session it cannot start", "sessionID", workflows.SessionID(group, name), "error", err)
+		}
+	}
 }
 
 // NewEmbeddedOptions is how the config sets up the embedded server, so that

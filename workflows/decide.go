@@ -29,6 +29,9 @@ const (
 	RotateAfterTurn = "after-turn"
 	// RotateJoined: a rotation is running and the request joins it.
 	RotateJoined = "joined"
+	// RotateWhenHostBack: the session's host is down; it rotates when the
+	// host is back (a move hands it off at once instead).
+	RotateWhenHostBack = "when-host-back"
 )
 
 // What a request joins, if anything.
@@ -53,6 +56,8 @@ type RotateDecision struct {
 	// agent wrote, which waits while the session's policy rotations are
 	// stopped (VersionRotateWhileHalted).
 	agentHandoff bool
+	// host is the session's host, down, that the rotation waits for.
+	host string
 }
 
 // DecideRotate decides a manual request for mode (empty: the group's) made of
@@ -90,6 +95,9 @@ func DecideRotate(mode string, v SessionView) RotateDecision {
 		d.When, d.Mode, d.join = RotateAfterTurn, EffectiveMode(mode, v.Policy), joinPending
 	case v.Status == StatusWorking || v.Status == StatusRateLimited || v.Status == StatusRotating:
 		d.When, d.Mode = RotateAfterTurn, EffectiveMode(mode, v.Policy)
+	case v.Status == StatusHostDown:
+		// Nothing runs while its host is down: the rotation waits for it.
+		d.When, d.Mode, d.host = RotateWhenHostBack, EffectiveMode(mode, v.Policy), v.Host
 	default:
 		d.When, d.Mode = RotateNow, EffectiveMode(mode, v.Policy)
 	}
@@ -130,6 +138,9 @@ func (d RotateDecision) sentence(ref string) string {
 		return fmt.Sprintf("a rotation is already pending for %s: this request joins it (%s); it runs %s", ref, d.Mode, d.whenText())
 	case d.status == StatusRotating:
 		return fmt.Sprintf("%s is in another rotation now: it rotates (%s) when that one ends%s", ref, d.Mode, d.withText())
+	case d.When == RotateWhenHostBack:
+		return fmt.Sprintf("%s's host %s is down, so nothing runs: it rotates (%s) when the host is back; nid move %s HOST hands it off onto another host at once",
+			ref, d.host, d.Mode, ref)
 	case d.When == RotateAfterTurn:
 		return fmt.Sprintf("%s is %s: it rotates (%s) when the current turn ends%s", ref, d.status, d.Mode, d.withText())
 	default:

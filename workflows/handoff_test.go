@@ -206,7 +206,7 @@ func TestAToollessAgentIsNotAskedToAcknowledge(t *testing.T) {
 	require.NotContains(t, freshPrompt(t, h), activities.ToolHandoffAck)
 	rots := rotations(v)
 	require.Len(t, rots, 1)
-	require.Equal(t, VerifiedNone, rots[0].Verified)
+	require.Equal(t, VerifiedNotAsked, rots[0].Verified, "nothing asked it: not a handoff that went unverified")
 	require.Empty(t, rots[0].VerifyNote)
 	require.Empty(t, h.inbox)
 }

@@ -100,11 +100,22 @@ const (
 	// SignalMove carries a MoveRequest from `nid move`: the session hands
 	// off onto another host.
 	SignalMove = "move"
+	// SignalCannotStart carries a CannotStart from the worker that applied
+	// nid.yaml: the session's agent cannot run on its host, so it needs
+	// attention before any turn tries (VersionLostTurns).
+	SignalCannotStart = "cannot_start"
 )
 
 // MoveRequest asks a session to move to Host.
 type MoveRequest struct {
 	Host string `json:"host"`
+}
+
+// CannotStart says why a session's agent cannot run on Host (empty: the
+// session's host, whichever it is), in the words of nid doctor's check.
+type CannotStart struct {
+	Host string `json:"host,omitempty"`
+	Text string `json:"text"`
 }
 
 // Queries a session answers.
@@ -371,6 +382,9 @@ type RotationEvent struct {
 	BeforeTokens    int64  `json:"beforeTokens"`
 	AfterTokens     int64  `json:"afterTokens"`
 	Error           string `json:"error,omitempty"`
+	// Cancelled says nid stop cancelled the rotation before it ended
+	// (VersionLostTurns): its number is taken, and nothing changed.
+	Cancelled bool `json:"cancelled,omitempty"`
 
 	// The receipt (VersionVouchedHandoff): what the rotation itself cost,
 	// how big its summary was, the facts nid read, and whether the fresh
@@ -499,6 +513,9 @@ const (
 	VerifiedTrue  = "true"  // it named the tasks it holds
 	VerifiedFalse = "false" // it named others
 	VerifiedNone  = "none"  // it did not say
+	// VerifiedNotAsked: its kind calls no tools, so nothing asked it to
+	// acknowledge (VersionLostTurns; before, such a handoff was none).
+	VerifiedNotAsked = "not-asked"
 )
 
 // ======== Group: nid/<group> ========

@@ -245,6 +245,9 @@ func (r *rotation) verify(ctx workflow.Context) {
 	said := slices.Sorted(slices.Values(ack.Tasks))
 	ref := r.in.Session.Group + "/" + r.in.Session.Name
 	switch {
+	case !got && !r.kind.Tools && r.has(VersionLostTurns):
+		// Its first message asked for no handoff_ack: it cannot call one.
+		r.res.Verified = VerifiedNotAsked
 	case !got:
 		r.res.Verified = VerifiedNone
 		if r.kind.Tools {

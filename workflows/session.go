@@ -152,6 +152,15 @@ type session struct {
 	stopWatchingHost workflow.CancelFunc
 	// moving is the move the rotation starting now carries, if any.
 	moving *MoveSpec
+	// turning is true while a turn runs, its tries and the waits between
+	// them included; cancelTurn cancels the try running (VersionLostTurns);
+	// turnLost, once set, says why the turn was cut.
+	turning    bool
+	cancelTurn workflow.CancelFunc
+	turnLost   string
+	// rotationLost says why the running rotation was cancelled, when it
+	// was lost with its host rather than stopped.
+	rotationLost string
 }
 
 // SessionWorkflow is one agent seat in a group. It runs forever: it sends

@@ -68,6 +68,11 @@ func (s *session) onHost(ctx workflow.Context, h HostState) {
 		s.st.HostDown, s.st.HostDownSince, s.st.HostDownTold = true, workflow.Now(ctx), false
 		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("host %s is down: waiting for it", h.Host)})
 		s.watchHostDown(ctx)
+		if s.st.PendingMove != "" {
+			// Asked to move while the host was up: the step it waited
+			// for will not end now.
+			s.cutLostStep(ctx)
+		}
 	} else {
 		s.st.HostDown = false
 		if s.stopWatchingHost != nil {
@@ -116,9 +121,31 @@ func (s *session) onMove(ctx workflow.Context, m MoveRequest) {
 	case m.Host == s.st.Host:
 		s.st.PendingMove = ""
 		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("%s is on host %s already", ref, m.Host)})
+	case s.has(VersionLostTurns) && s.st.HostDown:
+		s.st.PendingMove = m.Host
+		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moving from host %s, which is down, to host %s: it hands off at once with what it last said", s.st.Host, m.Host)})
+		s.cutLostStep(ctx)
 	default:
 		s.st.PendingMove = m.Host
 		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moving from host %s to host %s: it hands off when its current turn ends", s.st.Host, m.Host)})
+	}
+}
+
+// cutLostStep cancels the turn or rotation running on the session's host
+// while it is down and a move waits (VersionLostTurns): no answer will
+// come from that host, and the move is the way on. Its work there is lost
+// with the host; the move hands off with what the session last said.
+func (s *session) cutLostStep(ctx workflow.Context) {
+	if !s.has(VersionLostTurns) || !s.st.HostDown || s.st.PendingMove == "" {
+		return
+	}
+	lost := fmt.Sprintf("the turn running on host %s is lost with it: the move hands off with what the session last said", s.st.Host)
+	if s.cutTurn(lost) {
+		return
+	}
+	if s.cancelRotation != nil && s.moving == nil {
+		s.rotationLost = fmt.Sprintf("the rotation running on host %s is lost with it: the move hands off instead", s.st.Host)
+		s.cancelRotation()
 	}
 }
 

@@ -46,16 +46,31 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 		HeldLocks:     s.heldLocks(),
 		Move:          s.moving,
 	})
+	s.rotationLost = ""
 	var res RotationResult
 	err := s.child.Get(ctx, &res)
 	s.child, s.running, s.cancelRotation = nil, nil, nil
 
-	if err != nil && s.st.Stopped && temporal.IsCanceledError(err) {
-		// Stopped mid-rotation: not a failure for the inbox.
+	lost := s.rotationLost != "" && temporal.IsCanceledError(err)
+	if err != nil && (s.st.Stopped || lost) && temporal.IsCanceledError(err) {
+		// Stopped mid-rotation, or lost with its host: not a failure for
+		// the inbox.
 		if s.st.SlotAsked {
 			s.giveSlotBack(ctx)
 		}
-		s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation (%s) cancelled: the session was stopped", req.Mode, req.Reason)})
+		why := "the session was stopped"
+		if !s.st.Stopped {
+			why = s.rotationLost
+		}
+		ev := Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation (%s) cancelled: %s", req.Mode, req.Reason, why)}
+		if s.has(VersionLostTurns) {
+			// Its number is taken: the receipts say where it went.
+			receipt := RotationEvent{Number: n, Method: req.Mode, Reason: req.Reason, Cancelled: true,
+				Error: "cancelled: " + why, OldConversation: s.st.Conversation, BeforeTokens: s.st.Context.UsedTokens}
+			ev.Rotation = &receipt
+			s.keepReceipt(receipt, workflow.Now(ctx))
+		}
+		s.record(ctx, ev)
 		s.setStatus(ctx, StatusIdle)
 		return
 	}

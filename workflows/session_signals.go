@@ -25,6 +25,7 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalStart, s.onStart)
 	onSignal(ctx, sel, SignalHost, s.onHost)
 	onSignal(ctx, sel, SignalMove, s.onMove)
+	onSignal(ctx, sel, SignalCannotStart, s.onCannotStart)
 	return sel
 }
 
@@ -266,4 +267,23 @@ func (s *session) onStart(ctx workflow.Context, req SessionStart) {
 	s.record(ctx, Event{Kind: EventResumed, Text: text})
 	s.publish(ctx)
 	s.tellRegistry(ctx)
+}
+
+// onCannotStart takes the word of the worker that applied nid.yaml: the
+// session's agent cannot run on its host. A session that waits for its
+// first prompt would otherwise show idle until a turn tried and failed;
+// it needs attention now, as nid up said. A message from the human, or
+// nid start after a stop, lets it try again.
+func (s *session) onCannotStart(ctx workflow.Context, c CannotStart) {
+	if !s.has(VersionLostTurns) || s.st.Stopped || s.st.Status != StatusIdle && s.st.Status != StatusRetrying {
+		return
+	}
+	if c.Host != "" && s.st.Host != "" && c.Host != s.st.Host {
+		return // checked on another host than the one it runs on
+	}
+	text := fmt.Sprintf("%s/%s cannot run its agent: %s", s.in.Group, s.in.Name, clip(c.Text, MaxWhyChars))
+	s.record(ctx, Event{Kind: EventTurnFailed, Text: text})
+	s.toInbox(ctx, EventTurnFailed, text)
+	s.setStatus(ctx, StatusNeedsAttention)
+	s.publish(ctx)
 }

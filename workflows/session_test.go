@@ -53,7 +53,10 @@ type fakeAgent struct {
 	// inside a compaction.
 	onTurn    func(in activities.TurnInput)
 	onCompact func()
-	turns     []activities.TurnInput
+	// cut, when set, runs inside a work turn first; an error it returns
+	// is the turn's (a worker that died under it, a host gone).
+	cut   func(ctx context.Context, in activities.TurnInput) error
+	turns []activities.TurnInput
 	// queues are the task queues the turns were sent to.
 	queues []string
 	stops  []string
@@ -123,7 +126,13 @@ func (f *fakeAgent) RunTurn(ctx context.Context, in activities.TurnInput) (activ
 	used := f.used[conv]
 	onTurn := f.onTurn
 	noHandoff := f.noHandoff
+	cut := f.cut
 	f.mu.Unlock()
+	if cut != nil && in.Kind == activities.TurnWork {
+		if err := cut(ctx, in); err != nil {
+			return activities.TurnResult{}, err
+		}
+	}
 
 	out := fmt.Sprintf("output of turn in %s", conv)
 	switch in.Kind {

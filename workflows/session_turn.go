@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -137,21 +138,23 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 	// Whether the group already counted this turn is known now; a board
 	// arriving during the turn must not change the answer.
 	reserved := s.granted()
-	actx := workflow.WithActivityOptions(ctx, activityOptions(s.queue(), turnTimeout(s.in.Spec)))
-	var res activities.TurnResult
-	err := workflow.ExecuteActivity(actx, activities.RunTurnName, activities.TurnInput{
-		Session:      s.ref(),
-		Spec:         s.in.Spec,
-		Conversation: s.st.Conversation,
-		Prompt:       prompt,
-		Kind:         activities.TurnWork,
-		Generation:   s.st.Generation,
-	}).Get(ctx, &res)
+	res, err := s.runTurn(ctx, prompt)
 	s.st.UsedSeq = s.st.ReserveSeq
-	if err != nil && s.has(VersionFailuresSettle) && fromHuman {
+	if err != nil && s.has(VersionFailuresSettle) && fromHuman && !(s.has(VersionLostTurns) && s.st.Stopped) {
 		// The human's message is not lost with the turn: it goes first
 		// again, unless the session now needs the human (turnFailed).
 		s.st.Messages = append([]string{prompt}, s.st.Messages...)
+	}
+	if err != nil && s.has(VersionLostTurns) && s.st.Stopped {
+		// The stop let the turn end, and it ended without an answer:
+		// a stopped session runs it no more.
+		s.record(ctx, Event{Kind: EventStopped, Text: "the turn running when it was stopped did not finish (" + ErrorText(err) + "); a stopped session does not run it again"})
+		return
+	}
+	if err != nil && s.has(VersionLostTurns) && temporal.IsCanceledError(err) && s.turnLost != "" {
+		s.record(ctx, Event{Kind: EventTurnFailed, Text: s.turnLost})
+		s.setStatus(ctx, StatusIdle)
+		return
 	}
 	if err != nil && isContextFull(err) {
 		s.contextFull(ctx, err)
@@ -177,8 +180,94 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 	s.applyUsage(res.Usage)
 	s.plot("", "")
 	rec := s.st.Context
-	s.record(ctx, Event{Kind: EventTurn, Text: fmt.Sprintf("turn %d", rec.TotalTurns), Context: &rec})
+	if s.has(VersionLostTurns) && s.st.Stopped {
+		// Its feed said stopped already: this is the step the stop let end.
+		s.record(ctx, Event{Kind: EventStopped, Text: fmt.Sprintf("the turn running when it was stopped ended (turn %d); it takes no more", rec.TotalTurns), Context: &rec})
+	} else {
+		s.record(ctx, Event{Kind: EventTurn, Text: fmt.Sprintf("turn %d", rec.TotalTurns), Context: &rec})
+	}
 	s.setStatus(ctx, StatusIdle)
+}
+
+// turnAttempts is how often a turn runs at most, its first attempt
+// included, as the activities' retry policy says (activityOptions).
+const turnAttempts = 3
+
+// runTurn runs the turn's activity. Since VersionLostTurns the session,
+// not the server, tries a failed attempt again, as the retry policy
+// would, so that a stopped session runs no cut attempt again and a move
+// off a host that is down can cut the attempt lost there (cutTurn).
+func (s *session) runTurn(ctx workflow.Context, prompt string) (activities.TurnResult, error) {
+	opts := activityOptions(s.queue(), turnTimeout(s.in.Spec))
+	if !s.has(VersionLostTurns) {
+		var res activities.TurnResult
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activities.RunTurnName, s.turnInput(prompt)).Get(ctx, &res)
+		return res, err
+	}
+	s.turnLost, s.turning = "", true
+	defer func() { s.turning = false }()
+	policy := *opts.RetryPolicy
+	backoff := policy.InitialInterval
+	for attempt := 1; ; attempt++ {
+		opts.TaskQueue = s.queue()
+		opts.RetryPolicy = &temporal.RetryPolicy{MaximumAttempts: 1}
+		tctx, cancel := workflow.WithCancel(ctx)
+		s.cancelTurn = cancel
+		var res activities.TurnResult
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(tctx, opts), activities.RunTurnName, s.turnInput(prompt)).Get(ctx, &res)
+		s.cancelTurn = nil
+		cancel()
+		if err == nil || attempt >= turnAttempts || s.st.Stopped || s.turnLost != "" || !retryable(err, policy.NonRetryableErrorTypes) {
+			return res, err
+		}
+		if err := workflow.Sleep(ctx, backoff); err != nil {
+			return res, err
+		}
+		backoff = min(time.Duration(float64(backoff)*policy.BackoffCoefficient), policy.MaximumInterval)
+		if s.st.Stopped || s.turnLost != "" {
+			return res, temporal.NewCanceledError()
+		}
+	}
+}
+
+// turnInput is the work turn's activity input for prompt.
+func (s *session) turnInput(prompt string) activities.TurnInput {
+	return activities.TurnInput{
+		Session:      s.ref(),
+		Spec:         s.in.Spec,
+		Conversation: s.st.Conversation,
+		Prompt:       prompt,
+		Kind:         activities.TurnWork,
+		Generation:   s.st.Generation,
+	}
+}
+
+// retryable says the server's retry policy would have tried an
+// activity's failure again: not a cancellation, and not an application
+// error marked non-retryable or of one of the types nonRetryable lists.
+func retryable(err error, nonRetryable []string) bool {
+	if temporal.IsCanceledError(err) {
+		return false
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return !app.NonRetryable() && !slices.Contains(nonRetryable, app.Type())
+	}
+	return true
+}
+
+// cutTurn cancels the turn running on a host that is down, which no
+// answer will come from, or, between its tries, runs it no more: why says
+// so in the feed.
+func (s *session) cutTurn(why string) bool {
+	if !s.turning {
+		return false
+	}
+	s.turnLost = why
+	if s.cancelTurn != nil {
+		s.cancelTurn()
+	}
+	return true
 }
 
 func (s *session) turnFailed(ctx workflow.Context, err error, fromHuman bool) {
@@ -328,7 +417,13 @@ func (s *session) stopAgent(ctx workflow.Context) {
 		if err := workflow.ExecuteActivity(actx, activities.StopAgentName, activities.StopInput{
 			Session: s.ref(), Spec: s.in.Spec, Conversation: s.st.Conversation,
 		}).Get(ctx, nil); err != nil {
-			workflow.GetLogger(ctx).Warn("agent did not stop", "error", err)
+			if s.has(VersionLostTurns) {
+				s.record(ctx, Event{Kind: EventStopped, Text: "its agent's process may still run: nid could not stop it (" + ErrorText(err) + ")"})
+			} else {
+				workflow.GetLogger(ctx).Warn("agent did not stop", "error", err)
+			}
+		} else if s.has(VersionLostTurns) {
+			s.record(ctx, Event{Kind: EventStopped, Text: "its agent is stopped"})
 		}
 	}
 	s.setStatus(ctx, StatusStopped)

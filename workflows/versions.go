@@ -194,8 +194,26 @@ const (
 	// testdata/rung17-*.json.gz, named after the rung.
 	VersionCheckedInput Version = 17
 
+	// VersionLostTurns: a turn's attempts are the session's to retry, not
+	// the server's (the turn's activity has one attempt; the session tries
+	// it again as the retry policy did, at most turnAttempts times), so a
+	// stopped session runs nothing more: an attempt cut by a worker that
+	// died (failed at its next start, or timed out) is not run again once
+	// the session is stopped. A move off a host that is down cuts the turn
+	// running there, which is lost with the host, and hands off at once
+	// with what the session last said; a rotation running there is
+	// cancelled likewise. A turn that ends after the stop is said as the
+	// stop's, not as a turn; an agent that did not stop is said in the
+	// feed. A session the worker finds cannot start (SignalCannotStart:
+	// its agent's CLI is missing) needs attention at once. A rotation the
+	// stop cancelled keeps its receipt, marked cancelled, so the receipts'
+	// numbers have no gap, and a kind that calls no tools is not asked to
+	// acknowledge its handoff (VerifiedNotAsked). Histories:
+	// testdata/rung18-*.json.gz.
+	VersionLostTurns Version = 18
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionCheckedInput
+	versionLatest = VersionLostTurns
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

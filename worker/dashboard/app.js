@@ -99,14 +99,19 @@ function factsText(r) {
   return (f.branch ? f.branch + " " : "") + (f.head ? "at " + f.head.split(" ")[0] + ", " : "") +
     f.commits + (f.commits === 1 ? " commit, " : " commits, ") + f.changed + " changed";
 }
+// verifiedText is a receipt's verified word as nid rotations prints it.
+function verifiedText(v) {
+  return v === "not-asked" ? "not asked" : v;
+}
 function eventText(e) {
   if (e.kind === "rotation" && e.rotation) {
     const r = e.rotation;
     let s = rotationText(r);
     if (r.summary) s += "  " + (r.summarySource && r.summarySource !== "agent" ? sourceText(r) + ": " : "") + '"' + clip(r.summary, 80) + '"';
-    if (r.verified) s += "  verified: " + r.verified;
+    if (r.verified) s += "  verified: " + verifiedText(r.verified);
     return s;
   }
+  if (e.kind === "rotation-failed" && e.rotation && e.rotation.cancelled) return e.text;
   if (e.kind === "rotation-failed" && e.rotation) return "✗ rotation failed: " + e.rotation.method + " (" + e.rotation.reason + ")" + (e.rotation.error ? ": " + e.rotation.error : "");
   let s = e.text || e.kind;
   if (e.kind === "turn" && e.context) s += "  " + ctxText(e.context).slice(4);
@@ -203,8 +208,8 @@ async function groupPage(group) {
       const st = x.stats, n = st.compact + st.handoff + st.vendor;
       return el("tr", { "data-session": x.session.split("/")[1] },
         el("td", {}, el("a", { href: "/sessions/" + x.session }, x.session.split("/")[1])),
-        el("td", {}, st.compact), el("td", {}, st.handoff), el("td", {}, st.vendor), el("td", {}, st.failed),
-        el("td", {}, st.checked ? st.verified + " of " + st.checked + " (" + Math.round(100 * st.verified / st.checked) + "%)" : "—"),
+        el("td", {}, st.compact), el("td", {}, st.handoff), el("td", {}, st.vendor), el("td", {}, st.failed + (st.cancelled ? " (+" + st.cancelled + " cancelled)" : "")),
+        el("td", {}, st.checked ? st.verified + " of " + st.checked + " (" + Math.round(100 * st.verified / st.checked) + "%)" : st.notAsked ? "not asked" : "—"),
         el("td", {}, n ? tokens(st.reclaimedPerRotation) : "—"));
     }));
   };
@@ -372,14 +377,14 @@ async function sessionPage(group, name) {
     rotations.add(e.seq);
     const r = e.rotation;
     history.prepend(el("tr", { class: e.kind },
-      el("td", {}, r.number), el("td", {}, time(e.at)), el("td", {}, r.method + (r.ok ? "" : " ✗")),
+      el("td", {}, r.number), el("td", {}, time(e.at)), el("td", {}, r.method + (r.cancelled ? " cancelled" : r.ok ? "" : " ✗")),
       el("td", {}, r.reason + (r.fellBack ? ", compact failed" : "")),
       el("td", {}, tokens(r.beforeTokens) + " → " + tokens(r.afterTokens)),
       el("td", {}, (r.oldConversation || "—") + " → " + (r.newConversation || "—")),
       el("td", {}, costText(r)),
       el("td", {}, r.error ? "✗ " + r.error : summaryCell(r)),
       el("td", {}, factsText(r)),
-      el("td", { class: r.verified ? "verified-" + r.verified : "" }, r.verified ? r.verified + (r.verifyNote ? ": " + r.verifyNote : "") : "—")));
+      el("td", { class: r.verified ? "verified-" + r.verified : "" }, r.verified ? verifiedText(r.verified) + (r.verifyNote ? ": " + r.verifyNote : "") : "—")));
   };
   const drawChart = throttled(async () => {
     const v = await api("session.get", { session: ref });

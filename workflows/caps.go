@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -36,6 +37,12 @@ const (
 	// HTTP address a heartbeat gives.
 	MaxHosts    = 256
 	MaxHostHTTP = 512
+	// MaxChargeTurns, MaxChargeTokens and MaxChargeUSD bound one charge
+	// to the group's budget: a turn or a rotation, with every model call
+	// it made, is far below them.
+	MaxChargeTurns  = 1 << 10
+	MaxChargeTokens = 1 << 40
+	MaxChargeUSD    = 1e6
 )
 
 // badInput is the failure of a workflow whose input names something that
@@ -135,6 +142,24 @@ func policyRefusal(p PolicyChange) string {
 
 // warnRefused logs a signal the group or the hosts registry did not take:
 // they keep no feed of their own.
+// chargeRefusal says why a charge is not taken, if it is not: only the
+// group's own sessions spend its budget, and a charge gives back no more
+// than a turn reserved and not started (a negative spend raises what is
+// left), nor is larger than a batch of turns could be.
+func chargeRefusal(c Charge, sessions []string) string {
+	switch {
+	case c.Session != "" && !slices.Contains(sessions, c.Session):
+		return fmt.Sprintf("%q is not one of the group's sessions", clip(c.Session, 80))
+	case c.Turns < -1 || c.Tokens < 0 || c.USD < 0:
+		// -1 turn is a session giving back the turn it reserved and did
+		// not start.
+		return "a charge gives back at most the one turn a session reserved, and never tokens or dollars"
+	case c.Turns > MaxChargeTurns || c.Tokens > MaxChargeTokens || c.USD > MaxChargeUSD:
+		return fmt.Sprintf("a charge is at most %d turns, %d tokens and %g USD", MaxChargeTurns, MaxChargeTokens, MaxChargeUSD)
+	}
+	return ""
+}
+
 func warnRefused(ctx workflow.Context, signal, why string) {
 	workflow.GetLogger(ctx).Warn("signal refused", "signal", signal, "why", why)
 }

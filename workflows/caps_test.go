@@ -122,6 +122,10 @@ func TestGroupAndHostsSignalsPastTheCapsAreRefused(t *testing.T) {
 		for i := range MaxLearned + 5 {
 			h.env.SignalWorkflow(SignalLearned, LearnedPoint{Kind: "claude", Model: fmt.Sprintf("m%d", i), Percent: 50, SeenTokens: 100, Window: 200})
 		}
+		h.env.SignalWorkflow(SignalCharge, Charge{Session: "lead", Turns: 1, Tokens: 1000, USD: 0.5})
+		h.env.SignalWorkflow(SignalCharge, Charge{Session: "lead", Turns: -100, Tokens: -1e9, USD: -50})
+		h.env.SignalWorkflow(SignalCharge, Charge{Session: "../../etc", Turns: 1})
+		h.env.SignalWorkflow(SignalCharge, Charge{Session: "lead", Tokens: MaxChargeTokens + 1})
 	}, time.Minute)
 	v := h.run(groupInput(), time.Hour)
 	var fromLead []InboxItem
@@ -135,6 +139,7 @@ func TestGroupAndHostsSignalsPastTheCapsAreRefused(t *testing.T) {
 	require.Equal(t, "web", fromLead[0].Group, "an item is the group's own")
 	require.LessOrEqual(t, len([]rune(fromLead[0].Text)), MaxInboxText)
 	require.Len(t, v.Learned, MaxLearned)
+	require.Equal(t, Spend{Turns: 1, Tokens: 1000, USD: 0.5}, v.Board.Spent, "only the charge a turn could make was taken")
 
 	hh := newHostsHarness(t)
 	hh.beat(time.Minute, HostBeat{Host: "a", MaxSessions: 4, Every: 10 * time.Second})

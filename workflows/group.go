@@ -434,6 +434,12 @@ func (g *group) startSession(ctx workflow.Context, req SessionStart) (BoardResul
 }
 
 func (g *group) onCharge(ctx workflow.Context, c Charge) {
+	if g.has(VersionCheckedInput) {
+		if why := chargeRefusal(c, g.st.Sessions); why != "" {
+			warnRefused(ctx, SignalCharge, why)
+			return
+		}
+	}
 	before := g.st.Board.exhausted()
 	g.st.Board.charge(c)
 	g.charged(ctx, before)

@@ -185,7 +185,9 @@ const (
 	// handler caps what it takes (a handoff summary at MaxSummaryBytes, an
 	// acknowledgement's ids, a board push at the board's own caps, a
 	// policy at nid group set's rules, a stop's reason, an inbox item's
-	// text, learned thresholds, hosts and their sessions): a session says a
+	// text, learned thresholds, hosts and their sessions, a charge to the
+	// budget: only from the group's sessions, never giving back more than
+	// a reserved turn, never larger than a batch of turns): a session says a
 	// refusal in its feed, the group and the hosts registry in the
 	// worker's log, and nothing already stored is lost. A rotation whose
 	// git facts could not be read (the worker refuses a worktree whose

@@ -72,6 +72,8 @@ var gitSafeArgs = []string{
 	"-c", "submodule.recurse=false",
 	"-c", "fetch.recurseSubmodules=false",
 	"-c", "push.recurseSubmodules=no",
+	// No reflog is written, so no link under logs/ leads a write out.
+	"-c", "core.logAllRefUpdates=false",
 	"-c", "gc.auto=0",
 	"-c", "maintenance.auto=false",
 	"-c", "log.showSignature=false",
@@ -231,6 +233,30 @@ func userCredentials(ctx context.Context) []string {
 func checkRepoURL(repo string) error {
 	if problem := config.RepoProblem(repo); problem != "" {
 		return BadInput("%s", problem)
+	}
+	return nil
+}
+
+// checkRefPath refuses a ref of the repository whose git directory is
+// common when a component of its path there is a symbolic link: git
+// follows a link under refs/ wherever it leads, to read a ref (another
+// repository's branch, for the facts a prompt carries) or to write one
+// (a salvage ref, outside the state directory). A component that does not
+// exist yet is fine: git makes it, as a directory.
+func checkRefPath(common, ref string) error {
+	if !strings.HasPrefix(ref, "refs/") || strings.Contains(ref, "..") {
+		return fmt.Errorf("%q is not a ref nid reads or writes", ref)
+	}
+	path := common
+	for _, part := range strings.Split(ref, "/") {
+		path = filepath.Join(path, part)
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return nil
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symbolic link, which git would follow out of the repository: nid refused it and ran nothing", path)
+		}
 	}
 	return nil
 }

@@ -42,6 +42,8 @@ type worktreeGit struct {
 	env []string
 	// work is where git runs: the work tree.
 	work string
+	// common is the repository's git directory, as nid recorded it.
+	common string
 }
 
 // copiedConfig are the repository's settings that change what git reports
@@ -87,7 +89,7 @@ func openWorktreeGit(ctx context.Context, stateDir string, rec gitDirsRecord, in
 	if err != nil {
 		return nil, err
 	}
-	g := &worktreeGit{dir: dir, work: rec.Worktree}
+	g := &worktreeGit{dir: dir, work: rec.Worktree, common: rec.Common}
 	if err := g.prepare(ctx, rec, index); err != nil {
 		g.close()
 		return nil, err
@@ -103,6 +105,11 @@ func (g *worktreeGit) prepare(ctx context.Context, rec gitDirsRecord, index gitI
 	h := strings.TrimSpace(string(head))
 	if !headRef(h) {
 		return fmt.Errorf("%s/HEAD names neither a ref nor a commit", rec.GitDir)
+	}
+	if ref, ok := strings.CutPrefix(h, "ref: "); ok {
+		if err := checkRefPath(rec.Common, ref); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(g.dir, "HEAD"), []byte(h+"\n"), statedir.FileMode); err != nil {
 		return err
@@ -201,6 +208,12 @@ func (g *worktreeGit) lines(ctx context.Context, keep int, args ...string) (*lin
 // says what it found, for an agent may have pointed them at a
 // configuration of its own.
 func checkWorktreeLinks(rec gitDirsRecord) error {
+	// Objects an alternates file names are read as the repository's own:
+	// the agent could lend nid's git another repository's commits.
+	if alt, err := readSmall(filepath.Join(rec.Common, "objects", "info", "alternates"), 64<<10); (err == nil && string(alt) != rec.Alternates) ||
+		(err != nil && !errors.Is(err, os.ErrNotExist)) || (errors.Is(err, os.ErrNotExist) && rec.Alternates != "") {
+		return fmt.Errorf("%s/objects/info/alternates is not what it was when nid made the worktree: nid refused to read other repositories' objects through it and ran nothing", rec.Common)
+	}
 	dotGit := filepath.Join(rec.Worktree, ".git")
 	if rec.GitDir == rec.Common {
 		if rec.GitDir != dotGit || !isRegularDir(dotGit) {

@@ -164,3 +164,66 @@ func TestRepositoriesGitWouldRunAreRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, entries)
 }
+
+// What an agent can write under the repository's git directory (its
+// worktree's HEAD, refs, objects, a remotes file) must not make nid, which
+// runs git outside any sandbox, push another branch, read another
+// repository, push to a place of the agent's choosing, or write through a
+// link. Each is refused or has no effect, and nothing is written outside.
+func TestTheGitDirectoryAnAgentWritesLeadsNidNowhere(t *testing.T) {
+	t.Run("a worktree switched to another branch pushes only the session's", func(t *testing.T) {
+		w := newWorked(t)
+		bare := filepath.Join(t.TempDir(), "origin.git")
+		gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, bare)
+		gitRun(t, w.repo, "remote", "add", "origin", bare)
+		mainBefore := gitRun(t, bare, "rev-parse", "refs/heads/main")
+		gitRun(t, w.repo, "update-ref", "refs/heads/main", "refs/heads/nid/web/lead")
+		require.NoError(t, os.WriteFile(filepath.Join(w.repo, ".git", "worktrees", "lead", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644))
+		saved, err := w.acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
+		require.NoError(t, err)
+		require.Equal(t, "origin", saved.Pushed)
+		require.Equal(t, mainBefore, gitRun(t, bare, "rev-parse", "refs/heads/main"), "the agent's main was not pushed")
+		gitRun(t, bare, "rev-parse", "--verify", "refs/heads/nid/web/lead")
+	})
+	t.Run("a ref linked to another repository's", func(t *testing.T) {
+		w := newWorked(t)
+		other := newRepo(t)
+		commit(t, other, "Secret work of another group")
+		heads := filepath.Join(w.repo, ".git", "refs", "heads")
+		require.NoError(t, os.Symlink(filepath.Join(other, ".git", "refs", "heads", "main"), filepath.Join(heads, "x")))
+		require.NoError(t, os.WriteFile(filepath.Join(w.repo, ".git", "worktrees", "lead", "HEAD"), []byte("ref: refs/heads/x\n"), 0o644))
+		_, err := w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
+		requireFinal(t, err, activities.ErrAgentFailed, "is a symbolic link", "nid refused it and ran nothing")
+		require.NotContains(t, err.Error(), "Secret work")
+	})
+	t.Run("an alternates file lending another repository's objects", func(t *testing.T) {
+		w := newWorked(t)
+		other := newRepo(t)
+		require.NoError(t, os.WriteFile(filepath.Join(w.repo, ".git", "objects", "info", "alternates"), []byte(filepath.Join(other, ".git", "objects")+"\n"), 0o644))
+		_, err := w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
+		requireFinal(t, err, activities.ErrAgentFailed, "alternates is not what it was")
+		_, err = w.acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
+		requireFinal(t, err, activities.ErrAgentFailed, "alternates is not what it was")
+	})
+	t.Run("a remotes file naming an origin of the agent's", func(t *testing.T) {
+		w := newWorked(t)
+		evil := filepath.Join(t.TempDir(), "evil.git")
+		gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
+		marks := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(evil, "hooks", "pre-receive"), []byte("#!/bin/sh\ntouch "+filepath.Join(marks, "pre-receive")+"\n"), 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(w.repo, ".git", "remotes"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(w.repo, ".git", "remotes", "origin"), []byte("URL: "+evil+"\n"), 0o644))
+		saved, err := w.acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
+		require.NoError(t, err)
+		require.Empty(t, saved.Pushed, "only the configuration names an origin")
+		require.Empty(t, marked(t, marks))
+	})
+	t.Run("refs/nid linked out of the repository", func(t *testing.T) {
+		w := newWorked(t)
+		outside := t.TempDir()
+		require.NoError(t, os.Symlink(outside, filepath.Join(w.repo, ".git", "refs", "nid")))
+		_, err := w.acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
+		requireFinal(t, err, activities.ErrAgentFailed, "is a symbolic link")
+		require.Empty(t, marked(t, outside), "nothing was written through the link")
+	})
+}

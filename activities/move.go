@@ -77,13 +77,14 @@ func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkRe
 		return res, classify(err)
 	}
 	repo := p.repoDir
-	branch, ok, err := worktreeBranch(ctx, repo, p.worktree)
-	if err != nil {
+	// Only the session's own branch is pushed, whatever the worktree's
+	// HEAD (the agent's to write) names now.
+	if _, ok, err := worktreeBranch(ctx, repo, p.worktree); err != nil {
 		return res, classify(AgentFailed("%s: %v", repo, err))
-	}
-	if !ok {
+	} else if !ok {
 		return res, nil
 	}
+	branch := WorkspaceBranch(in.Session)
 	rec, ok := sessionGitDirs(p.worktree, gitDirsFile(state, in.Session))
 	if !ok {
 		return res, classify(AgentFailed("%s is registered in %s but says nothing nid can check of its git directory: refused, nothing run", p.worktree, repo))
@@ -151,6 +152,9 @@ func salvage(ctx context.Context, g *worktreeGit, repo string, in SaveWorkInput)
 		return "", err
 	}
 	ref := SalvageRef(in.Session, in.Number)
+	if err := checkRefPath(g.common, ref); err != nil {
+		return "", err
+	}
 	if _, err := repoGit(ctx, repo, "update-ref", ref, commit); err != nil {
 		return "", err
 	}
@@ -161,7 +165,15 @@ func salvage(ctx context.Context, g *worktreeGit, repo string, in SaveWorkInput)
 // uncommitted changes.
 func (a *Activities) applySalvage(ctx context.Context, repo string, rec gitDirsRecord, salvage string) error {
 	if _, err := repoGit(ctx, repo, "rev-parse", "--verify", "--quiet", salvage); err != nil {
-		if _, ferr := remoteGit(ctx, repo, "fetch", "--quiet", "origin", salvage+":"+salvage); ferr != nil {
+		url, uerr := originURL(ctx, repo)
+		ferr := uerr
+		if ferr == nil && url == "" {
+			ferr = fmt.Errorf("it has no origin")
+		}
+		if ferr == nil {
+			_, ferr = remoteGit(ctx, repo, "fetch", "--quiet", "--", url, salvage+":"+salvage)
+		}
+		if ferr != nil {
 			return classify(AgentFailed("salvage %s is in neither %s nor its origin: %v", salvage, repo, ferr))
 		}
 	}
@@ -253,16 +265,38 @@ func (a *Activities) PushBranch(ctx context.Context, in PushBranchInput) (string
 	return pushed, nil
 }
 
-// pushOrigin pushes branch and the refs named to origin, if repo has one.
-func pushOrigin(ctx context.Context, repo, branch string, refs ...string) (string, error) {
-	url, err := repoGit(ctx, repo, "remote", "get-url", "origin")
+// originURL is remote.origin.url of repo's configuration ("" when it has
+// none), checked as a repo is. Only the configuration names it: git would
+// also take a remotes/origin or branches/origin file of the git directory,
+// which an agent's sandbox may let it write.
+func originURL(ctx context.Context, repo string) (string, error) {
+	url, err := repoGit(ctx, repo, "config", "--get", "remote.origin.url")
 	if err != nil {
 		return "", nil
 	}
 	if err := checkRepoURL(url); err != nil {
 		return "", fmt.Errorf("origin of %s: %w", repo, err)
 	}
-	args := []string{"push", "--quiet", "--", "origin", "refs/heads/" + branch + ":refs/heads/" + branch}
+	return url, nil
+}
+
+// pushOrigin pushes branch and the refs named to origin's URL, if repo has
+// one, each as a ref of its own name there.
+func pushOrigin(ctx context.Context, repo, branch string, refs ...string) (string, error) {
+	url, err := originURL(ctx, repo)
+	if err != nil || url == "" {
+		return "", err
+	}
+	common, err := repoGit(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return "", err
+	}
+	for _, r := range append([]string{"refs/heads/" + branch}, refs...) {
+		if err := checkRefPath(common, r); err != nil {
+			return "", err
+		}
+	}
+	args := []string{"push", "--quiet", "--", url, "refs/heads/" + branch + ":refs/heads/" + branch}
 	for _, r := range refs {
 		args = append(args, r+":"+r)
 	}

@@ -115,6 +115,9 @@ type gitDirsRecord struct {
 	// from before nid kept them have neither.
 	Repo    string `json:"repo,omitempty"`
 	RepoDir string `json:"repoDir,omitempty"`
+	// Alternates is the repository's objects/info/alternates as it was
+	// when nid made the worktree: empty for none, as in most.
+	Alternates string `json:"alternates,omitempty"`
 }
 
 // gitDirsFile is where the record of a session's git directories lives.

@@ -198,6 +198,9 @@ func (a *Activities) recordGitDirs(ctx context.Context, ref SessionRef, p place,
 		return res, gitDirsRecord{}, classify(AgentFailed("%s does not point back into %s's git directory as a worktree of it should: move it away and nid makes a new one", p.worktree, repo))
 	}
 	rec.Base, rec.Repo, rec.RepoDir = base, p.repo, p.repoDir
+	if alt, err := readSmall(filepath.Join(rec.Common, "objects", "info", "alternates"), 64<<10); err == nil {
+		rec.Alternates = string(alt)
+	}
 	state, err := a.stateDir()
 	if err != nil {
 		return res, rec, classify(err)

@@ -194,14 +194,14 @@ func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
 	val, err := env.ExecuteActivity(RunTurnName, in)
 	require.NoError(t, err)
 	require.NoError(t, val.Get(&res))
-	require.Equal(t, "sim-1", res.Conversation)
-	require.FileExists(t, filepath.Join(stateDir, "sim", "web", "lead", "sim-1.json"))
+	require.Equal(t, "sim-4", res.Conversation)
+	require.FileExists(t, filepath.Join(stateDir, "sim", "web", "lead", "sim-4.json"))
 
 	in.Conversation, in.Kind = res.Conversation, TurnHandoffRequest
 	_, err = env.ExecuteActivity(RunTurnName, in)
 	require.NoError(t, err)
 	require.Len(t, rec.Summaries(), 1)
-	require.Contains(t, rec.Summaries()[0], "sim conversation sim-1 of web/lead")
+	require.Contains(t, rec.Summaries()[0], "sim conversation sim-4 of web/lead")
 
 	_, err = env.ExecuteActivity(CompactName, CompactInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Conversation: res.Conversation, Generation: 3})
 	require.NoError(t, err)

@@ -254,12 +254,12 @@ func TestAPIRotations(t *testing.T) {
 	require.False(t, worker.Receipts[0].OK)
 
 	leadRotations := map[string]any{"session": "web/lead", "receipts": asJSON(t, lead.Receipts), "stats": map[string]any{
-		"compact": 0.0, "handoff": 1.0, "vendor": 0.0, "failed": 0.0, "checked": 1.0, "verified": 1.0,
+		"compact": 0.0, "handoff": 1.0, "vendor": 0.0, "failed": 0.0, "checked": 1.0, "verified": 1.0, "notAsked": 0.0, "cancelled": 0.0,
 		"reclaimedPerRotation": float64(max(0, r.BeforeTokens-r.AfterTokens))}}
 	require.Equal(t, map[string]any{"sessions": []any{leadRotations}}, s.ok(t, MethodSessionRotations, `{"session": "web/lead"}`))
 	require.Equal(t, map[string]any{"sessions": []any{leadRotations, map[string]any{
 		"session": "web/worker", "receipts": asJSON(t, worker.Receipts), "stats": map[string]any{
-			"compact": 0.0, "handoff": 0.0, "vendor": 0.0, "failed": 1.0, "checked": 0.0, "verified": 0.0, "reclaimedPerRotation": 0.0}},
+			"compact": 0.0, "handoff": 0.0, "vendor": 0.0, "failed": 1.0, "checked": 0.0, "verified": 0.0, "notAsked": 0.0, "cancelled": 0.0, "reclaimedPerRotation": 0.0}},
 	}}, s.ok(t, MethodSessionRotations, `{"group": "web"}`))
 }
 

@@ -134,9 +134,7 @@ func TestWebUIAsksForALogin(t *testing.T) {
 		require.Equal(t, int(worker.LoginTTL/time.Second), a.cookie.MaxAge)
 		require.Equal(t, "/", a.cookie.Path)
 
-		status, body := uiCall(t, uiPort, &http.Cookie{Name: uiCookie, Value: a.cookie.Value}, local, http.MethodGet, list)
-		require.Equal(t, http.StatusOK, status, body)
-		require.Contains(t, body, `"target"`, "the logged-in UI lists workflows")
+		listsTarget(t, uiPort, a.cookie.Value, local, list)
 		page := uiGetWith(t, base+"/namespaces/default/workflows", &http.Cookie{Name: uiCookie, Value: a.cookie.Value})
 		require.Equal(t, http.StatusOK, page.status)
 		require.Contains(t, page.body, "/_app/", "the logged-in browser gets the UI's page")
@@ -170,12 +168,7 @@ func TestWebUIAsksForALogin(t *testing.T) {
 				require.Equal(t, http.StatusSeeOther, a.status, a.body)
 				require.Equal(t, "/namespaces/default/workflows", a.location, "the login goes on to the page it was asked for")
 				require.NotNil(t, a.cookie)
-				// The list is visibility's, which may lag the start by a
-				// moment.
-				require.Eventually(t, func() bool {
-					status, body := uiCall(t, uiPort, &http.Cookie{Name: uiCookie, Value: a.cookie.Value}, local, http.MethodGet, list)
-					return status == http.StatusOK && strings.Contains(body, `"target"`)
-				}, 10*time.Second, 100*time.Millisecond, "the logged-in UI lists the workflow")
+				listsTarget(t, uiPort, a.cookie.Value, local, list)
 			})
 		}
 	})
@@ -202,4 +195,15 @@ func TestWithoutCookieKeepsTheOthers(t *testing.T) {
 	require.Equal(t, "_csrf=abc; theme=dark", got.Header.Get("Cookie"))
 	require.False(t, strings.Contains(got.Header.Get("Cookie"), "secret"))
 	require.Contains(t, r.Header.Get("Cookie"), "secret", "the request itself is left as it came")
+}
+
+// listsTarget checks that the UI, logged in with the cookie value login,
+// lists the test's workflow. The list is visibility's, which may lag the
+// workflow's start by a moment.
+func listsTarget(t *testing.T, uiPort int, login, host, list string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		status, body := uiCall(t, uiPort, &http.Cookie{Name: uiCookie, Value: login}, host, http.MethodGet, list)
+		return status == http.StatusOK && strings.Contains(body, `"target"`)
+	}, 10*time.Second, 100*time.Millisecond, "the logged-in UI lists the workflow")
 }

@@ -72,8 +72,6 @@ var gitSafeArgs = []string{
 	"-c", "submodule.recurse=false",
 	"-c", "fetch.recurseSubmodules=false",
 	"-c", "push.recurseSubmodules=no",
-	// No reflog is written, so no link under logs/ leads a write out.
-	"-c", "core.logAllRefUpdates=false",
 	"-c", "gc.auto=0",
 	"-c", "maintenance.auto=false",
 	"-c", "log.showSignature=false",
@@ -155,10 +153,20 @@ func repoGit(ctx context.Context, repo string, args ...string) (string, error) {
 }
 
 // remoteGit is repoGit for a command that reaches a remote (clone, fetch,
-// push): it may log in with the user's own credential settings.
+// push): it may log in with the user's own credential settings. One that
+// updates an existing repository's refs writes no reflog, so no link an
+// agent put under logs/ leads the write out; a clone makes a repository
+// of its own, with the reflogs a sandboxed commit then appends to.
 func remoteGit(ctx context.Context, repo string, args ...string) (string, error) {
-	return runGit(ctx, gitCommand{dir: repo, config: append(repoDrivers(ctx, repo), userCredentials(ctx)...), args: args})
+	config := append(repoDrivers(ctx, repo), userCredentials(ctx)...)
+	if firstArg(args) != "clone" {
+		config = append(config, noReflog)
+	}
+	return runGit(ctx, gitCommand{dir: repo, config: config, args: args})
 }
+
+// noReflog keeps git from writing a reflog of the refs a command updates.
+const noReflog = "core.logAllRefUpdates=false"
 
 // driverKeyRE are the configuration keys that name a program for a driver
 // .gitattributes selects, or for a remote.

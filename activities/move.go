@@ -155,7 +155,7 @@ func salvage(ctx context.Context, g *worktreeGit, repo string, in SaveWorkInput)
 	if err := checkRefPath(g.common, ref); err != nil {
 		return "", err
 	}
-	if _, err := repoGit(ctx, repo, "update-ref", ref, commit); err != nil {
+	if _, err := runGit(ctx, gitCommand{dir: repo, config: append(repoDrivers(ctx, repo), noReflog), args: []string{"update-ref", ref, commit}}); err != nil {
 		return "", err
 	}
 	return ref, nil

@@ -44,18 +44,18 @@ func waitNotice(ctx context.Context, text string) {
 // another takes its workflows over within seconds.
 func query(ctx context.Context, c client.Client, id, name string, args ...any) (converter.EncodedValue, error) {
 	for attempt := 1; ; attempt++ {
-		asked := time.Now()
 		qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 		val, err := c.QueryWorkflow(qctx, id, "", name, args...)
 		cancel()
 		if err == nil || !timedOut(err) || ctx.Err() != nil || attempt == queryAttempts {
 			return val, err
 		}
-		// A live worker keeps a poll open, which would have been renewed
-		// while the query waited: none since it was asked, and there is
-		// no worker to take the workflow over.
-		if unserved, since, uerr := Unserved(ctx, c, time.Now()); uerr != nil || unserved || since.Before(asked) {
-			return val, err
+		// Within ServedWithin of the last poll, a worker that stopped
+		// cannot be told from one whose workflow task is held by a worker
+		// that died (a query waits for that task, so no poll is renewed
+		// either way): wait, and say so.
+		if unserved, _, uerr := Unserved(ctx, c, time.Now()); uerr != nil || unserved {
+			return val, err // no worker to take it over: waiting would not help
 		}
 		waitNotice(ctx, fmt.Sprintf("waiting for %s to answer: the worker running it may have just stopped, and Temporal hands its workflow to another within seconds", id))
 	}

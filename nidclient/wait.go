@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -50,15 +51,31 @@ func query(ctx context.Context, c client.Client, id, name string, args ...any) (
 		if err == nil || !timedOut(err) || ctx.Err() != nil || attempt == queryAttempts {
 			return val, err
 		}
-		// Within ServedWithin of the last poll, a worker that stopped
-		// cannot be told from one whose workflow task is held by a worker
-		// that died (a query waits for that task, so no poll is renewed
-		// either way): wait, and say so.
-		if unserved, _, uerr := Unserved(ctx, c, time.Now()); uerr != nil || unserved {
-			return val, err // no worker to take it over: waiting would not help
+		if !heldByAWorker(ctx, c, id) {
+			return val, err
 		}
 		waitNotice(ctx, fmt.Sprintf("waiting for %s to answer: the worker running it may have just stopped, and Temporal hands its workflow to another within seconds", id))
 	}
+}
+
+// heldByAWorker says the workflow's query waits behind a workflow task a
+// worker took and has not finished (one that died holding it, whose task
+// Temporal gives to another worker once it times out), while some worker
+// still polls nid's queue: then waiting brings the answer. A workflow with
+// no task taken was simply not asked by any worker: nobody runs it, and
+// waiting would not help.
+func heldByAWorker(ctx context.Context, c client.Client, id string) bool {
+	if unserved, _, err := Unserved(ctx, c, time.Now()); err != nil || unserved {
+		return false
+	}
+	dctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	d, err := c.DescribeWorkflowExecution(dctx, id, "")
+	if err != nil {
+		return false
+	}
+	task := d.GetPendingWorkflowTask()
+	return task != nil && task.GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED
 }
 
 // timedOut says a call ran out of time rather than being refused.

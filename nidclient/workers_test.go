@@ -29,6 +29,12 @@ func (pollers) QueryWorkflow(context.Context, string, string, string, ...any) (c
 	return nil, context.DeadlineExceeded
 }
 
+// DescribeWorkflowExecution answers that no worker holds a workflow task
+// of the workflow: the query found nobody to ask.
+func (pollers) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return &workflowservice.DescribeWorkflowExecutionResponse{}, nil
+}
+
 func (p pollers) DescribeTaskQueue(_ context.Context, queue string, kind enumspb.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
 	if queue != workflows.TaskQueue || kind != enumspb.TASK_QUEUE_TYPE_WORKFLOW {
 		return nil, errors.New("asked about another queue")

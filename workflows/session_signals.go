@@ -281,7 +281,7 @@ func (s *session) onCannotStart(ctx workflow.Context, c CannotStart) {
 	if c.Host != "" && s.st.Host != "" && c.Host != s.st.Host {
 		return // checked on another host than the one it runs on
 	}
-	text := fmt.Sprintf("%s/%s cannot run its agent: %s", s.in.Group, s.in.Name, clip(c.Text, MaxWhyChars))
+	text := fmt.Sprintf("%s/%s cannot run its agent: %s", s.in.Group, s.in.Name, clip(c.Text, MaxInboxText))
 	s.record(ctx, Event{Kind: EventTurnFailed, Text: text})
 	s.toInbox(ctx, EventTurnFailed, text)
 	s.setStatus(ctx, StatusNeedsAttention)

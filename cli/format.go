@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/nid-dev/nid/internal/clip"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -104,14 +105,10 @@ func writeTable(w io.Writer, rows [][]string) error {
 	return err
 }
 
-// clip shortens s to n characters on one line, marking the cut with "…".
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
+// oneLine is s on one line, its first n characters kept and a cut marked
+// with "…" after them.
+func oneLine(s string, n int) string {
+	return clip.Runes(strings.Join(strings.Fields(s), " "), n+1)
 }
 
 // plural is "1 item" or "n items".

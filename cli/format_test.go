@@ -195,8 +195,8 @@ func TestEventLine(t *testing.T) {
 
 func TestClipCountsCharactersNotBytes(t *testing.T) {
 	s := strings.Repeat("é", 70)
-	require.Equal(t, strings.Repeat("é", 60)+"…", clip(s, 60))
-	require.Equal(t, "short", clip("short", 60))
+	require.Equal(t, strings.Repeat("é", 60)+"…", oneLine(s, 60))
+	require.Equal(t, "short", oneLine("short", 60))
 }
 
 func pct(p float64) *float64 { return &p }

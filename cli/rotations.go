@@ -117,7 +117,7 @@ func receiptRow(session string, r workflows.RotationEvent, now time.Time) []stri
 	}
 	return []string{session, fmt.Sprint(r.Number), at, method, reason,
 		formatTokens(r.BeforeTokens) + " → " + formatTokens(r.AfterTokens),
-		costText(r), summaryText(r), factsText(r), verifiedText(r.Verified), printable(clip(note, 200), true)}
+		costText(r), summaryText(r), factsText(r), verifiedText(r.Verified), printable(oneLine(note, 200), true)}
 }
 
 // costText is what the rotation's own model calls cost: tokens, and USD

@@ -111,7 +111,7 @@ func runShow(ctx context.Context, c client.Client, opts showOptions, stdout, std
 	}
 	rows = append(rows, []string{"workflow", id})
 	if v.LastOutput != "" {
-		rows = append(rows, []string{"last output", clip(v.LastOutput, 200)})
+		rows = append(rows, []string{"last output", oneLine(v.LastOutput, 200)})
 	}
 	for _, row := range rows {
 		// The context cell may carry the colour nid ls gives it; every

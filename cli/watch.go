@@ -233,7 +233,7 @@ func rotationText(r workflows.RotationEvent) string {
 		s += "  " + r.OldConversation + " → " + r.NewConversation
 	}
 	if r.Summary != "" {
-		quoted := `"` + clip(r.Summary, summaryChars) + `"`
+		quoted := `"` + oneLine(r.Summary, summaryChars) + `"`
 		switch r.SummarySource {
 		case workflows.SummaryFromLastOutput:
 			quoted = "no handoff, last output: " + quoted

@@ -163,7 +163,7 @@ func (l *Log) Append(group, name string, entries ...Entry) error {
 		if e.At.IsZero() {
 			e.At = time.Now()
 		}
-		e.Text = clipText(e.Text)
+		e.Text = fitJSON(e.Text)
 		b, err := json.Marshal(e)
 		if err != nil {
 			return err
@@ -189,9 +189,10 @@ func (l *Log) Append(group, name string, entries ...Entry) error {
 // clipMark ends a text clipped to MaxTextBytes.
 const clipMark = "\n[nid: %d more bytes of this entry are not in the transcript]"
 
-// clipText cuts text, on a character boundary, so that as JSON it takes at
+// fitJSON cuts text, on a character boundary, so that as JSON (escapes
+// counted, which clip.Bytes cannot know) it takes at
 // most MaxTextBytes, mark included, and marks the cut.
-func clipText(text string) string {
+func fitJSON(text string) string {
 	// Every byte of text takes at least one of JSON.
 	if len(text) <= MaxTextBytes && jsonLen(text) <= MaxTextBytes {
 		return text

@@ -66,7 +66,7 @@ func TestFixturesNamedAfterTheirRung(t *testing.T) {
 			named = Version(n)
 		}
 		h := readHistory(t, f)
-		recorded, ok, err := RecordedRung(h.Events)
+		recorded, ok, err := RecordedRung(h.Events, true)
 		require.NoError(t, err, name)
 		require.True(t, ok, "%s: the history ends before its first workflow task completed", name)
 		if recorded == VersionInitial && named == VersionTeam &&

@@ -224,8 +224,15 @@ const (
 	// testdata/rung18-*.json.gz.
 	VersionLostTurns Version = 18
 
+	// VersionPublishesRung: a session, a group and the hosts registry write
+	// the rung their run follows to their memo (MemoRung) when the run
+	// starts, so nid doctor tells which rungs running workflows still need
+	// from a listing alone; a session writes it with the rest of its first
+	// listing. Histories: testdata/rung19-*.json.gz.
+	VersionPublishesRung Version = 19
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionLostTurns
+	versionLatest = VersionPublishesRung
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is
@@ -237,6 +244,20 @@ const versionChangeID = "team"
 // nid knows.
 const Latest = versionLatest
 
+// MemoRung is the memo key holding the rung a run follows (since
+// VersionPublishesRung): a number, what Version is.
+const MemoRung = "rung"
+
+// publishRung writes the rung the run follows to its memo.
+func publishRung(ctx workflow.Context, l ladder) {
+	if !l.has(VersionPublishesRung) {
+		return
+	}
+	if err := workflow.UpsertMemo(ctx, map[string]interface{}{MemoRung: l.version}); err != nil {
+		workflow.GetLogger(ctx).Warn("memo not updated", "error", err)
+	}
+}
+
 // versionMarker is the marker the SDK records for workflow.GetVersion, with
 // its details' keys.
 const (
@@ -246,19 +267,22 @@ const (
 )
 
 // RecordedRung reads the rung a run follows from the start of its history
-// (its first page is enough). Every workflow reads its rung (versionOf)
-// before it does anything that records a command, so a run with a rung
-// records its version marker as the first command of its first completed
-// workflow task; a run whose first commands hold no marker is
-// VersionInitial. ok is false while the run's first workflow task has not
-// completed: the run takes the newest rung of the worker that runs it.
-func RecordedRung(events []*historypb.HistoryEvent) (v Version, ok bool, err error) {
+// (its first page is enough); whole says events are all the run has
+// recorded so far. Every workflow reads its rung (versionOf) before it does
+// anything that records a command, so a run with a rung records its
+// version marker as the first command of its first completed workflow
+// task; a run whose first commands hold no marker is VersionInitial. ok is
+// false while the run's first workflow task has not completed (the run
+// takes the newest rung of the worker that runs it), or when events end
+// with that task's completion and are not whole.
+func RecordedRung(events []*historypb.HistoryEvent, whole bool) (v Version, ok bool, err error) {
 	for i, e := range events {
 		if e.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
 			continue
 		}
 		if i+1 == len(events) {
-			return 0, false, nil
+			// The marker would have been recorded with the completion.
+			return VersionInitial, whole, nil
 		}
 		m := events[i+1].GetMarkerRecordedEventAttributes()
 		if m.GetMarkerName() != versionMarker {

@@ -244,8 +244,8 @@ const versionChangeID = "team"
 // nid knows.
 const Latest = versionLatest
 
-// MemoRung is the memo key holding the rung a run follows (since
-// VersionPublishesRung): a number, what Version is.
+// MemoRung is the memo key holding the rung a run follows, as a Version's
+// number (since VersionPublishesRung).
 const MemoRung = "rung"
 
 // publishRung writes the rung the run follows to its memo.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/urfave/cli/v2"
+	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
@@ -18,6 +20,11 @@ type doctorOptions struct {
 	// check of its own.
 	Problems []string
 	JSON     bool
+	// Rungs asks for the rungs of the version ladder that the running
+	// workflows follow, each workflow on a line, instead of the checks.
+	Rungs bool
+	// Dial connects to Temporal, for the rungs.
+	Dial func(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error)
 }
 
 func newDoctorCommand(a *app) *cli.Command {
@@ -36,8 +43,11 @@ func newDoctorCommand(a *app) *cli.Command {
 			"makes the session checks before its agent starts; nid up names the sessions\n" +
 			"that fail them, which wait in needs-attention. A configuration with problems\n" +
 			"is checked all the same: each problem is a failed line of its own, beside the\n" +
-			"other checks.",
-		Flags: []cli.Flag{jsonFlag()},
+			"other checks. While Temporal runs (nid up, or a cluster), a last line says the\n" +
+			"oldest rung of nid's workflow version ladder that a running session, group or\n" +
+			"rotation still follows: the code of older rungs can go once none does. With\n" +
+			"--rungs, nid doctor lists each running workflow and its rung instead.",
+		Flags: []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "rungs", Usage: "list each running workflow and the rung of the version ladder it follows"}},
 		Action: action(func(cCtx *cli.Context) error {
 			if err := noArgs(cCtx); err != nil {
 				return err
@@ -51,7 +61,8 @@ func newDoctorCommand(a *app) *cli.Command {
 			if err != nil && problems == nil {
 				return err
 			}
-			opts := doctorOptions{Doctor: worker.DoctorOptions{Config: cfg}, Problems: problems, JSON: cCtx.Bool("json")}
+			opts := doctorOptions{Doctor: worker.DoctorOptions{Config: cfg}, Problems: problems, JSON: cCtx.Bool("json"),
+				Rungs: cCtx.Bool("rungs"), Dial: a.Dial}
 			if r, err := readRunning(cfg.State); err == nil {
 				opts.Doctor.Running = r.PID
 			}
@@ -62,11 +73,17 @@ func newDoctorCommand(a *app) *cli.Command {
 
 // runDoctor prints every check and fails when one did.
 func runDoctor(ctx context.Context, opts doctorOptions, stdout io.Writer) error {
+	if opts.Rungs {
+		return runRungs(ctx, opts, stdout)
+	}
 	var checks []activities.Check
 	for _, p := range opts.Problems {
 		checks = append(checks, activities.Check{Name: "config", Status: activities.CheckFail, Text: p})
 	}
 	checks = append(checks, worker.Doctor(ctx, opts.Doctor)...)
+	if temporalAnswers(opts, checks) {
+		checks = append(checks, rungsCheck(ctx, opts))
+	}
 	if opts.JSON {
 		if err := writeJSON(stdout, checks); err != nil {
 			return err

@@ -6,15 +6,19 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/worker"
+	"github.com/nid-dev/nid/workflows"
 )
 
 // writeYAML writes a nid.yaml into a directory of its own and returns its
@@ -65,7 +69,7 @@ groups:
 	file := writeYAML(t, yaml)
 	lint := filepath.Join(dir, "no-such-lint")
 	checks, err := doctorChecks(t, file)
-	require.EqualError(t, err, "2 of 8 checks failed: mend what their lines say, then run nid doctor again")
+	require.EqualError(t, err, "2 of 9 checks failed: mend what their lines say, then run nid doctor again")
 	require.Equal(t, map[string]string{
 		"temporal":         "ok: Temporal at " + env.Address + " answers (namespace " + env.Namespace + ")",
 		"state":            "ok: " + filepath.Join(dir, "state") + " does not exist yet: nid up makes it in " + dir + ", which this user can write",
@@ -75,6 +79,7 @@ groups:
 		"web/lint cli":     `fail: exec: command "` + lint + `" not found: install it, or set agents.exec.command to where it is`,
 		"web/lint sandbox": "ok: none: permissions: full runs exec without a sandbox",
 		"http":             "ok: http.listen 127.0.0.1:0 is free",
+		"rungs":            fmt.Sprintf("ok: no nid workflow runs in namespace %s: none needs a rung older than %d, this nid's newest", env.Namespace, workflows.Latest),
 	}, checks)
 	require.Regexp(t, `^ok: git version \S+ \(/\S+/git\), for the repo: of web$`, checks["git"])
 	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository \(.*\): set it to a git repository \(git init makes one\)$`, checks["repo"])
@@ -83,7 +88,7 @@ groups:
 	out, _, err := runApp(t, Deps{Dial: worker.Dial}, "doctor", "--config", file)
 	require.Error(t, err)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	require.Len(t, lines, 8)
+	require.Len(t, lines, 9)
 	require.Equal(t, `fail  web/lint cli      exec: command "`+lint+`" not found: install it, or set agents.exec.command to where it is`, lines[5])
 	require.Equal(t, "ok    http              http.listen 127.0.0.1:0 is free", lines[7])
 
@@ -114,7 +119,7 @@ groups:
       - {agent: sim, name: lead}
 `, filepath.Join(dir, "state"), env.Address, env.Namespace, env.APIKey, notRepo))
 	checks, err := doctorChecks(t, file)
-	require.EqualError(t, err, "2 of 7 checks failed: mend what their lines say, then run nid doctor again")
+	require.EqualError(t, err, "2 of 8 checks failed: mend what their lines say, then run nid doctor again")
 	require.Regexp(t, `^fail: groups.web.rotate.mode: "sometimes" `, checks["config"])
 	require.Regexp(t, `^fail: groups.web.repo: ".*" is not a git repository \(`, checks["repo"])
 	require.Regexp(t, `^ok: git version `, checks["git"])
@@ -192,4 +197,51 @@ func TestDoctorCredential(t *testing.T) {
 	require.NoError(t, os.Chmod(token, 0o600))
 	require.Equal(t, "fail: the Temporal server at "+env.Address+" refused nid's credential from "+token+
 		": it is not the credential that server keeps (a nid server with another state directory? set temporal.apiKey to the content of its temporal-token)", credential())
+}
+
+// While workflows run, nid doctor says the oldest rung of the version
+// ladder they follow, and --rungs lists each with its rung, read from what
+// it published; a workflow an older nid started is read from its history
+// (nidclient's TestReadRungs).
+func TestDoctorRungs(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, `  web:
+    sessions:
+      - {agent: sim, name: lead}
+`)
+	file := writeYAML(t, fmt.Sprintf("state: %s\ntemporal: {address: %s, namespace: %s, apiKey: %s}\nhttp: {listen: \"127.0.0.1:0\"}\ngroups: {}\n",
+		filepath.Join(t.TempDir(), "state"), s.Address, s.Namespace, s.APIKey))
+	latest := workflows.Latest
+	var r nidclient.Rungs
+	require.Eventually(t, func() bool {
+		out, _, err := runApp(t, Deps{Dial: worker.Dial}, "doctor", "--rungs", "--json", "--config", file)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal([]byte(out), &r), "%s", out)
+		memo := 0
+		for _, w := range r.Workflows {
+			if w.From == "memo" {
+				memo++
+			}
+		}
+		return memo == 3 && len(r.Workflows) == 3
+	}, 30*time.Second, 100*time.Millisecond, "the group, its session and the hosts registry published their rung")
+	require.Equal(t, nidclient.Rungs{Latest: latest, Oldest: &latest, Counts: []nidclient.RungCount{{Rung: latest, Workflows: 3}},
+		Workflows: []nidclient.RunningRung{
+			{ID: workflows.HostsID, Type: workflows.HostsWorkflowName, Rung: &latest, From: "memo"},
+			{ID: workflows.GroupID("web"), Type: workflows.GroupWorkflowName, Rung: &latest, From: "memo"},
+			{ID: workflows.SessionID("web", "lead"), Type: workflows.SessionWorkflowName, Rung: &latest, From: "memo"},
+		}}, r)
+
+	out, _, err := runApp(t, Deps{Dial: worker.Dial}, "doctor", "--rungs", "--config", file)
+	require.NoError(t, err)
+	n := strconv.Itoa(int(latest))
+	require.Equal(t, "RUNG  FROM  TYPE         WORKFLOW\n"+
+		n+"    memo  nid.Hosts    nid/hosts\n"+
+		n+"    memo  nid.Group    nid/web\n"+
+		n+"    memo  nid.Session  nid/web/lead\n"+
+		"every running workflow (3) follows rung "+n+", this nid's newest\n", out)
+
+	checks, err := doctorChecks(t, file)
+	require.NoError(t, err, "%v", checks)
+	require.Equal(t, "ok: every running workflow (3) follows rung "+n+", this nid's newest", checks["rungs"])
 }

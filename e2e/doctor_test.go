@@ -31,7 +31,8 @@ func doctorLine(t *testing.T, out, status, what, says string) {
 // server's ports and the HTTP port are free and the state directory can
 // be made; while nid up runs, they are its own, its Temporal answers and
 // accepts the credential nid up made;
-// every check passes, so it exits 0.
+// every check passes, so it exits 0; and it says which rung of the
+// version ladder its workflows follow, the newest.
 func TestDoctorSim(t *testing.T) {
 	s := newSite(t, `  web:
     rotate: {mode: off}
@@ -47,6 +48,10 @@ func TestDoctorSim(t *testing.T) {
 	doctorLine(t, out, "ok", "web/lead agent", "the sim agent runs inside nid: nothing to install")
 	doctorLine(t, out, "ok", "http", fmt.Sprintf("http.listen 127.0.0.1:%d is free", s.http))
 	require.NotContains(t, out, "fail")
+	require.NotContains(t, out, "rungs", "before nid up no workflow runs to ask")
+	_, errOut, code = s.nid("doctor", "--rungs")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no nid runs on "+filepath.Join(s.dir, ".nid")+", so no workflow runs: start nid up")
 
 	up := s.up()
 	out, errOut, code = s.nid("doctor")
@@ -56,6 +61,10 @@ func TestDoctorSim(t *testing.T) {
 	doctorLine(t, out, "ok", "state", filepath.Join(s.dir, ".nid")+" is writable")
 	doctorLine(t, out, "ok", "credential", filepath.Join(s.dir, ".nid", "temporal-token")+" is private and the Temporal server at "+s.address()+" accepts it")
 	doctorLine(t, out, "ok", "http", "the running nid (process "+pid+") serves it")
+	doctorLine(t, out, "ok", "rungs", fmt.Sprintf("follows rung %d, this nid's newest", workflows.Latest))
+	out, errOut, code = s.nid("doctor", "--rungs")
+	require.Equal(t, 0, code, "%s%s", out, errOut)
+	require.Regexp(t, fmt.Sprintf(`(?m)^%d +(memo|history) +nid.Session +nid/web/lead$`, workflows.Latest), out)
 	require.NoError(t, up.interrupt(t))
 }
 

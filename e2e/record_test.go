@@ -26,17 +26,20 @@ import (
 // TestRecordReplayHistories records the histories that workflows.TestReplay
 // replays after every change. It runs only when asked:
 //
-//	RECORD_HISTORIES=rung17 go test ./e2e -run TestRecordReplayHistories
+//	RECORD_HISTORIES=rung19 go test ./e2e -run TestRecordReplayHistories
 //
-// where rung17 names the rung of the version ladder being recorded (see
-// workflows/versions.go; older fixtures are named vN). Record once per version, never over an existing
-// file: the old histories are what running sessions look like.
+// where rung19 names the rung of the version ladder being recorded, the
+// newest (workflows.Latest; see workflows/versions.go): the fixtures are
+// named after the rung their histories record. Record once per rung, never
+// over an existing file: the old histories are what running sessions look
+// like.
 func TestRecordReplayHistories(t *testing.T) {
 	version := os.Getenv("RECORD_HISTORIES")
 	if version == "" {
 		t.Skip("set RECORD_HISTORIES=rungN to record workflows/testdata histories of rung N")
 	}
-	require.Regexp(t, `^(v|rung)[0-9]+$`, version)
+	require.Equal(t, fmt.Sprintf("rung%d", workflows.Latest), version,
+		"a build of nid records histories of its newest rung only")
 	// An exec agent: it cannot compact or call tools, so its rotations take
 	// the paths only such kinds take.
 	counts := t.TempDir()

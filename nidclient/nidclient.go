@@ -2,8 +2,9 @@
 // the HTTP API) carry out on its workflows, so that each client only prints
 // the answer or maps the error: reading sessions (one visibility list,
 // decoded from their search attributes and memo) and groups, rotating,
-// sending, setting a group, the inbox, the board, stopping and starting, and
-// the feed of events. The operations (ops.go, feed.go) return the error
+// sending, setting a group, the inbox, the board, stopping and starting, the
+// feed of events, and the rungs of the version ladder running workflows
+// follow (rungs.go). The operations (ops.go, feed.go) return the error
 // types of errors.go: not found, refused, invalid, unavailable.
 //
 //	answer, err := nidclient.Rotate(ctx, c, "web", "lead", "")

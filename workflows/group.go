@@ -77,6 +77,7 @@ func (g *group) setup(ctx workflow.Context) error {
 			}
 		}
 	}
+	publishRung(ctx, g.ladder)
 	if err := workflow.SetQueryHandler(ctx, QueryGroup, g.view); err != nil {
 		return err
 	}

@@ -73,6 +73,7 @@ type hosts struct {
 // their first heartbeat (signal-with-start); it runs forever.
 func HostsWorkflow(ctx workflow.Context, in HostsInput) error {
 	r := &hosts{st: in.State, ladder: ladder{versionOf(ctx)}}
+	publishRung(ctx, r.ladder)
 	if r.st == nil {
 		r.st = &HostsState{}
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,6 +41,44 @@ func TestReplay(t *testing.T) {
 			require.NoError(t, r.ReplayWorkflowHistory(logger, readHistory(t, f)))
 		})
 	}
+}
+
+// fixtureName is what a fixture's name says: the rung it was recorded at
+// (rungN-, or initial- for VersionInitial), then what it holds.
+var fixtureName = regexp.MustCompile(`^(?:initial|rung([0-9]+))-[a-z0-9-]+\.json(?:\.gz)?$`)
+
+// TestFixturesNamedAfterTheirRung reads the rung each fixture's history
+// recorded (its version marker) and holds it to the fixture's name, so
+// that deleting the branches of a retired rung and the fixtures named
+// after it deletes the right ones; and the newest rung has its fixtures.
+func TestFixturesNamedAfterTheirRung(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*"))
+	require.NoError(t, err)
+	newest := 0
+	for _, f := range files {
+		name := filepath.Base(f)
+		m := fixtureName.FindStringSubmatch(name)
+		require.NotNil(t, m, "%s is not named rungN-what.json[.gz] (or initial-what.json[.gz])", name)
+		named := VersionInitial
+		if m[1] != "" {
+			n, err := strconv.Atoi(m[1])
+			require.NoError(t, err)
+			named = Version(n)
+		}
+		h := readHistory(t, f)
+		recorded, ok, err := RecordedRung(h.Events, true)
+		require.NoError(t, err, name)
+		require.True(t, ok, "%s: the history ends before its first workflow task completed", name)
+		if recorded == VersionInitial && named == VersionTeam &&
+			h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName() == RotationWorkflowName {
+			// A rotation recorded at rung 1 read no rung yet: it ran
+			// as it did at the first release.
+			continue
+		}
+		require.Equal(t, named, recorded, "%s records rung %d", name, recorded)
+		newest = max(newest, int(named))
+	}
+	require.Equal(t, int(versionLatest), newest, "the newest rung has no fixture: record them (TestRecordReplayHistories)")
 }
 
 func readHistory(t *testing.T, path string) *historypb.History {

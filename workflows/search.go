@@ -163,6 +163,9 @@ func (s *session) publish(ctx workflow.Context) {
 	if s.eventsUnlisted() {
 		memo[MemoEvents] = s.st.NextSeq
 	}
+	if !p.valid && s.has(VersionPublishesRung) {
+		memo[MemoRung] = s.version
+	}
 	if len(memo) > 0 {
 		if err := workflow.UpsertMemo(ctx, memo); err != nil {
 			workflow.GetLogger(ctx).Warn("memo not updated", "error", err)

@@ -1,6 +1,13 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+)
 
 // Version is a rung of nid's workflow version ladder. Every behaviour change
 // to a workflow that running histories could observe adds a rung here,
@@ -9,9 +16,12 @@ import "go.temporal.io/sdk/workflow"
 // them all, so sessions that have been running for weeks survive an
 // upgrade.
 //
-// Rungs 2 to 8 were released together: the histories recorded for them,
-// testdata/v3-*.json, are recorded at rung 8 and so cover every one.
-// Likewise rungs 11 to 14, whose testdata/v6-*.json are recorded at 14.
+// Each fixture is named after the rung it was recorded at (rungN-*, and
+// initial-* for VersionInitial), which its history's version marker
+// records; TestFixturesNamedAfterTheirRung keeps the two in step. Rungs 2
+// to 8 were released together: the histories recorded for them,
+// testdata/rung8-*, are recorded at rung 8 and so cover every one.
+// Likewise rungs 11 to 14, whose testdata/rung14-* are recorded at 14.
 //
 // A run reads its rung once, when it starts (versionOf): a history keeps
 // the rung it recorded, and a new run (a new workflow, or a continue-as-new)
@@ -21,15 +31,15 @@ type Version int
 
 const (
 	// VersionInitial is the first release; its histories
-	// (testdata/v1-*.json) must keep replaying.
+	// (testdata/initial-*.json) must keep replaying.
 	VersionInitial Version = Version(workflow.DefaultVersion)
 
 	// VersionTeam: the board, claims, locks and budget. Groups push their
 	// board to sessions; sessions prepare a worktree, ask for tasks, charge
 	// every turn to the group and pause while the budget is exhausted.
-	// Histories: testdata/v2-*.json, and v2-rec-compact-can.json.gz (a
-	// whole session run ending in continue-as-new) with
-	// v2-rec-compact-run-2.json.gz (the run that took its state over).
+	// Histories: testdata/rung1-*.json, and rung1-rec-compact-can.json.gz
+	// (a whole session run ending in continue-as-new) with
+	// rung1-rec-compact-run-2.json.gz (the run that took its state over).
 	VersionTeam Version = 1
 
 	// VersionOneRotateDecision: a manual rotate request is decided by one
@@ -39,12 +49,12 @@ const (
 	// handoff takes a request already pending, instead of a second
 	// rotation running on the fresh conversation. A session that never
 	// took a turn has nothing to rotate and says so. Histories:
-	// testdata/v3-*.json.
+	// testdata/rung8-*.
 	VersionOneRotateDecision Version = 2
 
 	// VersionBoundedQueue: a message to a stopped session, or past the
 	// caps of MessageRefusal (size, count, bytes queued), is not queued;
-	// the feed says why. Histories: testdata/v3-*.json.
+	// the feed says why. Histories: testdata/rung8-*.
 	VersionBoundedQueue Version = 3
 
 	// VersionFailuresSettle: failures settle instead of looping. A turn
@@ -56,14 +66,14 @@ const (
 	// needs attention with what to change. A rotation of a kind that
 	// cannot compact goes straight to a handoff, and one whose kind calls
 	// no tools is not waited on for handoff_write (see RotationWorkflow).
-	// Histories: testdata/v3-*.json.
+	// Histories: testdata/rung8-*.
 	VersionFailuresSettle Version = 4
 
 	// VersionStopAtOnce: a stopped session says so at once (its status
 	// search attribute is stopped when the stop is taken, not when its
 	// agent has stopped), and a rotation running when it is stopped is
 	// cancelled, so no fresh conversation starts after the stop.
-	// Histories: testdata/v3-*.json.
+	// Histories: testdata/rung8-*.
 	VersionStopAtOnce Version = 5
 
 	// VersionRotationBudget: a rotation costs one turn of the group's
@@ -73,7 +83,7 @@ const (
 	// does, so a turns budget is never overspent by them; a manual
 	// rotation runs anyway and is charged its turn. A session waiting when
 	// the budget runs out (its reservation refused) shows paused, not
-	// idle. Histories: testdata/v3-*.json.
+	// idle. Histories: testdata/rung8-*.
 	VersionRotationBudget Version = 6
 
 	// VersionThresholds: the policy's threshold is the least of
@@ -86,14 +96,14 @@ const (
 	// stops for the session, which keeps working), and a session that
 	// rotates by itself more than breakerRotations times in breakerTurns
 	// turns stops its policy rotations; either says so in the inbox.
-	// Histories: testdata/v3-*.json.
+	// Histories: testdata/rung8-*.
 	VersionThresholds Version = 7
 
 	// VersionSettledContinueAsNew: a session or group continues as new only
 	// once no signal is left and every handler has finished after the
 	// last drain (see continueAsNew), so an update accepted while a signal
 	// handler was blocked is never cut off by the new run. Histories:
-	// testdata/v3-*.json.
+	// testdata/rung8-*.
 	VersionSettledContinueAsNew Version = 8
 
 	// VersionGovernor: at most the policy's maxConcurrentRotations
@@ -101,7 +111,7 @@ const (
 	// its group for a slot (SignalSlot) and waits, shown as
 	// waiting-to-rotate; the group grants the fullest first and takes the
 	// slot back when the rotation ends. A manual rotation never waits.
-	// Histories: testdata/v4-*.json.
+	// Histories: testdata/rung9-*.json.gz.
 	VersionGovernor Version = 9
 
 	// VersionVouchedHandoff: a handoff nid can vouch for. When the agent
@@ -112,7 +122,7 @@ const (
 	// the agent to acknowledge them with handoff_ack, which nid checks
 	// against the board. Every rotation keeps a receipt (cost, the
 	// summary's source and size, the facts, verified), and every turn a
-	// point of the context chart. Histories: testdata/v5-*.json.
+	// point of the context chart. Histories: testdata/rung10-*.json.gz.
 	VersionVouchedHandoff Version = 10
 
 	// VersionRotateWhileHalted: while a session's policy rotations are
@@ -122,7 +132,7 @@ const (
 	// runs, by handoff with that summary unless another mode is asked for,
 	// and a conversation past its window hands off with it too. A handoff
 	// of any reason drops a summary the agent wrote for the conversation
-	// it replaced. Histories: testdata/v6-*.json.
+	// it replaced. Histories: testdata/rung14-*.json.gz.
 	VersionRotateWhileHalted Version = 11
 
 	// VersionSpentBudgetStartsNothing: a turn or rotation the group granted
@@ -132,7 +142,7 @@ const (
 	// the steps already running (and a manual rotation) spend, and the
 	// feed says when the session pauses: at once, or when the step it runs
 	// ends. A turns limit is unchanged: the turn it granted last is within
-	// it. Histories: testdata/v6-*.json.
+	// it. Histories: testdata/rung14-*.json.gz.
 	VersionSpentBudgetStartsNothing Version = 12
 
 	// VersionStopDropsHandoffs: a stopped session keeps no handoff of its
@@ -140,7 +150,7 @@ const (
 	// (a handoff request the stop cut off), so nid start goes on in the
 	// same conversation as it says, and the feed no longer promises a
 	// rotation a stopped session will not run. Histories:
-	// testdata/v6-*.json.
+	// testdata/rung14-*.json.gz.
 	VersionStopDropsHandoffs Version = 13
 
 	// VersionHosts: sessions run on hosts. A session's host is decided
@@ -154,7 +164,7 @@ const (
 	// task done pushes the branch of a URL repo; a stopped session gives
 	// its host's capacity back. The host is a search attribute (NidHost).
 	// The registry workflow itself starts at this rung. Histories:
-	// testdata/v6-*.json, v6-hosts.json.gz the registry's.
+	// testdata/rung14-*.json.gz, rung14-hosts.json.gz the registry's.
 	VersionHosts Version = 14
 
 	// VersionPacedListing: while a session takes turn after turn, a change
@@ -164,7 +174,7 @@ const (
 	// whatever waits, and so is everything when the session is about to
 	// wait. Each upsert is a visibility write, the dearest one the server
 	// makes, and sub-second turns made two a turn. Histories:
-	// testdata/v7-*.json.gz; v7-pace-fast.json.gz holds the paced writes.
+	// testdata/rung15-*.json.gz; rung15-pace-fast.json.gz holds the paced writes.
 	VersionPacedListing Version = 15
 
 	// VersionListedEvents: the memo also holds the sequence number of the
@@ -173,7 +183,7 @@ const (
 	// (by a timer) even when nothing else is written: a feed (nid watch,
 	// nid up's, each dashboard's) then asks only the sessions with news for
 	// their events, not every session every half second. Histories:
-	// testdata/v8-*.json.gz.
+	// testdata/rung16-*.json.gz.
 	VersionListedEvents Version = 16
 
 	// VersionCheckedInput: the workflows check what they are handed where
@@ -193,7 +203,7 @@ const (
 	// git facts could not be read (the worker refuses a worktree whose
 	// .git file or commondir an agent pointed elsewhere) says why in its
 	// receipt (RotationEvent.FactsNote) and the session's inbox. Histories:
-	// testdata/rung17-*.json.gz, named after the rung.
+	// testdata/rung17-*.json.gz.
 	VersionCheckedInput Version = 17
 
 	// VersionLostTurns: a turn's attempts are the session's to retry, not
@@ -214,14 +224,86 @@ const (
 	// testdata/rung18-*.json.gz.
 	VersionLostTurns Version = 18
 
+	// VersionPublishesRung: a session, a group and the hosts registry write
+	// the rung their run follows to their memo (MemoRung) when the run
+	// starts, so nid doctor tells which rungs running workflows still need
+	// from a listing alone; a session writes it with the rest of its first
+	// listing. Histories: testdata/rung19-*.json.gz.
+	VersionPublishesRung Version = 19
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionLostTurns
+	versionLatest = VersionPublishesRung
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is
 // named after the ladder's first rung, which was recorded before the ladder
 // existed; histories carry it, so it never changes.
 const versionChangeID = "team"
+
+// Latest is the rung a run that starts now takes: the newest this build of
+// nid knows.
+const Latest = versionLatest
+
+// MemoRung is the memo key holding the rung a run follows, as a Version's
+// number (since VersionPublishesRung).
+const MemoRung = "rung"
+
+// publishRung writes the rung the run follows to its memo.
+func publishRung(ctx workflow.Context, l ladder) {
+	if !l.has(VersionPublishesRung) {
+		return
+	}
+	if err := workflow.UpsertMemo(ctx, map[string]interface{}{MemoRung: l.version}); err != nil {
+		workflow.GetLogger(ctx).Warn("memo not updated", "error", err)
+	}
+}
+
+// versionMarker is the marker the SDK records for workflow.GetVersion, with
+// its details' keys.
+const (
+	versionMarker         = "Version"
+	versionMarkerChangeID = "change-id"
+	versionMarkerVersion  = "version"
+)
+
+// RecordedRung reads the rung a run follows from the start of its history
+// (its first page is enough); whole says events are all the run has
+// recorded so far. Every workflow reads its rung (versionOf) before it does
+// anything that records a command, so a run with a rung records its
+// version marker as the first command of its first completed workflow
+// task; a run whose first commands hold no marker is VersionInitial. ok is
+// false while the run's first workflow task has not completed (the run
+// takes the newest rung of the worker that runs it), or when events end
+// with that task's completion and are not whole.
+func RecordedRung(events []*historypb.HistoryEvent, whole bool) (v Version, ok bool, err error) {
+	for i, e := range events {
+		if e.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			continue
+		}
+		if i+1 == len(events) {
+			// The marker would have been recorded with the completion.
+			return VersionInitial, whole, nil
+		}
+		m := events[i+1].GetMarkerRecordedEventAttributes()
+		if m.GetMarkerName() != versionMarker {
+			return VersionInitial, true, nil
+		}
+		dc := converter.GetDefaultDataConverter()
+		var id string
+		if err := dc.FromPayloads(m.GetDetails()[versionMarkerChangeID], &id); err != nil {
+			return 0, false, fmt.Errorf("version marker of event %d: change id: %w", events[i+1].GetEventId(), err)
+		}
+		if id != versionChangeID {
+			return VersionInitial, true, nil
+		}
+		var n workflow.Version
+		if err := dc.FromPayloads(m.GetDetails()[versionMarkerVersion], &n); err != nil {
+			return 0, false, fmt.Errorf("version marker of event %d: version: %w", events[i+1].GetEventId(), err)
+		}
+		return Version(n), true, nil
+	}
+	return 0, false, nil
+}
 
 // ladder is the rung a run follows, for the workflows to embed: they branch
 // on has.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // handoffWait is how long a rotation waits, after the handoff request turn
@@ -336,7 +337,7 @@ func (r *rotation) gatherFacts(ctx workflow.Context) *activities.Facts {
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("no facts of the session's work", "error", err)
 		if r.has(VersionCheckedInput) && ctx.Err() == nil {
-			r.res.FactsNote = fmt.Sprintf("%s/%s's fresh conversation got no git facts: %s", r.in.Session.Group, r.in.Session.Name, clip(ErrorText(err), 1000))
+			r.res.FactsNote = fmt.Sprintf("%s/%s's fresh conversation got no git facts: %s", r.in.Session.Group, r.in.Session.Name, clip.Runes(ErrorText(err), 1000))
 		}
 		return nil
 	}

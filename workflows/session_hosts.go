@@ -9,6 +9,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // A session's place among the hosts (VersionHosts): which host it runs on,
@@ -115,7 +116,7 @@ func (s *session) onMove(ctx workflow.Context, m MoveRequest) {
 	case !s.has(VersionHosts) || s.st.Host == "":
 		s.record(ctx, Event{Kind: EventHost, Text: "move refused: " + ref + " runs before hosts; it can move once it has continued as new"})
 	case !config.ValidHost(m.Host):
-		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("move refused: %q is not a host name", clip(m.Host, 80))})
+		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("move refused: %q is not a host name", clip.Runes(m.Host, 80))})
 	case s.st.Stopped:
 		s.record(ctx, Event{Kind: EventHost, Text: "move refused: " + ref + " is stopped; start it first"})
 	case m.Host == s.st.Host:

@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // The session's signal handlers. Each folds its signal into the state at
@@ -99,7 +100,7 @@ func (s *session) onMessage(ctx workflow.Context, m Message) {
 	} else {
 		s.st.Messages = append(s.st.Messages, m.Text)
 	}
-	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip(m.Text, 80)})
+	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip.Runes(m.Text, 80)})
 	if s.st.Status == StatusNeedsAttention {
 		// The human has looked: their message is the next turn.
 		s.st.Status = StatusIdle
@@ -190,7 +191,7 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 		s.st.PushPending = true
 	}
 	if mine != nil && (before == nil || before.HeldBy(s.in.Name) == nil || before.HeldBy(s.in.Name).ID != mine.ID) {
-		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("claimed task %s: %s", mine.ID, clip(mine.Title, 60))})
+		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("claimed task %s: %s", mine.ID, clip.Runes(mine.Title, 60))})
 	}
 	if before != nil && before.Exhausted != b.Exhausted {
 		if b.Exhausted != "" {
@@ -224,7 +225,7 @@ func (s *session) onStop(ctx workflow.Context, req StopRequest) {
 		return
 	}
 	if s.has(VersionCheckedInput) {
-		req.Why = clip(req.Why, MaxWhyChars)
+		req.Why = clip.Runes(req.Why, MaxWhyChars)
 	}
 	s.st.Stopped = true
 	s.st.Messages = nil
@@ -281,7 +282,7 @@ func (s *session) onCannotStart(ctx workflow.Context, c CannotStart) {
 	if c.Host != "" && s.st.Host != "" && c.Host != s.st.Host {
 		return // checked on another host than the one it runs on
 	}
-	text := fmt.Sprintf("%s/%s cannot run its agent: %s", s.in.Group, s.in.Name, clip(c.Text, MaxInboxText))
+	text := fmt.Sprintf("%s/%s cannot run its agent: %s", s.in.Group, s.in.Name, clip.Runes(c.Text, MaxInboxText))
 	s.record(ctx, Event{Kind: EventTurnFailed, Text: text})
 	s.toInbox(ctx, EventTurnFailed, text)
 	s.setStatus(ctx, StatusNeedsAttention)

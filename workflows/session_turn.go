@@ -11,6 +11,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // A session's turns: which prompt goes next, the activity that runs it, and
@@ -285,7 +286,7 @@ func (s *session) turnFailed(ctx workflow.Context, err error, fromHuman bool) {
 		if s.has(VersionFailuresSettle) && fromHuman {
 			// It may be the message that fails: the human decides whether
 			// to send it again.
-			text += "; your message was not run: " + clip(s.st.Messages[0], 80)
+			text += "; your message was not run: " + clip.Runes(s.st.Messages[0], 80)
 			s.st.Messages = s.st.Messages[1:]
 		}
 		s.toInbox(ctx, EventTurnFailed, text)

@@ -246,7 +246,7 @@ func TestTheChartAndTheReceipts(t *testing.T) {
 
 // The chart and the receipts are bounded however long a session runs.
 func TestTheChartAndReceiptsAreBounded(t *testing.T) {
-	s := &session{st: &SessionState{}, ladder: ladder{versionLatest}}
+	s := &session{rules: rules{st: &SessionState{}, ladder: ladder{versionLatest}}}
 	for i := range maxPoints + 5 {
 		s.st.Context.TotalTurns = i + 1
 		s.plot("", "")
@@ -260,7 +260,7 @@ func TestTheChartAndReceiptsAreBounded(t *testing.T) {
 	require.Equal(t, 4, s.st.Receipts[0].Number)
 	require.Empty(t, s.st.Receipts[0].Summary, "a receipt keeps the summary's size, not its text")
 
-	old := &session{st: &SessionState{}, ladder: ladder{VersionGovernor}}
+	old := &session{rules: rules{st: &SessionState{}, ladder: ladder{VersionGovernor}}}
 	old.plot("", "")
 	require.Empty(t, old.st.Points, "a session on an older rung draws no chart")
 }

@@ -165,36 +165,66 @@ type FeedState struct {
 	NextSeq int64   `json:"nextSeq"`
 }
 
+// session is a running session workflow: its rules over its state, and
+// what the run holds in memory while it acts (never carried across
+// continue-as-new). Its own methods act: they run turns and rotations,
+// signal the group and the hosts registry, and fold signals into the
+// state's parts through the parts' methods.
 type session struct {
-	in    SessionInput
-	st    *SessionState
+	rules
+	rotationRun
+	turnRun
+	listingRun
+	// stopWatchingHost cancels the wait that tells the inbox of a host
+	// down too long.
+	stopWatchingHost workflow.CancelFunc
+}
+
+// rules is what a session decides from its input and state at the rung of
+// the ladder its run follows: whether a turn or a rotation is due, what it
+// asks of its group, what prompt goes next, where it runs. Its methods act
+// on nothing: no activity, no signal, no event; the session acts on what
+// they decide.
+type rules struct {
+	in *SessionInput
+	st *SessionState
+	// ladder is the rung of the version ladder this run follows.
+	ladder
+}
+
+// rotationRun is the rotation the run has in progress.
+type rotationRun struct {
 	child workflow.ChildWorkflowFuture
 	// running is the rotation in progress, if any; cancelRotation cancels
 	// it.
 	running        *RotateRequest
 	cancelRotation workflow.CancelFunc
-	// published is what the search attributes and memo last said, so an
-	// unchanged record is not written to history again.
-	published published
-	// publishDue says a paced write of the context is waiting its turn
-	// (publishPaced).
-	publishDue bool
-	// ladder is the rung of the version ladder this run follows.
-	ladder
-	// stopWatchingHost cancels the wait that tells the inbox of a host
-	// down too long.
-	stopWatchingHost workflow.CancelFunc
 	// moving is the move the rotation starting now carries, if any.
 	moving *MoveSpec
+	// rotationLost says why the running rotation was cancelled, when it
+	// was lost with its host rather than stopped.
+	rotationLost string
+}
+
+// turnRun is the turn the run has in progress.
+type turnRun struct {
 	// turning is true while a turn runs, its tries and the waits between
 	// them included; cancelTurn cancels the try running (VersionLostTurns);
 	// turnLost, once set, says why the turn was cut.
 	turning    bool
 	cancelTurn workflow.CancelFunc
 	turnLost   string
-	// rotationLost says why the running rotation was cancelled, when it
-	// was lost with its host rather than stopped.
-	rotationLost string
+}
+
+// listingRun is what the run last wrote of the session to its search
+// attributes and memo.
+type listingRun struct {
+	// published is what the search attributes and memo last said, so an
+	// unchanged record is not written to history again.
+	published published
+	// publishDue says a paced write of the context is waiting its turn
+	// (publishPaced).
+	publishDue bool
 }
 
 // SessionWorkflow is one agent seat in a group. It runs forever: it sends
@@ -218,7 +248,7 @@ func newSession(in SessionInput) *session {
 		}
 	}
 	in.State, in.Learned = nil, nil
-	return &session{in: in, st: st}
+	return &session{rules: rules{in: &in, st: st}}
 }
 
 func (s *session) setup(ctx workflow.Context) error {
@@ -296,7 +326,7 @@ func (s *session) run(ctx workflow.Context) error {
 		}
 		if s.historyFull(ctx) {
 			return continueAsNew(ctx, s.ladder, s.signalSelector, SessionWorkflowName, func() any {
-				in := s.in
+				in := *s.in
 				in.State = s.st
 				return in
 			})

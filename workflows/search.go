@@ -195,7 +195,7 @@ func sameContext(a, b ContextRecord) bool {
 }
 
 // details says in words where the session stands, for the Web UI.
-func (s *session) details() string {
+func (s *rules) details() string {
 	c := s.st.Context
 	ctx := "context unknown (the agent reports no numbers)"
 	if c.Percent != nil {

@@ -280,7 +280,7 @@ func (s *session) setup(ctx workflow.Context) error {
 	return nil
 }
 
-func (s *session) ref() activities.SessionRef {
+func (s *rules) ref() activities.SessionRef {
 	return activities.SessionRef{Group: s.in.Group, Name: s.in.Name, WorkflowID: SessionID(s.in.Group, s.in.Name)}
 }
 
@@ -321,7 +321,7 @@ func (s *session) run(ctx workflow.Context) error {
 				s.askSlot(ctx)
 				continue
 			}
-			s.rotate(ctx, req, t.take(s))
+			s.rotate(ctx, req, t.take(&s.rules))
 			continue
 		}
 		if s.historyFull(ctx) {

@@ -21,7 +21,7 @@ import (
 const hostDownInboxAfter = 2 * time.Minute
 
 // queue is the task queue the session's activities go to: its host's.
-func (s *session) queue() string {
+func (s *rules) queue() string {
 	if s.st.Host != "" {
 		return HostQueue(s.st.Host)
 	}
@@ -189,7 +189,7 @@ func (s *session) arrive(ctx workflow.Context, res RotationResult) {
 
 // taskFinished says the task the session held on the board before is done
 // on the board now.
-func (s *session) taskFinished(before, now BoardView) bool {
+func (s *rules) taskFinished(before, now BoardView) bool {
 	held := before.HeldBy(s.in.Name)
 	if held == nil {
 		return false

@@ -96,7 +96,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 
 // boardText is the board as the session last saw it, for a fresh
 // conversation's first message.
-func (s *session) boardText() string {
+func (s *rules) boardText() string {
 	if s.st.Board != nil {
 		return BoardText(*s.st.Board, s.in.Name)
 	}
@@ -157,7 +157,7 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 }
 
 // heldTasks are the ids of the tasks the session holds, as its board says.
-func (s *session) heldTasks() []string {
+func (s *rules) heldTasks() []string {
 	var out []string
 	if b := s.st.Board; b != nil && s.has(VersionVouchedHandoff) {
 		for _, t := range b.Tasks {
@@ -170,7 +170,7 @@ func (s *session) heldTasks() []string {
 }
 
 // heldLocks are the names of the locks the session holds.
-func (s *session) heldLocks() []string {
+func (s *rules) heldLocks() []string {
 	var out []string
 	if b := s.st.Board; b != nil && s.has(VersionVouchedHandoff) {
 		for _, l := range b.Locks {
@@ -327,7 +327,7 @@ func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev Ro
 
 // rotationAdvice says what the human can change after rotations keep
 // failing.
-func (s *session) rotationAdvice(res RotationResult) string {
+func (s *rules) rotationAdvice(res RotationResult) string {
 	ref := s.in.Group + "/" + s.in.Name
 	if res.Method == config.ModeCompact && !activities.KindOf(s.in.Spec.Kind).Compacts {
 		return fmt.Sprintf("%s agents cannot compact, so set the group's rotate mode to handoff or auto (nid group set %s rotate='{\"mode\":\"auto\"}') and send %s a message to resume",

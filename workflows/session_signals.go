@@ -206,7 +206,7 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 // pauses: at once, or (since VersionSpentBudgetStartsNothing says it) once
 // the step it runs, or the turn its group granted within a turns limit, is
 // over.
-func (s *session) pauseText() string {
+func (s *rules) pauseText() string {
 	switch {
 	case !s.has(VersionSpentBudgetStartsNothing):
 		return "paused"

@@ -20,21 +20,21 @@ func (s *session) teamStart(ctx workflow.Context) {
 
 // budgeted says the group's budget has a limit: each work turn is reserved
 // with the group before it starts.
-func (s *session) budgeted() bool {
+func (s *rules) budgeted() bool {
 	return s.has(VersionTeam) && s.st.Board != nil && budgetLimited(s.st.Board.Budget)
 }
 
 // reserving says a reservation is asked for and not yet used.
-func (s *session) reserving() bool { return s.st.ReserveSeq > s.st.UsedSeq }
+func (s *rules) reserving() bool { return s.st.ReserveSeq > s.st.UsedSeq }
 
 // granted says the group granted the reservation not yet used.
-func (s *session) granted() bool {
+func (s *rules) granted() bool {
 	return s.reserving() && s.st.Board != nil && s.st.Board.Grants[s.in.Name] >= s.st.ReserveSeq
 }
 
 // turnReady says a work turn may start now: there is a prompt and, on a
 // budget, either a grant or no request in flight yet (the loop asks).
-func (s *session) turnReady() bool {
+func (s *rules) turnReady() bool {
 	if s.nextPrompt() == "" {
 		return false
 	}
@@ -57,12 +57,12 @@ func (s *session) askReserve(ctx workflow.Context) {
 
 // exhausted says the group's budget is spent: no new turns, no policy
 // rotations.
-func (s *session) exhausted() bool {
+func (s *rules) exhausted() bool {
 	return s.has(VersionTeam) && s.st.Board != nil && s.st.Board.Exhausted != ""
 }
 
 // needClaim says the session should ask the group for a task.
-func (s *session) needClaim() bool {
+func (s *rules) needClaim() bool {
 	b := s.st.Board
 	return s.has(VersionTeam) && !s.st.Stopped && b != nil && !s.st.ClaimAsked && b.Exhausted == "" &&
 		b.HeldBy(s.in.Name) == nil && b.HasOpen()

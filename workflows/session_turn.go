@@ -20,7 +20,7 @@ import (
 // nextPrompt is the prompt the next turn would send: the human's first,
 // then the goal, then a nudge to go on with it. A session with no goal and
 // no message is idle.
-func (s *session) nextPrompt() string {
+func (s *rules) nextPrompt() string {
 	if s.st.Status == StatusNeedsAttention {
 		return ""
 	}
@@ -58,7 +58,7 @@ func (s *session) takePrompt() (prompt string, fromHuman bool) {
 // teamPrompt is the next prompt of a VersionTeam session: the human's
 // message first; then its task (briefed once, continued after); a board
 // without tasks means the group's goal, as before the board existed.
-func (s *session) teamPrompt() string {
+func (s *rules) teamPrompt() string {
 	// A turn granted before the budget ran out still runs.
 	if s.st.Stopped || (s.exhausted() && !s.granted()) || s.st.Board == nil {
 		return ""
@@ -232,7 +232,7 @@ func (s *session) runTurn(ctx workflow.Context, prompt string) (activities.TurnR
 }
 
 // turnInput is the work turn's activity input for prompt.
-func (s *session) turnInput(prompt string) activities.TurnInput {
+func (s *rules) turnInput(prompt string) activities.TurnInput {
 	return activities.TurnInput{
 		Session:      s.ref(),
 		Spec:         s.in.Spec,
@@ -373,7 +373,7 @@ func (s *session) noteThreshold() {
 }
 
 // threshold is where the policy rotates this session now.
-func (s *session) threshold() Threshold {
+func (s *rules) threshold() Threshold {
 	c := s.st.Context
 	return EffectiveThreshold(s.st.Policy, learnedFor(s.st.Learned, s.in.Spec.Kind, c.Model), c.WindowTokens)
 }
@@ -400,7 +400,7 @@ func (s *session) prepareWorkspace(ctx workflow.Context) {
 }
 
 // workDir is where the session's agent runs.
-func (s *session) workDir() string {
+func (s *rules) workDir() string {
 	if s.st.Worktree != "" {
 		return s.st.Worktree
 	}

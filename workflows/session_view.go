@@ -70,7 +70,7 @@ func (s *session) view() (SessionView, error) {
 	return v, nil
 }
 
-func (s *session) eventsAfter(seq int64) ([]Event, error) {
+func (s *rules) eventsAfter(seq int64) ([]Event, error) {
 	out := []Event{}
 	for _, e := range s.st.Events {
 		if e.Seq > seq {
@@ -100,7 +100,7 @@ func (s *session) toInbox(ctx workflow.Context, kind, text string) {
 
 // status is the status the session publishes: since VersionStopAtOnce,
 // stopped from the moment the stop is taken, as its view says.
-func (s *session) status() string {
+func (s *rules) status() string {
 	if s.st.Stopped && s.has(VersionStopAtOnce) {
 		return StatusStopped
 	}

@@ -175,6 +175,7 @@ type session struct {
 	rotationRun
 	turnRun
 	listingRun
+	groupLink
 	// stopWatchingHost cancels the wait that tells the inbox of a host
 	// down too long.
 	stopWatchingHost workflow.CancelFunc
@@ -216,15 +217,23 @@ type turnRun struct {
 	turnLost   string
 }
 
-// listingRun is what the run last wrote of the session to its search
-// attributes and memo.
+// listingRun writes the session to its search attributes and memo, and
+// remembers what it last wrote.
 type listingRun struct {
+	*rules
 	// published is what the search attributes and memo last said, so an
 	// unchanged record is not written to history again.
 	published published
 	// publishDue says a paced write of the context is waiting its turn
 	// (publishPaced).
 	publishDue bool
+}
+
+// groupLink sends the session's group what the session asks of it and
+// owes it: a task, a turn of budget, a rotation slot, its charges, and
+// items for the inbox.
+type groupLink struct {
+	*rules
 }
 
 // SessionWorkflow is one agent seat in a group. It runs forever: it sends
@@ -248,7 +257,9 @@ func newSession(in SessionInput) *session {
 		}
 	}
 	in.State, in.Learned = nil, nil
-	return &session{rules: rules{in: &in, st: st}}
+	s := &session{rules: rules{in: &in, st: st}}
+	s.listingRun.rules, s.groupLink.rules = &s.rules, &s.rules
+	return s
 }
 
 func (s *session) setup(ctx workflow.Context) error {

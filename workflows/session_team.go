@@ -12,7 +12,7 @@ import (
 
 // teamStart asks the group for the board (and a task) when the session has
 // none yet, so a new or restarted session is never left without one.
-func (s *session) teamStart(ctx workflow.Context) {
+func (s *groupLink) teamStart(ctx workflow.Context) {
 	if s.st.Board == nil && !s.st.Stopped {
 		s.askClaim(ctx)
 	}
@@ -46,7 +46,7 @@ func (s *rules) turnReady() bool {
 	return !s.budgeted() || s.granted() || !s.reserving()
 }
 
-func (s *session) askReserve(ctx workflow.Context) {
+func (s *groupLink) askReserve(ctx workflow.Context) {
 	s.st.ReserveSeq++
 	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalReserve, Reserve{Session: s.in.Name, Seq: s.st.ReserveSeq}).Get(ctx, nil)
 	if err != nil {
@@ -68,7 +68,7 @@ func (s *rules) needClaim() bool {
 		b.HeldBy(s.in.Name) == nil && b.HasOpen()
 }
 
-func (s *session) askClaim(ctx workflow.Context) {
+func (s *groupLink) askClaim(ctx workflow.Context) {
 	s.st.ClaimAsked = true
 	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalClaimNext, ClaimNext{Session: s.in.Name}).Get(ctx, nil)
 	if err != nil {
@@ -82,7 +82,7 @@ func (s *session) askClaim(ctx workflow.Context) {
 // Without a budget limit the bill only feeds `nid group show`, so it is sent
 // every chargeBatch turns and whenever the session goes idle, not after
 // every turn: a turn never waits on the group.
-func (s *session) charge(ctx workflow.Context, c Charge) {
+func (s *groupLink) charge(ctx workflow.Context, c Charge) {
 	if !s.has(VersionTeam) {
 		return
 	}
@@ -96,7 +96,7 @@ func (s *session) charge(ctx workflow.Context, c Charge) {
 // chargeBatch is how many turns a session without a budget limit bills at once.
 const chargeBatch = 10
 
-func (s *session) flushCharge(ctx workflow.Context) {
+func (s *groupLink) flushCharge(ctx workflow.Context) {
 	c := s.st.Unbilled
 	if !s.has(VersionTeam) || (c.Turns == 0 && c.Tokens == 0 && c.USD == 0) {
 		return

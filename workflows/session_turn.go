@@ -260,7 +260,7 @@ func retryable(err error, nonRetryable []string) bool {
 // cutTurn cancels the turn running on a host that is down, which no
 // answer will come from, or, between its tries, runs it no more: why says
 // so in the feed.
-func (s *session) cutTurn(why string) bool {
+func (s *turnRun) cutTurn(why string) bool {
 	if !s.turning {
 		return false
 	}

@@ -91,7 +91,7 @@ func (s *session) record(ctx workflow.Context, e Event) {
 	}
 }
 
-func (s *session) toInbox(ctx workflow.Context, kind, text string) {
+func (s *groupLink) toInbox(ctx workflow.Context, kind, text string) {
 	item := InboxItem{At: workflow.Now(ctx), Group: s.in.Group, Session: s.in.Name, Kind: kind, Text: text}
 	// The group may be gone (removed from the file); the event is recorded
 	// here either way, so a failed delivery loses nothing.

@@ -240,7 +240,7 @@ func (s *rules) slotNotWanted() bool {
 }
 
 // askSlot asks the group for a rotation slot, fullest first.
-func (s *session) askSlot(ctx workflow.Context) {
+func (s *groupLink) askSlot(ctx workflow.Context) {
 	s.st.SlotSeq++
 	s.st.SlotAsked = true
 	req := SlotRequest{Session: s.in.Name, Seq: s.st.SlotSeq, Want: true, Fullness: s.fullness()}
@@ -252,7 +252,7 @@ func (s *session) askSlot(ctx workflow.Context) {
 }
 
 // giveSlotBack returns the session's slot, or its place in the queue.
-func (s *session) giveSlotBack(ctx workflow.Context) {
+func (s *groupLink) giveSlotBack(ctx workflow.Context) {
 	s.st.SlotAsked = false
 	if s.st.Status == StatusWaitingToRotate {
 		s.st.Status = StatusIdle

@@ -2,12 +2,10 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
-	"github.com/nid-dev/nid/config"
 )
 
 // A session is split by concern: this file is its state and run loop;
@@ -34,136 +32,6 @@ const (
 	// after this many failed rotations in a row.
 	rotationFailuresBeforeAttention = 3
 )
-
-// SessionState is everything a session carries across continue-as-new. It
-// is made of parts, each with the fields one concern changes and the
-// methods that change them; the parts are embedded without a JSON name, so
-// their fields sit at the top of the state's JSON as they always did.
-type SessionState struct {
-	Status string `json:"status"`
-	// Stopped is set by nid stop; StopDone once the agent was stopped.
-	Stopped  bool `json:"stopped,omitempty"`
-	StopDone bool `json:"stopDone,omitempty"`
-	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
-	HistoryLimit int `json:"historyLimit,omitempty"`
-
-	ConversationState
-	RotationState
-	SeatState
-	PlacementState
-	FeedState
-}
-
-// ConversationState is the conversation: the prompts waiting for it, what
-// it was briefed on, how full its context is, and what it last said.
-type ConversationState struct {
-	Conversation string        `json:"conversation,omitempty"`
-	Context      ContextRecord `json:"context"`
-	// Messages are the human's prompts waiting for a turn.
-	Messages   []string `json:"messages,omitempty"`
-	LastOutput string   `json:"lastOutput,omitempty"`
-	// Briefed is true once the session's first prompt (the goal) was sent;
-	// BriefedTask is the task the session was last briefed on.
-	Briefed     bool   `json:"briefed,omitempty"`
-	BriefedTask string `json:"briefedTask,omitempty"`
-	// TurnFailures counts failed turns in a row.
-	TurnFailures int `json:"turnFailures,omitempty"`
-	// ContextFull is set when the vendor refused a turn because the
-	// conversation no longer fits its window; a handoff clears it.
-	ContextFull bool `json:"contextFull,omitempty"`
-	// Generation numbers the session's conversations: one more at each
-	// handoff. Agents' MCP tokens are bound to it.
-	Generation int `json:"generation,omitempty"`
-	// Receipts are the session's recent rotations, each with what it cost
-	// and kept; Points its context after each recent turn and rotation,
-	// for the chart (VersionVouchedHandoff).
-	Receipts []RotationEvent `json:"receipts,omitempty"`
-	Points   []ContextPoint  `json:"points,omitempty"`
-}
-
-// RotationState is what decides and follows the session's rotations: the
-// group's policy and what it learned, the requests waiting, and the
-// failures and breakers that hold the policy back.
-type RotationState struct {
-	Policy        config.Rotate  `json:"policy"`
-	PendingRotate *RotateRequest `json:"pendingRotate,omitempty"`
-	// Handoff is a summary the agent wrote outside a rotation; the next
-	// turn boundary rotates with it.
-	Handoff        string `json:"handoff,omitempty"`
-	HandoffPending bool   `json:"handoffPending,omitempty"`
-	// RotationAttempts numbers rotation child workflows, failed ones included,
-	// so every child gets a fresh id.
-	RotationAttempts int `json:"rotationAttempts"`
-	// PolicyHeldAtTurn stops a failed policy rotation from retrying before
-	// another turn has run: the policy is only checked when TotalTurns is
-	// past it.
-	PolicyHeldAtTurn int `json:"policyHeldAtTurn"`
-	// RotationFailures counts failed rotations in a row.
-	RotationFailures int `json:"rotationFailures,omitempty"`
-	// Learned are the points the group learned of agent kinds and models
-	// that compact by themselves (VersionThresholds).
-	Learned []LearnedPoint `json:"learned,omitempty"`
-	// HandoffNext makes the next policy rotation a handoff: a compaction
-	// did not help.
-	HandoffNext bool `json:"handoffNext,omitempty"`
-	// PolicyHalted says why policy rotations stopped for this session;
-	// empty while they run. A new policy starts them again.
-	PolicyHalted string `json:"policyHalted,omitempty"`
-	// SelfRotations are the TotalTurns at the session's recent rotations
-	// that it started by itself, for the circuit breaker.
-	SelfRotations []int `json:"selfRotations,omitempty"`
-}
-
-// SeatState is the session's seat on its group's board: the board as last
-// pushed, the task it asks for, the turns of budget it reserves and
-// charges, and the rotation slot it asks for.
-type SeatState struct {
-	// Board is the group's board as last pushed; ClaimAsked is true while
-	// a request for a task is on its way.
-	Board      *BoardView `json:"board,omitempty"`
-	ClaimAsked bool       `json:"claimAsked,omitempty"`
-	// ReserveSeq numbers turn reservations asked of the group; UsedSeq is
-	// the last one used (or given up).
-	ReserveSeq int64 `json:"reserveSeq,omitempty"`
-	UsedSeq    int64 `json:"usedSeq,omitempty"`
-	// Unbilled is what the session spent and has not yet charged the group.
-	Unbilled Charge `json:"unbilled,omitempty"`
-	// SlotAsked is true from asking the group for a rotation slot until
-	// giving it back; SlotSeq numbers the requests (VersionGovernor).
-	SlotAsked bool  `json:"slotAsked,omitempty"`
-	SlotSeq   int64 `json:"slotSeq,omitempty"`
-}
-
-// PlacementState is where the session works: its worktree and branch, the
-// host it runs on and whether that host is up, and the moves between
-// hosts with what they salvage and push.
-type PlacementState struct {
-	Worktree string `json:"worktree,omitempty"`
-	Branch   string `json:"branch,omitempty"`
-	// Host is the host the session runs on, decided once (VersionHosts);
-	// HostDown is true while the registry says that host is down, since
-	// HostDownSince; HostDownTold once the inbox heard of it.
-	Host          string    `json:"host,omitempty"`
-	HostDown      bool      `json:"hostDown,omitempty"`
-	HostDownSince time.Time `json:"hostDownSince,omitempty"`
-	HostDownTold  bool      `json:"hostDownTold,omitempty"`
-	// PendingMove is the host nid move asked for, until the move runs;
-	// Moves numbers the moves; Salvage is what a move saved that the next
-	// worktree made on the new host still has to take.
-	PendingMove string `json:"pendingMove,omitempty"`
-	Moves       int    `json:"moves,omitempty"`
-	Salvage     string `json:"salvage,omitempty"`
-	// PushPending is true from a task done until the branch is pushed to
-	// the remote of a URL repo.
-	PushPending bool `json:"pushPending,omitempty"`
-}
-
-// FeedState is the session's record of what happened: its recent events
-// and the number of the next one.
-type FeedState struct {
-	Events  []Event `json:"events,omitempty"`
-	NextSeq int64   `json:"nextSeq"`
-}
 
 // session is a running session workflow: its rules over its state, and
 // what the run holds in memory while it acts (never carried across
@@ -266,7 +134,7 @@ func (s *session) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QuerySession, s.view); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryEvents, s.eventsAfter); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryEvents, s.st.eventsAfter); err != nil {
 		return err
 	}
 	s.version = versionOf(ctx)
@@ -302,7 +170,7 @@ func (s *session) run(ctx workflow.Context) error {
 	for {
 		if err := s.awaitWork(ctx, func() bool {
 			_, _, due := s.rotationDue()
-			return due || s.turnReady() || s.historyFull(ctx) ||
+			return due || s.turnReady() || historyFull(ctx, s.st.HistoryLimit) ||
 				s.needClaim() || (s.st.Stopped && !s.st.StopDone) || s.slotNotWanted()
 		}); err != nil {
 			return err
@@ -335,7 +203,8 @@ func (s *session) run(ctx workflow.Context) error {
 			s.rotate(ctx, req, t.take(&s.rules))
 			continue
 		}
-		if s.historyFull(ctx) {
+		if historyFull(ctx, s.st.HistoryLimit) {
+			// Only between turns and rotations, never mid-rotation.
 			return continueAsNew(ctx, s.ladder, s.signalSelector, SessionWorkflowName, func() any {
 				in := *s.in
 				in.State = s.st
@@ -403,10 +272,4 @@ func (s *session) sitStill(ctx workflow.Context) {
 		s.st.Status = StatusIdle
 	}
 	s.publish(ctx)
-}
-
-// historyFull says the session should continue as new. The main loop only
-// asks between turns and rotations, never mid-rotation.
-func (s *session) historyFull(ctx workflow.Context) bool {
-	return historyFull(ctx, s.st.HistoryLimit)
 }

@@ -68,7 +68,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 			receipt := RotationEvent{Number: n, Method: req.Mode, Reason: req.Reason, Cancelled: true,
 				Error: "cancelled: " + why, OldConversation: s.st.Conversation, BeforeTokens: s.st.Context.UsedTokens}
 			ev.Rotation = &receipt
-			s.keepReceipt(receipt, workflow.Now(ctx))
+			s.st.keepReceipt(receipt, workflow.Now(ctx))
 		}
 		s.record(ctx, ev)
 		s.setStatus(ctx, StatusIdle)
@@ -133,7 +133,7 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	if res.Output != "" {
 		s.st.LastOutput = res.Output
 	}
-	s.applyUsage(res.Usage)
+	s.st.applyUsage(res.Usage, s.in.Spec.Kind, s.has(VersionThresholds))
 	rec := s.st.Context
 	text := fmt.Sprintf("↻ %s (%s)", res.Method, res.Reason)
 	if res.ToHost != "" {
@@ -141,8 +141,8 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	}
 	s.record(ctx, Event{Kind: EventRotation, Text: text, Rotation: &ev, Context: &rec})
 	if s.has(VersionVouchedHandoff) {
-		s.keepReceipt(ev, workflow.Now(ctx))
-		s.plot(res.Method, res.Reason)
+		s.st.keepReceipt(ev, workflow.Now(ctx))
+		s.st.plot(res.Method, res.Reason)
 		if ev.VerifyNote != "" {
 			s.toInbox(ctx, "handoff-unverified", ev.VerifyNote)
 		}
@@ -199,10 +199,10 @@ func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompa
 	}
 	s.record(ctx, Event{Kind: EventRotation, Text: "↻ compact (vendor)", Rotation: &ev})
 	if s.has(VersionVouchedHandoff) {
-		s.keepReceipt(ev, workflow.Now(ctx))
+		s.st.keepReceipt(ev, workflow.Now(ctx))
 		// The vendor's compaction marks the chart where it happened: before
 		// the turn's own point.
-		s.plotAt(v.BeforeTokens, config.ModeCompact, ReasonVendor)
+		s.st.plotAt(v.BeforeTokens, config.ModeCompact, ReasonVendor)
 	}
 	if !s.has(VersionThresholds) {
 		return
@@ -215,21 +215,11 @@ func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompa
 	if !ok || (learned != nil && learned.Set) {
 		return
 	}
-	s.learn(point)
+	s.st.learn(point)
 	s.record(ctx, Event{Kind: EventPolicy, Text: "learned: " + LearnedText(point)})
 	// Not awaited: the group may be gone, and the session has learned it
 	// for itself already.
 	workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalLearned, point)
-}
-
-// learn keeps point, replacing what the session knew of its kind and
-// model.
-func (s *session) learn(point LearnedPoint) {
-	if have := learnedFor(s.st.Learned, point.Kind, point.Model); have != nil {
-		*have = point
-		return
-	}
-	s.st.Learned = append(s.st.Learned, point)
 }
 
 // judgeRotation checks that a rotation that worked helped (VersionThresholds):
@@ -242,7 +232,7 @@ func (s *session) learn(point LearnedPoint) {
 func (s *session) judgeRotation(ctx workflow.Context, res RotationResult) {
 	ref := s.in.Group + "/" + s.in.Name
 	c := s.st.Context
-	t := s.threshold()
+	t := s.st.threshold(s.in.Spec.Kind)
 	helped := c.Source == activities.SourceUnknown || t.helped(c.UsedTokens, c.WindowTokens)
 	switch {
 	case helped && res.Method == config.ModeHandoff:
@@ -312,7 +302,7 @@ func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev Ro
 		}
 	}
 	if s.has(VersionVouchedHandoff) {
-		s.keepReceipt(ev, workflow.Now(ctx))
+		s.st.keepReceipt(ev, workflow.Now(ctx))
 	}
 	s.toInbox(ctx, EventRotationFailed, text)
 	if res.Stuck {

@@ -148,7 +148,7 @@ func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {
 	s.st.Policy = p.Rotate
 	if s.has(VersionThresholds) {
 		s.st.Learned = p.Learned
-		s.noteThreshold()
+		s.st.noteThreshold(s.in.Spec.Kind)
 		if changed && s.st.PolicyHalted != "" {
 			// The human changed the policy: it may help now.
 			s.st.PolicyHalted, s.st.HandoffNext = "", false
@@ -173,7 +173,7 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 	}
 	s.st.Board = &b
 	s.st.ClaimAsked = false
-	if b.Exhausted != "" && s.reserving() && !s.granted() {
+	if b.Exhausted != "" && s.st.reserving() && !s.granted() {
 		// Refused: the budget ran out first. Ask again once it is raised.
 		s.st.UsedSeq = s.st.ReserveSeq
 	}

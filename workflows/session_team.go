@@ -24,12 +24,9 @@ func (s *rules) budgeted() bool {
 	return s.has(VersionTeam) && s.st.Board != nil && budgetLimited(s.st.Board.Budget)
 }
 
-// reserving says a reservation is asked for and not yet used.
-func (s *rules) reserving() bool { return s.st.ReserveSeq > s.st.UsedSeq }
-
 // granted says the group granted the reservation not yet used.
 func (s *rules) granted() bool {
-	return s.reserving() && s.st.Board != nil && s.st.Board.Grants[s.in.Name] >= s.st.ReserveSeq
+	return s.st.reserving() && s.st.Board != nil && s.st.Board.Grants[s.in.Name] >= s.st.ReserveSeq
 }
 
 // turnReady says a work turn may start now: there is a prompt and, on a
@@ -43,7 +40,7 @@ func (s *rules) turnReady() bool {
 		// another turn would only fill the context more.
 		return false
 	}
-	return !s.budgeted() || s.granted() || !s.reserving()
+	return !s.budgeted() || s.granted() || !s.st.reserving()
 }
 
 func (s *groupLink) askReserve(ctx workflow.Context) {

@@ -48,7 +48,7 @@ func (s *session) takePrompt() (prompt string, fromHuman bool) {
 		s.st.Messages = s.st.Messages[1:]
 		return p, true
 	case s.has(VersionTeam):
-		s.tookTeamPrompt()
+		s.st.tookTeamPrompt(s.in.Name)
 	default:
 		s.st.Briefed = true
 	}
@@ -87,16 +87,6 @@ func (s *rules) teamPrompt() string {
 		return config.RenderPrompt(p.Task, vars...)
 	}
 	return config.RenderPrompt(p.Continue, vars...)
-}
-
-// tookTeamPrompt notes what the prompt just taken briefed.
-func (s *session) tookTeamPrompt() {
-	if b := s.st.Board; b != nil {
-		if t := b.HeldBy(s.in.Name); t != nil {
-			s.st.BriefedTask = t.ID
-		}
-	}
-	s.st.Briefed = true
 }
 
 func activityOptions(queue string, timeout time.Duration) workflow.ActivityOptions {
@@ -178,8 +168,10 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 	if res.Vendor != nil {
 		s.vendorCompacted(ctx, *res.Vendor, res.Usage)
 	}
-	s.applyUsage(res.Usage)
-	s.plot("", "")
+	s.st.applyUsage(res.Usage, s.in.Spec.Kind, s.has(VersionThresholds))
+	if s.has(VersionVouchedHandoff) {
+		s.st.plot("", "")
+	}
 	rec := s.st.Context
 	if s.has(VersionLostTurns) && s.st.Stopped {
 		// Its feed said stopped already: this is the step the stop let end.
@@ -341,41 +333,6 @@ func (s *session) contextFull(ctx workflow.Context, err error) {
 func isContextFull(err error) bool {
 	var app *temporal.ApplicationError
 	return errors.As(err, &app) && app.Type() == activities.ErrContextFull
-}
-
-func (s *session) applyUsage(u activities.Usage) {
-	c := &s.st.Context
-	c.Source = u.Source
-	if c.Source == "" {
-		c.Source = activities.SourceUnknown
-	}
-	c.UsedTokens, c.WindowTokens, c.Percent = u.UsedTokens, u.WindowTokens, nil
-	if c.Source != activities.SourceUnknown && u.WindowTokens > 0 {
-		p := float64(u.UsedTokens) * 100 / float64(u.WindowTokens)
-		c.Percent = &p
-	}
-	if s.has(VersionThresholds) {
-		if u.Model != "" {
-			c.Model = u.Model
-		}
-		s.noteThreshold()
-	}
-}
-
-// noteThreshold keeps the context record's threshold current, for the
-// meters and the agent's context_status.
-func (s *session) noteThreshold() {
-	c := &s.st.Context
-	c.Threshold = nil
-	if t := s.threshold(); t.Tokens > 0 {
-		c.Threshold = &t
-	}
-}
-
-// threshold is where the policy rotates this session now.
-func (s *rules) threshold() Threshold {
-	c := s.st.Context
-	return EffectiveThreshold(s.st.Policy, learnedFor(s.st.Learned, s.in.Spec.Kind, c.Model), c.WindowTokens)
 }
 
 // prepareWorkspace creates the session's worktree and branch once, on the

@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"time"
-
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -70,25 +68,10 @@ func (s *session) view() (SessionView, error) {
 	return v, nil
 }
 
-func (s *rules) eventsAfter(seq int64) ([]Event, error) {
-	out := []Event{}
-	for _, e := range s.st.Events {
-		if e.Seq > seq {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
 func (s *session) record(ctx workflow.Context, e Event) {
-	s.st.NextSeq++
-	e.Seq = s.st.NextSeq
 	e.At = workflow.Now(ctx)
 	e.Group, e.Session = s.in.Group, s.in.Name
-	s.st.Events = append(s.st.Events, e)
-	if len(s.st.Events) > maxEvents {
-		s.st.Events = append([]Event(nil), s.st.Events[len(s.st.Events)-maxEvents:]...)
-	}
+	s.st.add(e)
 }
 
 func (s *groupLink) toInbox(ctx workflow.Context, kind, text string) {
@@ -123,42 +106,5 @@ func (s *session) setStatus(ctx workflow.Context, status string) {
 		s.publishPaced(ctx)
 	case StatusRotating:
 		s.publish(ctx)
-	}
-}
-
-// keepReceipt keeps a rotation's receipt among the session's recent ones.
-// A receipt keeps the summary's source and size, not its text: a hundred
-// receipts of 16 KiB summaries would carry over a megabyte of state into
-// every continue-as-new, and the text is in the rotation's event and the
-// transcript.
-func (s *session) keepReceipt(ev RotationEvent, at time.Time) {
-	ev.Summary = ""
-	ev.At = at
-	s.st.Receipts = append(s.st.Receipts, ev)
-	if len(s.st.Receipts) > maxReceipts {
-		s.st.Receipts = append([]RotationEvent(nil), s.st.Receipts[len(s.st.Receipts)-maxReceipts:]...)
-	}
-}
-
-// plot adds the context as it is now to the chart, marked as a rotation's
-// when method is set.
-func (s *session) plot(method, reason string) {
-	s.plotAt(s.st.Context.UsedTokens, method, reason)
-}
-
-// plotAt adds a point at used tokens, for a compaction the vendor did before
-// the turn's own point.
-func (s *session) plotAt(used int64, method, reason string) {
-	if !s.has(VersionVouchedHandoff) {
-		return
-	}
-	c := s.st.Context
-	p := ContextPoint{Turn: c.TotalTurns, Used: used, Window: c.WindowTokens, Rotation: method, Reason: reason}
-	if c.Threshold != nil {
-		p.Threshold = c.Threshold.Tokens
-	}
-	s.st.Points = append(s.st.Points, p)
-	if len(s.st.Points) > maxPoints {
-		s.st.Points = append([]ContextPoint(nil), s.st.Points[len(s.st.Points)-maxPoints:]...)
 	}
 }

@@ -33,8 +33,7 @@ func (s *rules) triggers() []trigger {
 				return when(s.st.HandoffPending && s.st.PolicyHalted == "", config.ModeHandoff)
 			},
 			take: func(s *rules) string {
-				summary := s.st.Handoff
-				s.st.HandoffPending, s.st.Handoff = false, ""
+				summary := s.st.takeHandoff()
 				s.joinPendingRequest()
 				return summary
 			},
@@ -79,9 +78,9 @@ func (s *rules) triggers() []trigger {
 					return when(s.policyMayRotate() && c.Percent != nil && p.ContextPercent > 0 &&
 						*c.Percent >= float64(p.ContextPercent), p.Mode)
 				}
-				t := s.threshold()
+				t := s.st.threshold(s.in.Spec.Kind)
 				return when(s.policyMayRotate() && c.Source != activities.SourceUnknown && t.Tokens > 0 &&
-					c.UsedTokens >= t.Tokens, s.policyMode())
+					c.UsedTokens >= t.Tokens, s.st.policyMode())
 			},
 			take: takeNothing,
 		},
@@ -90,7 +89,7 @@ func (s *rules) triggers() []trigger {
 			reason: ReasonMaxTurns,
 			due: func(s *rules) string {
 				p := s.st.Policy
-				return when(s.policyMayRotate() && p.MaxTurns > 0 && s.st.Context.Turns >= p.MaxTurns, s.policyMode())
+				return when(s.policyMayRotate() && p.MaxTurns > 0 && s.st.Context.Turns >= p.MaxTurns, s.st.policyMode())
 			},
 			take: takeNothing,
 		},
@@ -150,7 +149,7 @@ func (s *rules) rotationAffordable(reason string) bool {
 	if s.exhausted() && !s.granted() {
 		return false
 	}
-	return !s.budgeted() || s.granted() || !s.reserving()
+	return !s.budgeted() || s.granted() || !s.st.reserving()
 }
 
 // needsReservation says a rotation for reason must first reserve its turn
@@ -173,15 +172,6 @@ func (s *rules) policyMayRotate() bool {
 		s.st.Status != StatusNeedsAttention && s.st.Context.TotalTurns > s.st.PolicyHeldAtTurn && !spent
 }
 
-// policyMode is the method of a policy rotation: the group's, but a
-// handoff after a compaction that did not help.
-func (s *rules) policyMode() string {
-	if s.st.HandoffNext && s.st.Policy.Mode != config.ModeOff {
-		return config.ModeHandoff
-	}
-	return s.st.Policy.Mode
-}
-
 // takeWaitingHandoff takes the agent's own handoff for a handoff that runs
 // while it waits (VersionRotateWhileHalted): policy rotations are stopped,
 // so only the human or a full context rotates, and the agent's summary of
@@ -190,9 +180,7 @@ func (s *rules) takeWaitingHandoff() string {
 	if !s.has(VersionRotateWhileHalted) || !s.st.HandoffPending {
 		return ""
 	}
-	summary := s.st.Handoff
-	s.st.HandoffPending, s.st.Handoff = false, ""
-	return summary
+	return s.st.takeHandoff()
 }
 
 // joinPendingRequest lets a handoff the session runs anyway serve a manual

@@ -540,7 +540,7 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "reported",
 			view: workflows.SessionView{
 				Policy: config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 40},
-				Context: workflows.ContextRecord{UsedTokens: 124080, WindowTokens: 200000, Percent: &pct, Source: activities.SourceReported,
+				Context: workflows.ContextRecord{Usage: activities.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: activities.SourceReported}, Percent: &pct,
 					Turns: 7, Rotations: 2, Threshold: &workflows.Threshold{Tokens: 160000, Percent: 80, By: "learned"}},
 				HandoffNext: true,
 			},
@@ -554,7 +554,7 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "unknown, halted",
 			view: workflows.SessionView{
 				Policy:       config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85},
-				Context:      workflows.ContextRecord{Source: activities.SourceUnknown, Turns: 3},
+				Context:      workflows.ContextRecord{Usage: activities.Usage{Source: activities.SourceUnknown}, Turns: 3},
 				PolicyHalted: "the fresh conversation started above the threshold",
 			},
 			want: ContextStatus{Session: "web/lead", Source: "unknown",
@@ -567,7 +567,7 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "policy off, window unknown",
 			view: workflows.SessionView{
 				Policy:  config.Rotate{Mode: config.ModeOff, ContextPercent: 85, ContextTokens: 150000},
-				Context: workflows.ContextRecord{UsedTokens: 9000, Source: activities.SourceReported, Threshold: &workflows.Threshold{Tokens: 150000, By: "contextTokens"}},
+				Context: workflows.ContextRecord{Usage: activities.Usage{UsedTokens: 9000, Source: activities.SourceReported}, Threshold: &workflows.Threshold{Tokens: 150000, By: "contextTokens"}},
 			},
 			want: ContextStatus{Session: "web/lead", UsedTokens: 9000, Source: "reported",
 				Threshold: ThresholdStatus{Tokens: 150000, By: "contextTokens", Text: "150k tokens (contextTokens)"}, Mode: "off"},

@@ -108,21 +108,32 @@ const (
 // ContextRecord is Session.context: how full the session's context is, where
 // the numbers came from, and its rotations.
 type ContextRecord struct {
-	UsedTokens   int64 `json:"usedTokens"`
-	WindowTokens int64 `json:"windowTokens"`
+	// Usage is the agent's last report of its context: the tokens used,
+	// the window, where the numbers came from, and the model the
+	// conversation runs on, when known. Embedded, so its fields are the
+	// record's in JSON.
+	activities.Usage
 	// Percent is nil when the window or the use is unknown: a meter never
-	// shows a guess as a fact.
+	// shows a guess as a fact (see UsedPercent).
 	Percent *float64 `json:"percent,omitempty"`
-	Source  string   `json:"source"`
 	// Turns counts turns since the last rotation.
 	Turns        int           `json:"turns"`
 	TotalTurns   int           `json:"totalTurns"`
 	Rotations    int           `json:"rotations"`
 	LastRotation *RotationMark `json:"lastRotation,omitempty"`
-	// Model is the model the conversation runs on, when known.
-	Model string `json:"model,omitempty"`
 	// Threshold is where the policy rotates it, when that can be known.
 	Threshold *Threshold `json:"threshold,omitempty"`
+}
+
+// UsedPercent is the part of its window u says the context fills, in
+// percent: nil when the window or the use is unknown. It is the one place
+// the percent nid shows (nid ls, the dashboard, context_status) is made.
+func UsedPercent(u activities.Usage) *float64 {
+	if u.Source == "" || u.Source == activities.SourceUnknown || u.WindowTokens <= 0 {
+		return nil
+	}
+	p := float64(u.UsedTokens) * 100 / float64(u.WindowTokens)
+	return &p
 }
 
 // RotationMark is the context record's note of the last rotation.

@@ -121,7 +121,7 @@ func newSession(in SessionInput) *session {
 		st = &SessionState{
 			Status:            StatusIdle,
 			RotationState:     RotationState{Policy: in.Policy, Learned: in.Learned},
-			ConversationState: ConversationState{Context: ContextRecord{Source: activities.SourceUnknown}},
+			ConversationState: ConversationState{Context: ContextRecord{Usage: activities.Usage{Source: activities.SourceUnknown}}},
 		}
 	}
 	in.State, in.Learned = nil, nil

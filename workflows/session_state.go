@@ -142,15 +142,9 @@ type FeedState struct {
 
 func (st *SessionState) applyUsage(u activities.Usage, kind string, thresholds bool) {
 	c := &st.Context
-	c.Source = u.Source
-	if c.Source == "" {
-		c.Source = activities.SourceUnknown
-	}
-	c.UsedTokens, c.WindowTokens, c.Percent = u.UsedTokens, u.WindowTokens, nil
-	if c.Source != activities.SourceUnknown && u.WindowTokens > 0 {
-		p := float64(u.UsedTokens) * 100 / float64(u.WindowTokens)
-		c.Percent = &p
-	}
+	c.Source = cmpOr(u.Source, activities.SourceUnknown)
+	c.UsedTokens, c.WindowTokens = u.UsedTokens, u.WindowTokens
+	c.Percent = UsedPercent(c.Usage)
 	if thresholds {
 		if u.Model != "" {
 			c.Model = u.Model

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -33,13 +32,7 @@ func (s *rules) queue() string {
 // that ran before hosts, the host whose queue it ran on. Each run then tells
 // the registry where the session is, which answers whether that host is up.
 func (s *session) hostStart(ctx workflow.Context) {
-	if s.st.Host == "" {
-		s.st.Host = s.in.Host
-		if host, ok := strings.CutPrefix(s.in.ActivityQueue, HostQueue("")); ok && s.st.Host == "" {
-			s.st.Host = host
-		}
-	}
-	if s.st.Host == "" {
+	if !s.st.settleHost(s.in.Host, s.in.ActivityQueue) {
 		return
 	}
 	s.tellRegistry(ctx)
@@ -66,7 +59,7 @@ func (s *session) onHost(ctx workflow.Context, h HostState) {
 		return
 	}
 	if !h.Alive {
-		s.st.HostDown, s.st.HostDownSince, s.st.HostDownTold = true, workflow.Now(ctx), false
+		s.st.hostWentDown(workflow.Now(ctx))
 		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("host %s is down: waiting for it", h.Host)})
 		s.watchHostDown(ctx)
 		if s.st.PendingMove != "" {
@@ -154,10 +147,8 @@ func (s *session) cutLostStep(ctx workflow.Context) {
 // rotation that saves the work on the old host and starts the fresh
 // conversation on the new one, in a fresh worktree of the same branch.
 func (s *session) move(ctx workflow.Context) {
-	to := s.st.PendingMove
-	s.st.PendingMove = ""
-	s.st.Moves++
-	s.moving = &MoveSpec{From: s.st.Host, To: to, FromDown: s.st.HostDown, Repo: s.in.Repo, Worktree: s.st.Worktree, Number: s.st.Moves}
+	m := s.st.startMove(s.in.Repo)
+	s.moving = &m
 	defer func() { s.moving = nil }()
 	s.rotate(ctx, RotateRequest{Mode: config.ModeHandoff, Reason: ReasonMove}, "")
 }
@@ -169,18 +160,10 @@ func (s *session) arrive(ctx workflow.Context, res RotationResult) {
 	if res.ToHost == "" || !(res.OK || res.Stuck) {
 		return
 	}
-	s.st.Host, s.st.HostDown, s.st.HostDownTold = res.ToHost, false, false
+	s.st.arrived(res, s.in.Repo != "")
 	if s.stopWatchingHost != nil {
 		s.stopWatchingHost()
 		s.stopWatchingHost = nil
-	}
-	if s.in.Repo != "" {
-		s.st.Worktree, s.st.Salvage = res.Worktree, ""
-		if res.Worktree == "" {
-			// Made by the next prepareWorkspace on the new host, with
-			// what was saved.
-			s.st.Salvage = res.Salvage
-		}
 	}
 	s.tellRegistry(ctx)
 	s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moved from host %s to host %s", res.FromHost, res.ToHost)})

@@ -17,7 +17,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 	n := s.st.RotationAttempts
 	reserved := s.granted()
 	if s.has(VersionRotationBudget) {
-		s.st.UsedSeq = s.st.ReserveSeq
+		s.st.useReservation()
 	}
 	s.setStatus(ctx, StatusRotating)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -117,22 +117,12 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 		return
 	}
 	s.st.RotationFailures = 0
-	if res.Method == config.ModeHandoff {
-		s.st.Generation++
-		if s.has(VersionRotateWhileHalted) {
-			// Written by the conversation just replaced: the fresh one
-			// never asked to start over.
-			s.st.HandoffPending, s.st.Handoff = false, ""
-		}
+	if res.Method == config.ModeHandoff && s.has(VersionRotateWhileHalted) {
+		// Written by the conversation just replaced: the fresh one never
+		// asked to start over.
+		s.st.takeHandoff()
 	}
-	s.st.Conversation = res.NewConversation
-	s.st.Context.Rotations++
-	s.st.Context.Turns = 0
-	s.st.Context.LastRotation = &RotationMark{Method: res.Method, Reason: res.Reason, At: now, OK: true}
-	s.st.TurnFailures = 0
-	if res.Output != "" {
-		s.st.LastOutput = res.Output
-	}
+	s.st.rotatedInto(res, now)
 	s.st.applyUsage(res.Usage, s.in.Spec.Kind, s.has(VersionThresholds))
 	rec := s.st.Context
 	text := fmt.Sprintf("↻ %s (%s)", res.Method, res.Reason)
@@ -188,10 +178,7 @@ func (s *rules) heldLocks() []string {
 // it from then on (VersionThresholds), for this session at once and, through
 // the group, for every session of the same kind and model.
 func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompaction, u activities.Usage) {
-	s.st.Context.Rotations++
-	s.st.Context.Turns = 0
-	mark := &RotationMark{Method: config.ModeCompact, Reason: ReasonVendor, At: workflow.Now(ctx), OK: true}
-	s.st.Context.LastRotation = mark
+	s.st.Context.rotated(RotationMark{Method: config.ModeCompact, Reason: ReasonVendor, At: workflow.Now(ctx), OK: true})
 	ev := RotationEvent{
 		Number: s.st.Context.Rotations, Method: config.ModeCompact, Reason: ReasonVendor, OK: true,
 		OldConversation: s.st.Conversation, NewConversation: s.st.Conversation,
@@ -252,22 +239,17 @@ func (s *session) judgeRotation(ctx workflow.Context, res RotationResult) {
 	default:
 		return // asked for, or on a schedule: not thrashing
 	}
-	s.st.SelfRotations = append(s.st.SelfRotations, c.TotalTurns)
-	if n := len(s.st.SelfRotations); n > breakerRotations {
-		s.st.SelfRotations = s.st.SelfRotations[n-breakerRotations-1:]
-		if c.TotalTurns-s.st.SelfRotations[0] <= breakerTurns {
-			s.haltPolicy(ctx, fmt.Sprintf("%s rotated by itself %d times in %d turns: it is thrashing. Its policy rotations stop; it keeps working. "+
-				"Look at what fills its context (nid transcript %s), then change the policy (nid group set %s rotate=...) to start them again; nid rotate still works",
-				ref, breakerRotations+1, c.TotalTurns-s.st.SelfRotations[0], ref, s.in.Group))
-		}
+	if turns, thrashing := s.st.selfRotated(c.TotalTurns); thrashing {
+		s.haltPolicy(ctx, fmt.Sprintf("%s rotated by itself %d times in %d turns: it is thrashing. Its policy rotations stop; it keeps working. "+
+			"Look at what fills its context (nid transcript %s), then change the policy (nid group set %s rotate=...) to start them again; nid rotate still works",
+			ref, breakerRotations+1, turns, ref, s.in.Group))
 	}
 }
 
 // haltPolicy stops the session's policy rotations until the policy changes,
 // and says why in the feed and the inbox.
 func (s *session) haltPolicy(ctx workflow.Context, why string) {
-	s.st.PolicyHalted = why
-	s.st.SelfRotations = nil
+	s.st.halt(why)
 	s.record(ctx, Event{Kind: EventPolicy, Text: "policy rotations stopped: " + why})
 	s.toInbox(ctx, EventPolicy, "policy rotations stopped: "+why)
 }
@@ -287,14 +269,12 @@ func cmpOr[T comparable](a, b T) T {
 // session needs the human, told what to change.
 func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev RotationEvent) {
 	s.st.Context.LastRotation = &RotationMark{Method: res.Method, Reason: res.Reason, At: workflow.Now(ctx), OK: false}
-	s.st.PolicyHeldAtTurn = s.st.Context.TotalTurns
+	s.st.holdPolicy(s.st.Context.TotalTurns)
 	s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation failed (%s): %s", res.Method, res.Reason, res.Error), Rotation: &ev})
 	text := fmt.Sprintf("%s rotation (%s) failed: %s", res.Method, res.Reason, res.Error)
 	attention := res.Stuck
 	if s.has(VersionFailuresSettle) {
-		s.st.RotationFailures++
-		n := s.st.RotationFailures
-		s.st.PolicyHeldAtTurn += 1<<(n-1) - 1
+		n := s.st.rotationFailed()
 		if n >= rotationFailuresBeforeAttention && !res.Stuck {
 			attention = true
 			text = fmt.Sprintf("%d rotations failed in a row, the last: %s; policy rotations and turns stop until you act: %s",

@@ -65,8 +65,7 @@ func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
 		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "handoff written for the running rotation"})
 		return
 	}
-	s.st.Handoff = hw.Summary
-	s.st.HandoffPending = true
+	s.st.Handoff, s.st.HandoffPending = hw.Summary, true
 	if s.has(VersionRotateWhileHalted) && s.st.PolicyHalted != "" {
 		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "agent wrote a handoff: it waits, for policy rotations are stopped; nid rotate rotates with it"})
 		return
@@ -94,12 +93,9 @@ func (s *session) onMessage(ctx workflow.Context, m Message) {
 		s.record(ctx, Event{Kind: EventMessage, Text: "message not queued: " + s.in.Group + "/" + s.in.Name + " " + refusal})
 		return
 	}
-	if s.st.Status == StatusNeedsAttention && s.has(VersionFailuresSettle) {
-		// The human has looked: their message is the next turn.
-		s.st.Messages = append([]string{m.Text}, s.st.Messages...)
-	} else {
-		s.st.Messages = append(s.st.Messages, m.Text)
-	}
+	// The human has looked at a session that needs them: their message
+	// is the next turn.
+	s.st.queueMessage(m.Text, s.st.Status == StatusNeedsAttention && s.has(VersionFailuresSettle))
 	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip.Runes(m.Text, 80)})
 	if s.st.Status == StatusNeedsAttention {
 		// The human has looked: their message is the next turn.
@@ -151,7 +147,7 @@ func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {
 		s.st.noteThreshold(s.in.Spec.Kind)
 		if changed && s.st.PolicyHalted != "" {
 			// The human changed the policy: it may help now.
-			s.st.PolicyHalted, s.st.HandoffNext = "", false
+			s.st.unhalt()
 			s.record(ctx, Event{Kind: EventPolicy, Text: "policy rotations start again under the new policy"})
 		}
 		if !changed {
@@ -171,17 +167,16 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 		// Overtaken by a newer push: its grants and claims are out of date.
 		return
 	}
-	s.st.Board = &b
-	s.st.ClaimAsked = false
+	s.st.takeBoard(b)
 	if b.Exhausted != "" && s.st.reserving() && !s.granted() {
 		// Refused: the budget ran out first. Ask again once it is raised.
-		s.st.UsedSeq = s.st.ReserveSeq
+		s.st.useReservation()
 	}
 	if s.has(VersionSpentBudgetStartsNothing) && b.costSpent() && s.granted() && !s.busy() {
 		// Granted before a tokens or usd limit was reached, not started:
 		// starting it now would only spend further past the limit. Its
 		// turn goes back to the group; it asks again once it is raised.
-		s.st.UsedSeq = s.st.ReserveSeq
+		s.st.useReservation()
 		s.charge(ctx, Charge{Turns: -1})
 	}
 	mine := b.HeldBy(s.in.Name)
@@ -231,7 +226,7 @@ func (s *session) onStop(ctx workflow.Context, req StopRequest) {
 	s.st.Messages = nil
 	s.st.PendingRotate = nil
 	if s.has(VersionStopDropsHandoffs) {
-		s.st.HandoffPending, s.st.Handoff = false, ""
+		s.st.takeHandoff()
 	}
 	text := "stopped: its claims and locks are released"
 	if req.Why != "" {

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"strings"
 	"time"
 
 	"github.com/nid-dev/nid/activities"
@@ -213,6 +214,48 @@ func (c *ConversationState) plotAt(used int64, method, reason string) {
 	}
 }
 
+// turnDone takes a turn that ran: its conversation and answer, and one
+// more turn on the count; the failures in a row are over.
+func (c *ConversationState) turnDone(res activities.TurnResult) {
+	c.TurnFailures = 0
+	c.Conversation = res.Conversation
+	c.LastOutput = res.Output
+	c.Context.Turns++
+	c.Context.TotalTurns++
+}
+
+// rotatedInto takes a rotation that worked: the conversation it left the
+// session in (a handoff's is a new generation), and its first answer.
+func (c *ConversationState) rotatedInto(res RotationResult, at time.Time) {
+	if res.Method == config.ModeHandoff {
+		c.Generation++
+	}
+	c.Conversation = res.NewConversation
+	c.Context.rotated(RotationMark{Method: res.Method, Reason: res.Reason, At: at, OK: true})
+	c.TurnFailures = 0
+	if res.Output != "" {
+		c.LastOutput = res.Output
+	}
+}
+
+// queueMessage queues a prompt from the human; first puts it before the
+// others.
+func (c *ConversationState) queueMessage(text string, first bool) {
+	if first {
+		c.Messages = append([]string{text}, c.Messages...)
+		return
+	}
+	c.Messages = append(c.Messages, text)
+}
+
+// rotated notes a rotation that worked, at mark: one more, and no turns
+// since.
+func (c *ContextRecord) rotated(mark RotationMark) {
+	c.Rotations++
+	c.Turns = 0
+	c.LastRotation = &mark
+}
+
 // policyMode is the method of a policy rotation: the group's, but a
 // handoff after a compaction that did not help.
 func (r *RotationState) policyMode() string {
@@ -239,8 +282,135 @@ func (r *RotationState) learn(point LearnedPoint) {
 	r.Learned = append(r.Learned, point)
 }
 
+// halt stops the policy's rotations for why, forgetting the rotations
+// the breaker counted.
+func (r *RotationState) halt(why string) {
+	r.PolicyHalted = why
+	r.SelfRotations = nil
+}
+
+// unhalt starts the policy's rotations again, by its own method.
+func (r *RotationState) unhalt() {
+	r.PolicyHalted, r.HandoffNext = "", false
+}
+
+// selfRotated counts a rotation the session started by itself at turn
+// total; thrashing says it made more than breakerRotations of them within
+// breakerTurns, the last turns of which it returns.
+func (r *RotationState) selfRotated(total int) (turns int, thrashing bool) {
+	r.SelfRotations = append(r.SelfRotations, total)
+	n := len(r.SelfRotations)
+	if n <= breakerRotations {
+		return 0, false
+	}
+	r.SelfRotations = r.SelfRotations[n-breakerRotations-1:]
+	turns = total - r.SelfRotations[0]
+	return turns, turns <= breakerTurns
+}
+
+// holdPolicy keeps the policy from rotating again before a turn after
+// turn has run.
+func (r *RotationState) holdPolicy(turn int) {
+	r.PolicyHeldAtTurn = turn
+}
+
+// rotationFailed counts a failed rotation in a row and holds the policy
+// back longer after each: 0, 1, 3, 7 turns more. It returns how many
+// failed in a row.
+func (r *RotationState) rotationFailed() int {
+	r.RotationFailures++
+	n := r.RotationFailures
+	r.PolicyHeldAtTurn += 1<<(n-1) - 1
+	return n
+}
+
 // reserving says a reservation is asked for and not yet used.
 func (p *SeatState) reserving() bool { return p.ReserveSeq > p.UsedSeq }
+
+// useReservation marks the last turn reserved used, or given up.
+func (p *SeatState) useReservation() { p.UsedSeq = p.ReserveSeq }
+
+// nextReservation numbers a new turn reservation.
+func (p *SeatState) nextReservation() int64 {
+	p.ReserveSeq++
+	return p.ReserveSeq
+}
+
+// takeBoard keeps b as the board; a request for a task it answered is
+// over.
+func (p *SeatState) takeBoard(b BoardView) {
+	p.Board = &b
+	p.ClaimAsked = false
+}
+
+// bill adds c to what the group has not been charged yet, and returns it.
+func (p *SeatState) bill(c Charge) Charge {
+	u := &p.Unbilled
+	u.Turns, u.Tokens, u.USD = u.Turns+c.Turns, u.Tokens+c.Tokens, u.USD+c.USD
+	return *u
+}
+
+// takeUnbilled takes what the group is to be charged now.
+func (p *SeatState) takeUnbilled() Charge {
+	c := p.Unbilled
+	p.Unbilled = Charge{}
+	return c
+}
+
+// nextSlot numbers a new request for a rotation slot, asked now.
+func (p *SeatState) nextSlot() int64 {
+	p.SlotSeq++
+	p.SlotAsked = true
+	return p.SlotSeq
+}
+
+// settleHost decides the session's host once: the one the registry
+// placed it on or, for a session that ran before hosts, the host whose
+// queue it ran on. It says whether the session has a host.
+func (p *PlacementState) settleHost(placed, activityQueue string) bool {
+	if p.Host == "" {
+		p.Host = placed
+		if host, ok := strings.CutPrefix(activityQueue, HostQueue("")); ok && p.Host == "" {
+			p.Host = host
+		}
+	}
+	return p.Host != ""
+}
+
+// hostWentDown notes the registry's word that the host is down since now;
+// the inbox has not heard of it yet.
+func (p *PlacementState) hostWentDown(now time.Time) {
+	p.HostDown, p.HostDownSince, p.HostDownTold = true, now, false
+}
+
+// startMove takes the move nid move asked for: the next move, from the
+// host and worktree the session has, of the group's repo.
+func (p *PlacementState) startMove(repo string) MoveSpec {
+	to := p.PendingMove
+	p.PendingMove = ""
+	p.Moves++
+	return MoveSpec{From: p.Host, To: to, FromDown: p.HostDown, Repo: repo, Worktree: p.Worktree, Number: p.Moves}
+}
+
+// arrived makes the host a move reached the session's host, with the
+// worktree made there (withRepo: the session has one). A move that left
+// the old worktree behind has no other until the next one is made with
+// what the move saved.
+func (p *PlacementState) arrived(res RotationResult, withRepo bool) {
+	p.Host, p.HostDown, p.HostDownTold = res.ToHost, false, false
+	if withRepo {
+		p.Worktree, p.Salvage = res.Worktree, ""
+		if res.Worktree == "" {
+			p.Salvage = res.Salvage
+		}
+	}
+}
+
+// worktreeMade takes the worktree made for the session; what a move
+// salvaged is in it now.
+func (p *PlacementState) worktreeMade(res activities.WorkspaceResult) {
+	p.Worktree, p.Branch, p.Salvage = res.Worktree, res.Branch, ""
+}
 
 // eventsAfter is the QueryEvents answer: the recent events after seq.
 func (f *FeedState) eventsAfter(seq int64) ([]Event, error) {

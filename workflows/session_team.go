@@ -44,11 +44,11 @@ func (s *rules) turnReady() bool {
 }
 
 func (s *groupLink) askReserve(ctx workflow.Context) {
-	s.st.ReserveSeq++
-	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalReserve, Reserve{Session: s.in.Name, Seq: s.st.ReserveSeq}).Get(ctx, nil)
+	seq := s.st.nextReservation()
+	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalReserve, Reserve{Session: s.in.Name, Seq: seq}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("group did not take the reservation", "error", err)
-		s.st.UsedSeq = s.st.ReserveSeq
+		s.st.useReservation()
 	}
 }
 
@@ -83,9 +83,7 @@ func (s *groupLink) charge(ctx workflow.Context, c Charge) {
 	if !s.has(VersionTeam) {
 		return
 	}
-	u := &s.st.Unbilled
-	u.Turns, u.Tokens, u.USD = u.Turns+c.Turns, u.Tokens+c.Tokens, u.USD+c.USD
-	if s.budgeted() || u.Turns >= chargeBatch {
+	if u := s.st.bill(c); s.budgeted() || u.Turns >= chargeBatch {
 		s.flushCharge(ctx)
 	}
 }
@@ -94,11 +92,10 @@ func (s *groupLink) charge(ctx workflow.Context, c Charge) {
 const chargeBatch = 10
 
 func (s *groupLink) flushCharge(ctx workflow.Context) {
-	c := s.st.Unbilled
-	if !s.has(VersionTeam) || (c.Turns == 0 && c.Tokens == 0 && c.USD == 0) {
+	if u := s.st.Unbilled; !s.has(VersionTeam) || (u.Turns == 0 && u.Tokens == 0 && u.USD == 0) {
 		return
 	}
-	s.st.Unbilled = Charge{}
+	c := s.st.takeUnbilled()
 	c.Session = s.in.Name
 	// Not awaited: the group may be gone (removed from the file) and the
 	// session must not wait on its bill.

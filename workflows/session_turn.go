@@ -130,11 +130,11 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 	// arriving during the turn must not change the answer.
 	reserved := s.granted()
 	res, err := s.runTurn(ctx, prompt)
-	s.st.UsedSeq = s.st.ReserveSeq
+	s.st.useReservation()
 	if err != nil && s.has(VersionFailuresSettle) && fromHuman && !(s.has(VersionLostTurns) && s.st.Stopped) {
 		// The human's message is not lost with the turn: it goes first
 		// again, unless the session now needs the human (turnFailed).
-		s.st.Messages = append([]string{prompt}, s.st.Messages...)
+		s.st.queueMessage(prompt, true)
 	}
 	if err != nil && s.has(VersionLostTurns) && s.st.Stopped {
 		// The stop let the turn end, and it ended without an answer:
@@ -160,11 +160,7 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 		c.Turns = 0 // counted when the group granted it
 	}
 	s.charge(ctx, c)
-	s.st.TurnFailures = 0
-	s.st.Conversation = res.Conversation
-	s.st.LastOutput = res.Output
-	s.st.Context.Turns++
-	s.st.Context.TotalTurns++
+	s.st.turnDone(res)
 	if res.Vendor != nil {
 		s.vendorCompacted(ctx, *res.Vendor, res.Usage)
 	}
@@ -352,7 +348,7 @@ func (s *session) prepareWorkspace(ctx workflow.Context) {
 		s.setStatus(ctx, StatusNeedsAttention)
 		return
 	}
-	s.st.Worktree, s.st.Branch, s.st.Salvage = res.Worktree, res.Branch, ""
+	s.st.worktreeMade(res)
 	s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("worktree %s on branch %s", res.Worktree, res.Branch)})
 }
 

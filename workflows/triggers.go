@@ -229,9 +229,7 @@ func (s *rules) slotNotWanted() bool {
 
 // askSlot asks the group for a rotation slot, fullest first.
 func (s *groupLink) askSlot(ctx workflow.Context) {
-	s.st.SlotSeq++
-	s.st.SlotAsked = true
-	req := SlotRequest{Session: s.in.Name, Seq: s.st.SlotSeq, Want: true, Fullness: s.fullness()}
+	req := SlotRequest{Session: s.in.Name, Seq: s.st.nextSlot(), Want: true, Fullness: s.fullness()}
 	if err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalSlot, req).Get(ctx, nil); err != nil {
 		// No group to ask: nothing to wait for.
 		workflow.GetLogger(ctx).Warn("group did not take the slot request", "error", err)

@@ -8,12 +8,14 @@ import (
 	"github.com/nid-dev/nid/activities"
 )
 
-// A session is split by concern: this file is its state and run loop;
-// session_signals.go folds signals into the state; triggers.go decides when
-// it rotates and session_rotation.go runs and applies a rotation;
-// session_turn.go runs a turn and picks its prompt; session_team.go is its
-// place on the group's board and budget; session_view.go is what it shows
-// (queries, events, inbox, search attributes). Texts are in texts.go.
+// A session is split by concern (see doc.go): this file is the running
+// session and its loop; session_state.go its state's parts and their
+// methods; session_signals.go folds signals into the state; triggers.go
+// decides when it rotates and session_rotation.go runs and applies a
+// rotation; session_turn.go runs a turn and picks its prompt;
+// session_team.go is its seat on the group's board and budget;
+// session_hosts.go its host; session_view.go and search.go are what it
+// shows. Texts are in texts.go.
 
 // Limits that keep a session's history and state small however long it runs.
 const (

@@ -53,9 +53,9 @@ type session struct {
 
 // rules is what a session decides from its input and state at the rung of
 // the ladder its run follows: whether a turn or a rotation is due, what it
-// asks of its group, what prompt goes next, where it runs. Its methods act
-// on nothing: no activity, no signal, no event; the session acts on what
-// they decide.
+// asks of its group, what prompt goes next, where it runs. Its methods
+// change nothing and act on nothing (no activity, no signal, no event);
+// the session acts on what they decide.
 type rules struct {
 	in *SessionInput
 	st *SessionState
@@ -202,7 +202,7 @@ func (s *session) run(ctx workflow.Context) error {
 				s.askSlot(ctx)
 				continue
 			}
-			s.rotate(ctx, req, t.take(&s.rules))
+			s.rotate(ctx, req, t.take(s))
 			continue
 		}
 		if historyFull(ctx, s.st.HistoryLimit) {

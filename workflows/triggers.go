@@ -8,13 +8,13 @@ import (
 )
 
 // trigger is one reason a session rotates at a turn boundary. due says the
-// method it asks for now ("" when it does not); take consumes what asked for
-// it when the rotation starts and returns the handoff summary the rotation
-// starts from, if any.
+// method it asks for now ("" when it does not), by the session's rules;
+// take, run by the session, consumes what asked for it when the rotation
+// starts and returns the handoff summary the rotation starts from, if any.
 type trigger struct {
 	reason string
 	due    func(s *rules) string
-	take   func(s *rules) string
+	take   func(s *session) string
 }
 
 // triggers is the one place a rotation trigger is added. They are read top
@@ -32,7 +32,7 @@ func (s *rules) triggers() []trigger {
 			due: func(s *rules) string {
 				return when(s.st.HandoffPending && s.st.PolicyHalted == "", config.ModeHandoff)
 			},
-			take: func(s *rules) string {
+			take: func(s *session) string {
 				summary := s.st.takeHandoff()
 				s.joinPendingRequest()
 				return summary
@@ -43,7 +43,7 @@ func (s *rules) triggers() []trigger {
 			// fits its window: only a fresh conversation helps.
 			reason: ReasonContextFull,
 			due:    func(s *rules) string { return when(s.st.ContextFull, config.ModeHandoff) },
-			take: func(s *rules) string {
+			take: func(s *session) string {
 				s.st.ContextFull = false
 				s.joinPendingRequest()
 				return s.takeWaitingHandoff()
@@ -58,7 +58,7 @@ func (s *rules) triggers() []trigger {
 				}
 				return EffectiveMode(s.st.PendingRotate.Mode, s.st.Policy)
 			},
-			take: func(s *rules) string {
+			take: func(s *session) string {
 				mode := EffectiveMode(s.st.PendingRotate.Mode, s.st.Policy)
 				s.st.PendingRotate = nil
 				if mode != config.ModeHandoff {
@@ -96,7 +96,7 @@ func (s *rules) triggers() []trigger {
 	}
 }
 
-func takeNothing(*rules) string { return "" }
+func takeNothing(*session) string { return "" }
 
 func when(due bool, mode string) string {
 	if !due {
@@ -176,7 +176,7 @@ func (s *rules) policyMayRotate() bool {
 // while it waits (VersionRotateWhileHalted): policy rotations are stopped,
 // so only the human or a full context rotates, and the agent's summary of
 // this conversation is the best start for the fresh one.
-func (s *rules) takeWaitingHandoff() string {
+func (s *session) takeWaitingHandoff() string {
 	if !s.has(VersionRotateWhileHalted) || !s.st.HandoffPending {
 		return ""
 	}
@@ -186,7 +186,7 @@ func (s *rules) takeWaitingHandoff() string {
 // joinPendingRequest lets a handoff the session runs anyway serve a manual
 // request already pending, rather than a second rotation running on the
 // fresh conversation.
-func (s *rules) joinPendingRequest() {
+func (s *session) joinPendingRequest() {
 	if s.has(VersionOneRotateDecision) && s.st.PendingRotate != nil {
 		s.st.PendingRotate = nil
 	}

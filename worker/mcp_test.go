@@ -540,11 +540,11 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "reported",
 			view: workflows.SessionView{
 				Policy: config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 40},
-				Context: workflows.ContextRecord{Usage: activities.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: activities.SourceReported}, Percent: &pct,
+				Context: workflows.ContextRecord{Usage: activities.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: activities.SourceReported, Model: "claude-opus-4"}, Percent: &pct,
 					Turns: 7, Rotations: 2, Threshold: &workflows.Threshold{Tokens: 160000, Percent: 80, By: "learned"}},
 				HandoffNext: true,
 			},
-			want: ContextStatus{Session: "web/lead", Usage: activities.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: "reported"}, Percent: ptr(62.0),
+			want: ContextStatus{Session: "web/lead", Usage: activities.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: "reported", Model: "claude-opus-4"}, Percent: ptr(62.0),
 				Threshold: ThresholdStatus{Tokens: 160000, Percent: 80, By: "learned", Text: "80% = 160k of 200k (learned)"},
 				Mode:      "auto", MaxTurns: 40, TurnsSinceRotation: 7, Rotations: 2, HandoffNext: true},
 			text: "web/lead: context 62% full (124.1k of 200k tokens, reported); nid rotates at 80% = 160k of 200k (learned) or after 40 turns, " +

@@ -33,7 +33,7 @@ func conformContextStatus(t *testing.T, kind activities.Kind) {
 	pct := 62.0
 	r.sessions.setView(func(v *workflows.SessionView) {
 		v.Policy = config.Rotate{Mode: config.ModeAuto, ContextPercent: 80}
-		v.Context = workflows.ContextRecord{UsedTokens: 124000, WindowTokens: 200000, Percent: &pct, Source: activities.SourceReported,
+		v.Context = workflows.ContextRecord{Usage: activities.Usage{UsedTokens: 124000, WindowTokens: 200000, Source: activities.SourceReported}, Percent: &pct,
 			Turns: 7, Rotations: 2, Threshold: &workflows.Threshold{Tokens: 160000, Percent: 80, By: "contextPercent"}}
 	})
 	r.model.Script(

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -62,7 +63,7 @@ func TestContextText(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := workflows.ContextRecord{Percent: tt.percent, WindowTokens: tt.window, Rotations: tt.rotations}
+			rec := workflows.ContextRecord{Usage: activities.Usage{WindowTokens: tt.window}, Percent: tt.percent, Rotations: tt.rotations}
 			require.Equal(t, tt.want, contextText(rec, tt.color))
 		})
 	}
@@ -109,7 +110,7 @@ func TestEventLine(t *testing.T) {
 	}{
 		{
 			"turn with context",
-			withContext(ev(workflows.EventTurn, "turn 12"), workflows.ContextRecord{Percent: pct(62.5), WindowTokens: 200_000}),
+			withContext(ev(workflows.EventTurn, "turn 12"), workflows.ContextRecord{Usage: activities.Usage{WindowTokens: 200_000}, Percent: pct(62.5)}),
 			0,
 			"15:04:05 web/lead  turn 12  62% of 200k",
 		},

@@ -215,6 +215,7 @@ func (e *MCPEndpoint) newServer(c caller) *mcp.Server {
 		Description: "See how full your context window is (tokens used, the window, percent, where the numbers came from), " +
 			"where nid rotates this conversation (the threshold in percent and tokens, and what set it), " +
 			"turns since the last rotation and how many rotations there were.",
+		OutputSchema: contextStatusSchema(),
 	}, contextStatus)
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        activities.ToolTaskClaim,

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nid-dev/nid/activities"
@@ -21,12 +22,13 @@ import (
 // carries the one-line summary too.
 type ContextStatus struct {
 	// Summary says it all in one line (see NewContextStatus).
-	Summary      string   `json:"summary" jsonschema:"the status in one line"`
-	Session      string   `json:"session" jsonschema:"the session, group/name"`
-	UsedTokens   int64    `json:"usedTokens" jsonschema:"tokens in the context after the last turn"`
-	WindowTokens int64    `json:"windowTokens" jsonschema:"the context window in tokens; 0 when unknown"`
-	Percent      *float64 `json:"percent,omitempty" jsonschema:"usedTokens as a percent of windowTokens; absent when either is unknown"`
-	Source       string   `json:"source" jsonschema:"where the numbers came from: reported (by the agent), configured (the window from nid.yaml) or unknown"`
+	Summary string `json:"summary" jsonschema:"the status in one line"`
+	Session string `json:"session" jsonschema:"the session, group/name"`
+	// Usage is the context record's: the agent's report of its context as
+	// nid keeps it, in the same shape from the agent to here. Its fields'
+	// descriptions are in usageDescriptions.
+	activities.Usage
+	Percent *float64 `json:"percent,omitempty" jsonschema:"usedTokens as a percent of windowTokens; absent when either is unknown"`
 	// Threshold is where the policy rotates the conversation.
 	Threshold ThresholdStatus `json:"threshold" jsonschema:"where nid's policy rotates this conversation"`
 	// Mode is the policy's rotate mode; MaxTurns its turn limit (0: none).
@@ -58,10 +60,8 @@ func NewContextStatus(v workflows.SessionView) ContextStatus {
 		t = *c.Threshold
 	}
 	st := ContextStatus{
-		Session:      v.Group + "/" + v.Name,
-		UsedTokens:   c.UsedTokens,
-		WindowTokens: c.WindowTokens,
-		Source:       c.Source,
+		Session: v.Group + "/" + v.Name,
+		Usage:   c.Usage,
 		Threshold: ThresholdStatus{Tokens: t.Tokens, Percent: tenth(t.Percent), By: t.By,
 			Text: t.Text(c.WindowTokens)},
 		Mode:               v.Policy.Mode,
@@ -77,6 +77,33 @@ func NewContextStatus(v workflows.SessionView) ContextStatus {
 	}
 	st.Summary = st.line()
 	return st
+}
+
+// usageDescriptions describe the fields ContextStatus takes from
+// activities.Usage, which carries no schema of its own, for the agent
+// reading context_status's output schema.
+var usageDescriptions = map[string]string{
+	"usedTokens":   "tokens in the context after the last turn",
+	"windowTokens": "the context window in tokens; 0 when unknown",
+	"source":       "where the numbers came from: reported (by the agent), configured (the window from nid.yaml) or unknown",
+	"model":        "the model the conversation runs on; absent when unknown",
+}
+
+// contextStatusSchema is context_status's output schema: ContextStatus's,
+// with the usage fields described.
+func contextStatusSchema() *jsonschema.Schema {
+	s, err := jsonschema.For[ContextStatus](nil)
+	if err != nil {
+		// A fixed type: this fails only when the type itself is wrong,
+		// as mcp.AddTool panics on a schema it cannot make.
+		panic("context_status has no output schema: " + err.Error())
+	}
+	for name, d := range usageDescriptions {
+		if p := s.Properties[name]; p != nil {
+			p.Description = d
+		}
+	}
+	return s
 }
 
 func tenth(f float64) float64 { return math.Round(f*10) / 10 }

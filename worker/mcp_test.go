@@ -540,11 +540,11 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "reported",
 			view: workflows.SessionView{
 				Policy: config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 40},
-				Context: workflows.ContextRecord{UsedTokens: 124080, WindowTokens: 200000, Percent: &pct, Source: activities.SourceReported,
+				Context: workflows.ContextRecord{Usage: activities.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: activities.SourceReported, Model: "claude-opus-4"}, Percent: &pct,
 					Turns: 7, Rotations: 2, Threshold: &workflows.Threshold{Tokens: 160000, Percent: 80, By: "learned"}},
 				HandoffNext: true,
 			},
-			want: ContextStatus{Session: "web/lead", UsedTokens: 124080, WindowTokens: 200000, Percent: ptr(62.0), Source: "reported",
+			want: ContextStatus{Session: "web/lead", Usage: activities.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: "reported", Model: "claude-opus-4"}, Percent: ptr(62.0),
 				Threshold: ThresholdStatus{Tokens: 160000, Percent: 80, By: "learned", Text: "80% = 160k of 200k (learned)"},
 				Mode:      "auto", MaxTurns: 40, TurnsSinceRotation: 7, Rotations: 2, HandoffNext: true},
 			text: "web/lead: context 62% full (124.1k of 200k tokens, reported); nid rotates at 80% = 160k of 200k (learned) or after 40 turns, " +
@@ -554,10 +554,10 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "unknown, halted",
 			view: workflows.SessionView{
 				Policy:       config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85},
-				Context:      workflows.ContextRecord{Source: activities.SourceUnknown, Turns: 3},
+				Context:      workflows.ContextRecord{Usage: activities.Usage{Source: activities.SourceUnknown}, Turns: 3},
 				PolicyHalted: "the fresh conversation started above the threshold",
 			},
-			want: ContextStatus{Session: "web/lead", Source: "unknown",
+			want: ContextStatus{Session: "web/lead", Usage: activities.Usage{Source: "unknown"},
 				Threshold: ThresholdStatus{Text: "unknown until the agent reports its window"},
 				Mode:      "handoff", TurnsSinceRotation: 3, PolicyHalted: "the fresh conversation started above the threshold"},
 			text: "web/lead: context size unknown (the agent reports no token numbers); nid's policy rotations are halted: " +
@@ -567,9 +567,9 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "policy off, window unknown",
 			view: workflows.SessionView{
 				Policy:  config.Rotate{Mode: config.ModeOff, ContextPercent: 85, ContextTokens: 150000},
-				Context: workflows.ContextRecord{UsedTokens: 9000, Source: activities.SourceReported, Threshold: &workflows.Threshold{Tokens: 150000, By: "contextTokens"}},
+				Context: workflows.ContextRecord{Usage: activities.Usage{UsedTokens: 9000, Source: activities.SourceReported}, Threshold: &workflows.Threshold{Tokens: 150000, By: "contextTokens"}},
 			},
-			want: ContextStatus{Session: "web/lead", UsedTokens: 9000, Source: "reported",
+			want: ContextStatus{Session: "web/lead", Usage: activities.Usage{UsedTokens: 9000, Source: "reported"},
 				Threshold: ThresholdStatus{Tokens: 150000, By: "contextTokens", Text: "150k tokens (contextTokens)"}, Mode: "off"},
 			text: "web/lead: context 9k tokens of a window of unknown size (reported); nid's policy is off: it rotates only when the human asks " +
 				"or you call handoff_write; 0 turns since the last rotation, 0 rotations.",
@@ -609,6 +609,23 @@ func TestDefaultBriefingsNameContextStatus(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	require.Contains(t, names, activities.ToolContextStatus)
+	for _, tool := range tools.Tools {
+		if tool.Name != activities.ToolContextStatus {
+			continue
+		}
+		// The agent reads what each number means from the schema.
+		b, err := json.Marshal(tool.OutputSchema)
+		require.NoError(t, err)
+		var schema struct {
+			Properties map[string]struct {
+				Description string `json:"description"`
+			} `json:"properties"`
+		}
+		require.NoError(t, json.Unmarshal(b, &schema))
+		for _, key := range []string{"summary", "session", "usedTokens", "windowTokens", "percent", "source", "model", "threshold", "mode", "rotations"} {
+			require.NotEmpty(t, schema.Properties[key].Description, "context_status's %s is described", key)
+		}
+	}
 	for _, briefing := range []string{config.DefaultPrompts().Task, config.DefaultPrompts().Goal} {
 		require.Contains(t, briefing, activities.ToolContextStatus+" shows how full your context is")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // Anything that reaches Temporal can start a workflow or send a signal, so
@@ -49,7 +50,7 @@ const (
 // is not a name: not retried, for the same input fails the same way.
 func badInput(field, value, allowed string) error {
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("%s %q is not a name: %s", field, clip(value, 80), allowed), activities.ErrBadInput, nil)
+		fmt.Sprintf("%s %q is not a name: %s", field, clip.Runes(value, 80), allowed), activities.ErrBadInput, nil)
 }
 
 // checkNames refuses a group and session name that are not names: they
@@ -101,7 +102,7 @@ func boardRefusal(b BoardView) string {
 	}
 	for _, t := range b.Tasks {
 		if len(t.Title) > MaxTaskTitle || len(t.Detail) > MaxTaskDetail || len(t.ID) > MaxTaskIDBytes || (t.Holder != "" && !config.ValidName(t.Holder)) {
-			return fmt.Sprintf("task %q is past the caps (title %d bytes, detail %d)", clip(t.ID, 20), MaxTaskTitle, MaxTaskDetail)
+			return fmt.Sprintf("task %q is past the caps (title %d bytes, detail %d)", clip.Runes(t.ID, 20), MaxTaskTitle, MaxTaskDetail)
 		}
 	}
 	for _, l := range b.Locks {
@@ -127,7 +128,7 @@ func configRefusal(c SessionConfig) string {
 // rules nid group set applies, and the group's caps on what it learned.
 func policyRefusal(p PolicyChange) string {
 	if err := p.Rotate.Validate(); err != nil {
-		return "its rotate policy is not one nid takes: " + clip(err.Error(), 200)
+		return "its rotate policy is not one nid takes: " + clip.Runes(err.Error(), 200)
 	}
 	if len(p.Learned) > MaxLearned {
 		return fmt.Sprintf("it carries %d learned thresholds; a group keeps at most %d", len(p.Learned), MaxLearned)
@@ -149,7 +150,7 @@ func policyRefusal(p PolicyChange) string {
 func chargeRefusal(c Charge, sessions []string) string {
 	switch {
 	case c.Session != "" && !slices.Contains(sessions, c.Session):
-		return fmt.Sprintf("%q is not one of the group's sessions", clip(c.Session, 80))
+		return fmt.Sprintf("%q is not one of the group's sessions", clip.Runes(c.Session, 80))
 	case c.Turns < -1 || c.Tokens < 0 || c.USD < 0:
 		// -1 turn is a session giving back the turn it reserved and did
 		// not start.

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // maxInbox bounds the inbox a group keeps.
@@ -141,10 +142,10 @@ func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
 func (g *group) onInbox(ctx workflow.Context, item InboxItem) {
 	if g.has(VersionCheckedInput) {
 		if item.Session != "" && !slices.Contains(g.st.Sessions, item.Session) {
-			warnRefused(ctx, SignalInbox, fmt.Sprintf("no session %q in group %s", clip(item.Session, 80), g.name))
+			warnRefused(ctx, SignalInbox, fmt.Sprintf("no session %q in group %s", clip.Runes(item.Session, 80), g.name))
 			return
 		}
-		item.Group, item.Kind, item.Text = g.name, clip(item.Kind, MaxKindBytes), clip(item.Text, MaxInboxText)
+		item.Group, item.Kind, item.Text = g.name, clip.Runes(item.Kind, MaxKindBytes), clip.Runes(item.Text, MaxInboxText)
 	}
 	g.addInbox(item)
 }

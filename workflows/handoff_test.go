@@ -246,23 +246,19 @@ func TestTheChartAndTheReceipts(t *testing.T) {
 
 // The chart and the receipts are bounded however long a session runs.
 func TestTheChartAndReceiptsAreBounded(t *testing.T) {
-	s := &session{st: &SessionState{}, ladder: ladder{versionLatest}}
+	var c ConversationState
 	for i := range maxPoints + 5 {
-		s.st.Context.TotalTurns = i + 1
-		s.plot("", "")
+		c.Context.TotalTurns = i + 1
+		c.plot("", "")
 	}
-	require.Len(t, s.st.Points, maxPoints)
-	require.Equal(t, 6, s.st.Points[0].Turn, "the oldest points go first")
+	require.Len(t, c.Points, maxPoints)
+	require.Equal(t, 6, c.Points[0].Turn, "the oldest points go first")
 	for i := range maxReceipts + 3 {
-		s.keepReceipt(RotationEvent{Number: i + 1, Summary: "a handoff"}, time.Time{})
+		c.keepReceipt(RotationEvent{Number: i + 1, Summary: "a handoff"}, time.Time{})
 	}
-	require.Len(t, s.st.Receipts, maxReceipts)
-	require.Equal(t, 4, s.st.Receipts[0].Number)
-	require.Empty(t, s.st.Receipts[0].Summary, "a receipt keeps the summary's size, not its text")
-
-	old := &session{st: &SessionState{}, ladder: ladder{VersionGovernor}}
-	old.plot("", "")
-	require.Empty(t, old.st.Points, "a session on an older rung draws no chart")
+	require.Len(t, c.Receipts, maxReceipts)
+	require.Equal(t, 4, c.Receipts[0].Number)
+	require.Empty(t, c.Receipts[0].Summary, "a receipt keeps the summary's size, not its text")
 }
 
 // An acknowledgement with no rotation running checks nothing: the feed

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // The hosts registry: one workflow, nid/hosts, that every worker with
@@ -205,7 +206,7 @@ func (r *hosts) onAssign(ctx workflow.Context, a HostAssign) {
 	}
 	if r.has(VersionCheckedInput) {
 		if _, _, err := ParseSessionRef(a.Session); err != nil {
-			warnRefused(ctx, SignalHostAssign, clip(err.Error(), 200))
+			warnRefused(ctx, SignalHostAssign, clip.Runes(err.Error(), 200))
 			return
 		}
 		if !r.known(a.Host) && len(r.st.Hosts) >= MaxHosts {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // workerDied is how a turn's attempt ends when its worker died under it
@@ -67,7 +68,7 @@ func TestAMoveOffAHostThatIsDownCutsTheTurnLostThere(t *testing.T) {
 	var onB []string
 	for i, turn := range h.agent.turns {
 		if h.agent.queues[i] == HostQueue("b") {
-			onB = append(onB, turn.Kind+": "+clip(turn.Prompt, 200))
+			onB = append(onB, turn.Kind+": "+clip.Runes(turn.Prompt, 200))
 		}
 	}
 	require.Len(t, onB, 2, "the fresh conversation, then the human's message the lost turn had")

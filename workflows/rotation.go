@@ -11,6 +11,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // handoffWait is how long a rotation waits, after the handoff request turn
@@ -150,6 +151,42 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 	// A host that is down can be asked nothing: its agent, transcript and
 	// worktree are out of reach.
 	reachable := r.in.Move == nil || !r.in.Move.FromDown
+	summary, source, facts := r.handoffSummary(ctx, reachable, vouched)
+	if r.cancelled(ctx) {
+		return r.res, nil
+	}
+	if reachable {
+		r.stopOldAgent(ctx)
+	}
+	if r.cancelled(ctx) {
+		return r.res, nil
+	}
+	if r.in.Move != nil {
+		if !r.moveWork(ctx) {
+			return r.res, nil
+		}
+		if vouched {
+			// What arrived on the new host is what the fresh
+			// conversation resumes from.
+			facts = r.gatherFacts(ctx)
+		}
+	}
+	message := Fresh{Ref: r.in.Session, Reason: r.in.Reason, Summary: summary, Source: source, Board: r.in.Board}
+	if vouched {
+		r.res.Facts = digestFacts(facts)
+		message.Facts, message.Tasks, message.Locks, message.Ack = facts, r.in.HeldTasks, r.in.HeldLocks, r.kind.Tools
+	}
+	if r.startFresh(ctx, message) && vouched {
+		r.verify(ctx)
+	}
+	return r.res, nil
+}
+
+// handoffSummary is what the fresh conversation starts from and where it
+// came from: the agent's own handoff, one asked for now, one nid rescues
+// from the transcript, or the agent's last output; and, for a vouched
+// handoff that stays on its host, the git facts beside it.
+func (r *rotation) handoffSummary(ctx workflow.Context, reachable, vouched bool) (string, string, *activities.Facts) {
 	summary, source := r.in.Summary, SummaryFromAgent
 	if summary == "" && reachable {
 		summary, source = r.requestHandoff(ctx)
@@ -169,41 +206,28 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 		r.res.SummaryBytes = len(summary)
 	}
 	r.res.Summary, r.res.SummarySource = summary, source
-	if r.cancelled(ctx) {
-		return r.res, nil
-	}
+	return summary, source, facts
+}
 
-	if r.in.Conversation != "" && reachable {
-		err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.StopAgentName, activities.StopInput{
-			Session: r.in.Session, Spec: r.in.Spec, Conversation: r.in.Conversation,
-		}).Get(ctx, nil)
-		if err != nil {
-			// The old process may linger, but the session must not: a fresh
-			// conversation is still started.
-			workflow.GetLogger(ctx).Warn("agent did not stop", "error", err)
-		}
+// stopOldAgent stops the old conversation's agent process, if it has one.
+func (r *rotation) stopOldAgent(ctx workflow.Context) {
+	if r.in.Conversation == "" {
+		return
 	}
+	err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.StopAgentName, activities.StopInput{
+		Session: r.in.Session, Spec: r.in.Spec, Conversation: r.in.Conversation,
+	}).Get(ctx, nil)
+	if err != nil {
+		// The old process may linger, but the session must not: a fresh
+		// conversation is still started.
+		workflow.GetLogger(ctx).Warn("agent did not stop", "error", err)
+	}
+}
 
-	if r.cancelled(ctx) {
-		return r.res, nil
-	}
-	if r.in.Move != nil {
-		if !r.moveWork(ctx) {
-			return r.res, nil
-		}
-		if vouched {
-			// What arrived on the new host is what the fresh
-			// conversation resumes from.
-			facts = r.gatherFacts(ctx)
-		}
-	}
-	if vouched {
-		r.res.Facts = digestFacts(facts)
-	}
-	message := Fresh{Ref: r.in.Session, Reason: r.in.Reason, Summary: summary, Source: source, Board: r.in.Board}
-	if vouched {
-		message.Facts, message.Tasks, message.Locks, message.Ack = facts, r.in.HeldTasks, r.in.HeldLocks, r.kind.Tools
-	}
+// startFresh starts the fresh conversation with message as its first turn
+// and records it in the result; false when it did not start, which leaves
+// the session stuck without a working conversation.
+func (r *rotation) startFresh(ctx workflow.Context, message Fresh) bool {
 	var fresh activities.TurnResult
 	err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.RunTurnName, activities.TurnInput{
 		Session:    r.in.Session,
@@ -212,24 +236,19 @@ func (r *rotation) handoffInto(ctx workflow.Context) (RotationResult, error) {
 		Kind:       activities.TurnFresh,
 		Generation: r.in.Generation + 1,
 	}).Get(ctx, &fresh)
-	if err == nil {
-		r.addCost(turnCharge(fresh.TurnReport))
-	}
 	if err != nil {
 		r.res.OK = false
 		r.res.Stuck = true
 		r.res.Error = "fresh conversation did not start: " + ErrorText(err)
-		return r.res, nil
+		return false
 	}
+	r.addCost(turnCharge(fresh.TurnReport))
 	r.res.OK = true
 	r.res.NewConversation = fresh.Conversation
 	r.res.AfterTokens = fresh.Usage.UsedTokens
 	r.res.Usage = fresh.Usage
 	r.res.Output = fresh.Output
-	if vouched {
-		r.verify(ctx)
-	}
-	return r.res, nil
+	return true
 }
 
 // ackWait is how long a rotation waits, after the fresh conversation's
@@ -336,7 +355,7 @@ func (r *rotation) gatherFacts(ctx workflow.Context) *activities.Facts {
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("no facts of the session's work", "error", err)
 		if r.has(VersionCheckedInput) && ctx.Err() == nil {
-			r.res.FactsNote = fmt.Sprintf("%s/%s's fresh conversation got no git facts: %s", r.in.Session.Group, r.in.Session.Name, clip(ErrorText(err), 1000))
+			r.res.FactsNote = fmt.Sprintf("%s/%s's fresh conversation got no git facts: %s", r.in.Session.Group, r.in.Session.Name, clip.Runes(ErrorText(err), 1000))
 		}
 		return nil
 	}

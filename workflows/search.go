@@ -77,7 +77,7 @@ type published struct {
 // change of the context alone waits until listingPace has passed since it
 // was last written, and is written then, so that a long turn after a short
 // one does not list the context from before the short one the whole time.
-func (s *session) publishPaced(ctx workflow.Context) {
+func (s *listingRun) publishPaced(ctx workflow.Context) {
 	p, c := s.published, s.st.Context
 	wait := listingPace - workflow.Now(ctx).Sub(p.contextAt)
 	paced := !(samePercent(p.percent, c.Percent) && sameContext(p.context, c)) || s.eventsUnlisted()
@@ -92,7 +92,7 @@ func (s *session) publishPaced(ctx workflow.Context) {
 
 // publishAfter publishes once d has passed, unless a write is already on
 // its way.
-func (s *session) publishAfter(ctx workflow.Context, d time.Duration) {
+func (s *listingRun) publishAfter(ctx workflow.Context, d time.Duration) {
 	if s.publishDue {
 		return
 	}
@@ -108,7 +108,7 @@ func (s *session) publishAfter(ctx workflow.Context, d time.Duration) {
 
 // eventsUnlisted says the session recorded events its memo does not name
 // yet (always false before VersionListedEvents).
-func (s *session) eventsUnlisted() bool {
+func (s *listingRun) eventsUnlisted() bool {
 	return s.has(VersionListedEvents) && (!s.published.valid || s.published.events != s.st.NextSeq)
 }
 
@@ -117,7 +117,7 @@ func (s *session) eventsUnlisted() bool {
 // session waits), and a feed asks a session for its events only when its
 // memo says it has new ones. Whatever the loop publishes meanwhile takes
 // them along.
-func (s *session) listEvents(ctx workflow.Context) {
+func (s *listingRun) listEvents(ctx workflow.Context) {
 	if s.eventsUnlisted() {
 		s.publishAfter(ctx, listingPace)
 	}
@@ -125,7 +125,7 @@ func (s *session) listEvents(ctx workflow.Context) {
 
 // publish keeps the search attributes and the memo in step with the state,
 // writing only what changed: each upsert is a history event.
-func (s *session) publish(ctx workflow.Context) {
+func (s *listingRun) publish(ctx workflow.Context) {
 	c := s.st.Context
 	p := s.published
 	contextAt := p.contextAt
@@ -198,7 +198,7 @@ func sameContext(a, b ContextRecord) bool {
 }
 
 // details says in words where the session stands, for the Web UI.
-func (s *session) details() string {
+func (s *rules) details() string {
 	c := s.st.Context
 	ctx := "context unknown (the agent reports no numbers)"
 	if c.Percent != nil {

@@ -2,20 +2,20 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
-	"github.com/nid-dev/nid/config"
 )
 
-// A session is split by concern: this file is its state and run loop;
-// session_signals.go folds signals into the state; triggers.go decides when
-// it rotates and session_rotation.go runs and applies a rotation;
-// session_turn.go runs a turn and picks its prompt; session_team.go is its
-// place on the group's board and budget; session_view.go is what it shows
-// (queries, events, inbox, search attributes). Texts are in texts.go.
+// A session is split by concern (see doc.go): this file is the running
+// session and its loop; session_state.go its state's parts and their
+// methods; session_signals.go folds signals into the state; triggers.go
+// decides when it rotates and session_rotation.go runs and applies a
+// rotation; session_turn.go runs a turn and picks its prompt;
+// session_team.go is its seat on the group's board and budget;
+// session_hosts.go its host; session_view.go and search.go are what it
+// shows. Texts are in texts.go.
 
 // Limits that keep a session's history and state small however long it runs.
 const (
@@ -35,132 +35,75 @@ const (
 	rotationFailuresBeforeAttention = 3
 )
 
-// SessionState is everything a session carries across continue-as-new.
-type SessionState struct {
-	Status       string        `json:"status"`
-	Conversation string        `json:"conversation,omitempty"`
-	Context      ContextRecord `json:"context"`
-	Policy       config.Rotate `json:"policy"`
-	// Messages are the human's prompts waiting for a turn.
-	Messages      []string       `json:"messages,omitempty"`
-	PendingRotate *RotateRequest `json:"pendingRotate,omitempty"`
-	// Handoff is a summary the agent wrote outside a rotation; the next
-	// turn boundary rotates with it.
-	Handoff        string `json:"handoff,omitempty"`
-	HandoffPending bool   `json:"handoffPending,omitempty"`
-	LastOutput     string `json:"lastOutput,omitempty"`
-	// Briefed is true once the session's first prompt (the goal) was sent.
-	Briefed bool `json:"briefed,omitempty"`
-	// RotationAttempts numbers rotation child workflows, failed ones included,
-	// so every child gets a fresh id.
-	RotationAttempts int `json:"rotationAttempts"`
-	// PolicyHeldAtTurn stops a failed policy rotation from retrying before
-	// another turn has run: the policy is only checked when TotalTurns is
-	// past it.
-	PolicyHeldAtTurn int `json:"policyHeldAtTurn"`
-	// TurnFailures counts failed turns in a row; RotationFailures failed
-	// rotations.
-	TurnFailures     int     `json:"turnFailures,omitempty"`
-	RotationFailures int     `json:"rotationFailures,omitempty"`
-	Events           []Event `json:"events,omitempty"`
-	NextSeq          int64   `json:"nextSeq"`
-	// HistoryLimit overrides defaultHistoryLimit (tests use a small one).
-	HistoryLimit int `json:"historyLimit,omitempty"`
-	// ContextFull is set when the vendor refused a turn because the
-	// conversation no longer fits its window; a handoff clears it.
-	ContextFull bool `json:"contextFull,omitempty"`
-
-	// Board is the group's board as last pushed; ClaimAsked is true while
-	// a request for a task is on its way. BriefedTask is the task the
-	// session was last briefed on.
-	Board       *BoardView `json:"board,omitempty"`
-	ClaimAsked  bool       `json:"claimAsked,omitempty"`
-	BriefedTask string     `json:"briefedTask,omitempty"`
-	Worktree    string     `json:"worktree,omitempty"`
-	Branch      string     `json:"branch,omitempty"`
-	// Stopped is set by nid stop; StopDone once the agent was stopped.
-	Stopped  bool `json:"stopped,omitempty"`
-	StopDone bool `json:"stopDone,omitempty"`
-	// ReserveSeq numbers turn reservations asked of the group; UsedSeq is
-	// the last one used (or given up).
-	ReserveSeq int64 `json:"reserveSeq,omitempty"`
-	UsedSeq    int64 `json:"usedSeq,omitempty"`
-	// Unbilled is what the session spent and has not yet charged the group.
-	Unbilled Charge `json:"unbilled,omitempty"`
-
-	// Learned are the points the group learned of agent kinds and models
-	// that compact by themselves (VersionThresholds).
-	Learned []LearnedPoint `json:"learned,omitempty"`
-	// HandoffNext makes the next policy rotation a handoff: a compaction
-	// did not help.
-	HandoffNext bool `json:"handoffNext,omitempty"`
-	// PolicyHalted says why policy rotations stopped for this session;
-	// empty while they run. A new policy starts them again.
-	PolicyHalted string `json:"policyHalted,omitempty"`
-	// SelfRotations are the TotalTurns at the session's recent rotations
-	// that it started by itself, for the circuit breaker.
-	SelfRotations []int `json:"selfRotations,omitempty"`
-	// Generation numbers the session's conversations: one more at each
-	// handoff. Agents' MCP tokens are bound to it.
-	Generation int `json:"generation,omitempty"`
-	// Receipts are the session's recent rotations, each with what it cost
-	// and kept; Points its context after each recent turn and rotation,
-	// for the chart (VersionVouchedHandoff).
-	Receipts []RotationEvent `json:"receipts,omitempty"`
-	Points   []ContextPoint  `json:"points,omitempty"`
-	// SlotAsked is true from asking the group for a rotation slot until
-	// giving it back; SlotSeq numbers the requests (VersionGovernor).
-	SlotAsked bool  `json:"slotAsked,omitempty"`
-	SlotSeq   int64 `json:"slotSeq,omitempty"`
-
-	// Host is the host the session runs on, decided once (VersionHosts);
-	// HostDown is true while the registry says that host is down, since
-	// HostDownSince; HostDownTold once the inbox heard of it.
-	Host          string    `json:"host,omitempty"`
-	HostDown      bool      `json:"hostDown,omitempty"`
-	HostDownSince time.Time `json:"hostDownSince,omitempty"`
-	HostDownTold  bool      `json:"hostDownTold,omitempty"`
-	// PendingMove is the host nid move asked for, until the move runs;
-	// Moves numbers the moves; Salvage is what a move saved that the next
-	// worktree made on the new host still has to take.
-	PendingMove string `json:"pendingMove,omitempty"`
-	Moves       int    `json:"moves,omitempty"`
-	Salvage     string `json:"salvage,omitempty"`
-	// PushPending is true from a task done until the branch is pushed to
-	// the remote of a URL repo.
-	PushPending bool `json:"pushPending,omitempty"`
+// session is a running session workflow: its rules over its state, and
+// what the run holds in memory while it acts (never carried across
+// continue-as-new). Its own methods act: they run turns and rotations,
+// signal the group and the hosts registry, and fold signals into the
+// state's parts through the parts' methods.
+type session struct {
+	rules
+	rotationRun
+	turnRun
+	listingRun
+	groupLink
+	// stopWatchingHost cancels the wait that tells the inbox of a host
+	// down too long.
+	stopWatchingHost workflow.CancelFunc
 }
 
-type session struct {
-	in    SessionInput
-	st    *SessionState
+// rules is what a session decides from its input and state at the rung of
+// the ladder its run follows: whether a turn or a rotation is due, what it
+// asks of its group, what prompt goes next, where it runs. Its methods
+// change nothing and act on nothing (no activity, no signal, no event);
+// the session acts on what they decide.
+type rules struct {
+	in *SessionInput
+	st *SessionState
+	// ladder is the rung of the version ladder this run follows.
+	ladder
+}
+
+// rotationRun is the rotation the run has in progress.
+type rotationRun struct {
 	child workflow.ChildWorkflowFuture
 	// running is the rotation in progress, if any; cancelRotation cancels
 	// it.
 	running        *RotateRequest
 	cancelRotation workflow.CancelFunc
-	// published is what the search attributes and memo last said, so an
-	// unchanged record is not written to history again.
-	published published
-	// publishDue says a paced write of the context is waiting its turn
-	// (publishPaced).
-	publishDue bool
-	// ladder is the rung of the version ladder this run follows.
-	ladder
-	// stopWatchingHost cancels the wait that tells the inbox of a host
-	// down too long.
-	stopWatchingHost workflow.CancelFunc
 	// moving is the move the rotation starting now carries, if any.
 	moving *MoveSpec
+	// rotationLost says why the running rotation was cancelled, when it
+	// was lost with its host rather than stopped.
+	rotationLost string
+}
+
+// turnRun is the turn the run has in progress.
+type turnRun struct {
 	// turning is true while a turn runs, its tries and the waits between
 	// them included; cancelTurn cancels the try running (VersionLostTurns);
 	// turnLost, once set, says why the turn was cut.
 	turning    bool
 	cancelTurn workflow.CancelFunc
 	turnLost   string
-	// rotationLost says why the running rotation was cancelled, when it
-	// was lost with its host rather than stopped.
-	rotationLost string
+}
+
+// listingRun writes the session to its search attributes and memo, and
+// remembers what it last wrote.
+type listingRun struct {
+	*rules
+	// published is what the search attributes and memo last said, so an
+	// unchanged record is not written to history again.
+	published published
+	// publishDue says a paced write of the context is waiting its turn
+	// (publishPaced).
+	publishDue bool
+}
+
+// groupLink sends the session's group what the session asks of it and
+// owes it: a task, a turn of budget, a rotation slot, its charges, and
+// items for the inbox.
+type groupLink struct {
+	*rules
 }
 
 // SessionWorkflow is one agent seat in a group. It runs forever: it sends
@@ -178,21 +121,22 @@ func newSession(in SessionInput) *session {
 	st := in.State
 	if st == nil {
 		st = &SessionState{
-			Status:  StatusIdle,
-			Policy:  in.Policy,
-			Context: ContextRecord{Source: activities.SourceUnknown},
-			Learned: in.Learned,
+			Status:            StatusIdle,
+			RotationState:     RotationState{Policy: in.Policy, Learned: in.Learned},
+			ConversationState: ConversationState{Context: ContextRecord{Usage: activities.Usage{Source: activities.SourceUnknown}}},
 		}
 	}
 	in.State, in.Learned = nil, nil
-	return &session{in: in, st: st}
+	s := &session{rules: rules{in: &in, st: st}}
+	s.listingRun.rules, s.groupLink.rules = &s.rules, &s.rules
+	return s
 }
 
 func (s *session) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QuerySession, s.view); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryEvents, s.eventsAfter); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryEvents, s.st.eventsAfter); err != nil {
 		return err
 	}
 	s.version = versionOf(ctx)
@@ -217,7 +161,7 @@ func (s *session) setup(ctx workflow.Context) error {
 	return nil
 }
 
-func (s *session) ref() activities.SessionRef {
+func (s *rules) ref() activities.SessionRef {
 	return activities.SessionRef{Group: s.in.Group, Name: s.in.Name, WorkflowID: SessionID(s.in.Group, s.in.Name)}
 }
 
@@ -228,7 +172,7 @@ func (s *session) run(ctx workflow.Context) error {
 	for {
 		if err := s.awaitWork(ctx, func() bool {
 			_, _, due := s.rotationDue()
-			return due || s.turnReady() || s.historyFull(ctx) ||
+			return due || s.turnReady() || historyFull(ctx, s.st.HistoryLimit) ||
 				s.needClaim() || (s.st.Stopped && !s.st.StopDone) || s.slotNotWanted()
 		}); err != nil {
 			return err
@@ -261,9 +205,10 @@ func (s *session) run(ctx workflow.Context) error {
 			s.rotate(ctx, req, t.take(s))
 			continue
 		}
-		if s.historyFull(ctx) {
+		if historyFull(ctx, s.st.HistoryLimit) {
+			// Only between turns and rotations, never mid-rotation.
 			return continueAsNew(ctx, s.ladder, s.signalSelector, SessionWorkflowName, func() any {
-				in := s.in
+				in := *s.in
 				in.State = s.st
 				return in
 			})
@@ -329,10 +274,4 @@ func (s *session) sitStill(ctx workflow.Context) {
 		s.st.Status = StatusIdle
 	}
 	s.publish(ctx)
-}
-
-// historyFull says the session should continue as new. The main loop only
-// asks between turns and rotations, never mid-rotation.
-func (s *session) historyFull(ctx workflow.Context) bool {
-	return historyFull(ctx, s.st.HistoryLimit)
 }

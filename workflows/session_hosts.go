@@ -2,13 +2,13 @@ package workflows
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // A session's place among the hosts (VersionHosts): which host it runs on,
@@ -20,7 +20,7 @@ import (
 const hostDownInboxAfter = 2 * time.Minute
 
 // queue is the task queue the session's activities go to: its host's.
-func (s *session) queue() string {
+func (s *rules) queue() string {
 	if s.st.Host != "" {
 		return HostQueue(s.st.Host)
 	}
@@ -32,13 +32,7 @@ func (s *session) queue() string {
 // that ran before hosts, the host whose queue it ran on. Each run then tells
 // the registry where the session is, which answers whether that host is up.
 func (s *session) hostStart(ctx workflow.Context) {
-	if s.st.Host == "" {
-		s.st.Host = s.in.Host
-		if host, ok := strings.CutPrefix(s.in.ActivityQueue, HostQueue("")); ok && s.st.Host == "" {
-			s.st.Host = host
-		}
-	}
-	if s.st.Host == "" {
+	if !s.st.settleHost(s.in.Host, s.in.ActivityQueue) {
 		return
 	}
 	s.tellRegistry(ctx)
@@ -65,7 +59,7 @@ func (s *session) onHost(ctx workflow.Context, h HostState) {
 		return
 	}
 	if !h.Alive {
-		s.st.HostDown, s.st.HostDownSince, s.st.HostDownTold = true, workflow.Now(ctx), false
+		s.st.hostWentDown(workflow.Now(ctx))
 		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("host %s is down: waiting for it", h.Host)})
 		s.watchHostDown(ctx)
 		if s.st.PendingMove != "" {
@@ -115,7 +109,7 @@ func (s *session) onMove(ctx workflow.Context, m MoveRequest) {
 	case !s.has(VersionHosts) || s.st.Host == "":
 		s.record(ctx, Event{Kind: EventHost, Text: "move refused: " + ref + " runs before hosts; it can move once it has continued as new"})
 	case !config.ValidHost(m.Host):
-		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("move refused: %q is not a host name", clip(m.Host, 80))})
+		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("move refused: %q is not a host name", clip.Runes(m.Host, 80))})
 	case s.st.Stopped:
 		s.record(ctx, Event{Kind: EventHost, Text: "move refused: " + ref + " is stopped; start it first"})
 	case m.Host == s.st.Host:
@@ -153,10 +147,8 @@ func (s *session) cutLostStep(ctx workflow.Context) {
 // rotation that saves the work on the old host and starts the fresh
 // conversation on the new one, in a fresh worktree of the same branch.
 func (s *session) move(ctx workflow.Context) {
-	to := s.st.PendingMove
-	s.st.PendingMove = ""
-	s.st.Moves++
-	s.moving = &MoveSpec{From: s.st.Host, To: to, FromDown: s.st.HostDown, Repo: s.in.Repo, Worktree: s.st.Worktree, Number: s.st.Moves}
+	m := s.st.startMove(s.in.Repo)
+	s.moving = &m
 	defer func() { s.moving = nil }()
 	s.rotate(ctx, RotateRequest{Mode: config.ModeHandoff, Reason: ReasonMove}, "")
 }
@@ -168,18 +160,10 @@ func (s *session) arrive(ctx workflow.Context, res RotationResult) {
 	if res.ToHost == "" || !(res.OK || res.Stuck) {
 		return
 	}
-	s.st.Host, s.st.HostDown, s.st.HostDownTold = res.ToHost, false, false
+	s.st.arrived(res, s.in.Repo != "")
 	if s.stopWatchingHost != nil {
 		s.stopWatchingHost()
 		s.stopWatchingHost = nil
-	}
-	if s.in.Repo != "" {
-		s.st.Worktree, s.st.Salvage = res.Worktree, ""
-		if res.Worktree == "" {
-			// Made by the next prepareWorkspace on the new host, with
-			// what was saved.
-			s.st.Salvage = res.Salvage
-		}
 	}
 	s.tellRegistry(ctx)
 	s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moved from host %s to host %s", res.FromHost, res.ToHost)})
@@ -188,7 +172,7 @@ func (s *session) arrive(ctx workflow.Context, res RotationResult) {
 
 // taskFinished says the task the session held on the board before is done
 // on the board now.
-func (s *session) taskFinished(before, now BoardView) bool {
+func (s *rules) taskFinished(before, now BoardView) bool {
 	held := before.HeldBy(s.in.Name)
 	if held == nil {
 		return false

@@ -17,7 +17,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 	n := s.st.RotationAttempts
 	reserved := s.granted()
 	if s.has(VersionRotationBudget) {
-		s.st.UsedSeq = s.st.ReserveSeq
+		s.st.useReservation()
 	}
 	s.setStatus(ctx, StatusRotating)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -68,7 +68,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 			receipt := RotationEvent{Number: n, Method: req.Mode, Reason: req.Reason, Cancelled: true,
 				Error: "cancelled: " + why, OldConversation: s.st.Conversation, BeforeTokens: s.st.Context.UsedTokens}
 			ev.Rotation = &receipt
-			s.keepReceipt(receipt, workflow.Now(ctx))
+			s.st.keepReceipt(receipt, workflow.Now(ctx))
 		}
 		s.record(ctx, ev)
 		s.setStatus(ctx, StatusIdle)
@@ -96,7 +96,7 @@ func (s *session) rotate(ctx workflow.Context, req RotateRequest, summary string
 
 // boardText is the board as the session last saw it, for a fresh
 // conversation's first message.
-func (s *session) boardText() string {
+func (s *rules) boardText() string {
 	if s.st.Board != nil {
 		return BoardText(*s.st.Board, s.in.Name)
 	}
@@ -117,23 +117,13 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 		return
 	}
 	s.st.RotationFailures = 0
-	if res.Method == config.ModeHandoff {
-		s.st.Generation++
-		if s.has(VersionRotateWhileHalted) {
-			// Written by the conversation just replaced: the fresh one
-			// never asked to start over.
-			s.st.HandoffPending, s.st.Handoff = false, ""
-		}
+	if res.Method == config.ModeHandoff && s.has(VersionRotateWhileHalted) {
+		// Written by the conversation just replaced: the fresh one never
+		// asked to start over.
+		s.st.takeHandoff()
 	}
-	s.st.Conversation = res.NewConversation
-	s.st.Context.Rotations++
-	s.st.Context.Turns = 0
-	s.st.Context.LastRotation = &RotationMark{Method: res.Method, Reason: res.Reason, At: now, OK: true}
-	s.st.TurnFailures = 0
-	if res.Output != "" {
-		s.st.LastOutput = res.Output
-	}
-	s.applyUsage(res.Usage)
+	s.st.rotatedInto(res, now)
+	s.st.applyUsage(res.Usage, s.in.Spec.Kind, s.has(VersionThresholds))
 	rec := s.st.Context
 	text := fmt.Sprintf("↻ %s (%s)", res.Method, res.Reason)
 	if res.ToHost != "" {
@@ -141,8 +131,8 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 	}
 	s.record(ctx, Event{Kind: EventRotation, Text: text, Rotation: &ev, Context: &rec})
 	if s.has(VersionVouchedHandoff) {
-		s.keepReceipt(ev, workflow.Now(ctx))
-		s.plot(res.Method, res.Reason)
+		s.st.keepReceipt(ev, workflow.Now(ctx))
+		s.st.plot(res.Method, res.Reason)
 		if ev.VerifyNote != "" {
 			s.toInbox(ctx, "handoff-unverified", ev.VerifyNote)
 		}
@@ -157,7 +147,7 @@ func (s *session) applyRotation(ctx workflow.Context, res RotationResult) {
 }
 
 // heldTasks are the ids of the tasks the session holds, as its board says.
-func (s *session) heldTasks() []string {
+func (s *rules) heldTasks() []string {
 	var out []string
 	if b := s.st.Board; b != nil && s.has(VersionVouchedHandoff) {
 		for _, t := range b.Tasks {
@@ -170,7 +160,7 @@ func (s *session) heldTasks() []string {
 }
 
 // heldLocks are the names of the locks the session holds.
-func (s *session) heldLocks() []string {
+func (s *rules) heldLocks() []string {
 	var out []string
 	if b := s.st.Board; b != nil && s.has(VersionVouchedHandoff) {
 		for _, l := range b.Locks {
@@ -188,10 +178,7 @@ func (s *session) heldLocks() []string {
 // it from then on (VersionThresholds), for this session at once and, through
 // the group, for every session of the same kind and model.
 func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompaction, u activities.Usage) {
-	s.st.Context.Rotations++
-	s.st.Context.Turns = 0
-	mark := &RotationMark{Method: config.ModeCompact, Reason: ReasonVendor, At: workflow.Now(ctx), OK: true}
-	s.st.Context.LastRotation = mark
+	s.st.Context.rotated(RotationMark{Method: config.ModeCompact, Reason: ReasonVendor, At: workflow.Now(ctx), OK: true})
 	ev := RotationEvent{
 		Number: s.st.Context.Rotations, Method: config.ModeCompact, Reason: ReasonVendor, OK: true,
 		OldConversation: s.st.Conversation, NewConversation: s.st.Conversation,
@@ -199,10 +186,10 @@ func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompa
 	}
 	s.record(ctx, Event{Kind: EventRotation, Text: "↻ compact (vendor)", Rotation: &ev})
 	if s.has(VersionVouchedHandoff) {
-		s.keepReceipt(ev, workflow.Now(ctx))
+		s.st.keepReceipt(ev, workflow.Now(ctx))
 		// The vendor's compaction marks the chart where it happened: before
 		// the turn's own point.
-		s.plotAt(v.BeforeTokens, config.ModeCompact, ReasonVendor)
+		s.st.plotAt(v.BeforeTokens, config.ModeCompact, ReasonVendor)
 	}
 	if !s.has(VersionThresholds) {
 		return
@@ -215,21 +202,11 @@ func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompa
 	if !ok || (learned != nil && learned.Set) {
 		return
 	}
-	s.learn(point)
+	s.st.learn(point)
 	s.record(ctx, Event{Kind: EventPolicy, Text: "learned: " + LearnedText(point)})
 	// Not awaited: the group may be gone, and the session has learned it
 	// for itself already.
 	workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalLearned, point)
-}
-
-// learn keeps point, replacing what the session knew of its kind and
-// model.
-func (s *session) learn(point LearnedPoint) {
-	if have := learnedFor(s.st.Learned, point.Kind, point.Model); have != nil {
-		*have = point
-		return
-	}
-	s.st.Learned = append(s.st.Learned, point)
 }
 
 // judgeRotation checks that a rotation that worked helped (VersionThresholds):
@@ -242,7 +219,7 @@ func (s *session) learn(point LearnedPoint) {
 func (s *session) judgeRotation(ctx workflow.Context, res RotationResult) {
 	ref := s.in.Group + "/" + s.in.Name
 	c := s.st.Context
-	t := s.threshold()
+	t := s.st.threshold(s.in.Spec.Kind)
 	helped := c.Source == activities.SourceUnknown || t.helped(c.UsedTokens, c.WindowTokens)
 	switch {
 	case helped && res.Method == config.ModeHandoff:
@@ -262,22 +239,17 @@ func (s *session) judgeRotation(ctx workflow.Context, res RotationResult) {
 	default:
 		return // asked for, or on a schedule: not thrashing
 	}
-	s.st.SelfRotations = append(s.st.SelfRotations, c.TotalTurns)
-	if n := len(s.st.SelfRotations); n > breakerRotations {
-		s.st.SelfRotations = s.st.SelfRotations[n-breakerRotations-1:]
-		if c.TotalTurns-s.st.SelfRotations[0] <= breakerTurns {
-			s.haltPolicy(ctx, fmt.Sprintf("%s rotated by itself %d times in %d turns: it is thrashing. Its policy rotations stop; it keeps working. "+
-				"Look at what fills its context (nid transcript %s), then change the policy (nid group set %s rotate=...) to start them again; nid rotate still works",
-				ref, breakerRotations+1, c.TotalTurns-s.st.SelfRotations[0], ref, s.in.Group))
-		}
+	if turns, thrashing := s.st.selfRotated(c.TotalTurns); thrashing {
+		s.haltPolicy(ctx, fmt.Sprintf("%s rotated by itself %d times in %d turns: it is thrashing. Its policy rotations stop; it keeps working. "+
+			"Look at what fills its context (nid transcript %s), then change the policy (nid group set %s rotate=...) to start them again; nid rotate still works",
+			ref, breakerRotations+1, turns, ref, s.in.Group))
 	}
 }
 
 // haltPolicy stops the session's policy rotations until the policy changes,
 // and says why in the feed and the inbox.
 func (s *session) haltPolicy(ctx workflow.Context, why string) {
-	s.st.PolicyHalted = why
-	s.st.SelfRotations = nil
+	s.st.halt(why)
 	s.record(ctx, Event{Kind: EventPolicy, Text: "policy rotations stopped: " + why})
 	s.toInbox(ctx, EventPolicy, "policy rotations stopped: "+why)
 }
@@ -297,14 +269,12 @@ func cmpOr[T comparable](a, b T) T {
 // session needs the human, told what to change.
 func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev RotationEvent) {
 	s.st.Context.LastRotation = &RotationMark{Method: res.Method, Reason: res.Reason, At: workflow.Now(ctx), OK: false}
-	s.st.PolicyHeldAtTurn = s.st.Context.TotalTurns
+	s.st.holdPolicy(s.st.Context.TotalTurns)
 	s.record(ctx, Event{Kind: EventRotationFailed, Text: fmt.Sprintf("✗ %s rotation failed (%s): %s", res.Method, res.Reason, res.Error), Rotation: &ev})
 	text := fmt.Sprintf("%s rotation (%s) failed: %s", res.Method, res.Reason, res.Error)
 	attention := res.Stuck
 	if s.has(VersionFailuresSettle) {
-		s.st.RotationFailures++
-		n := s.st.RotationFailures
-		s.st.PolicyHeldAtTurn += 1<<(n-1) - 1
+		n := s.st.rotationFailed()
 		if n >= rotationFailuresBeforeAttention && !res.Stuck {
 			attention = true
 			text = fmt.Sprintf("%d rotations failed in a row, the last: %s; policy rotations and turns stop until you act: %s",
@@ -312,7 +282,7 @@ func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev Ro
 		}
 	}
 	if s.has(VersionVouchedHandoff) {
-		s.keepReceipt(ev, workflow.Now(ctx))
+		s.st.keepReceipt(ev, workflow.Now(ctx))
 	}
 	s.toInbox(ctx, EventRotationFailed, text)
 	if res.Stuck {
@@ -327,7 +297,7 @@ func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev Ro
 
 // rotationAdvice says what the human can change after rotations keep
 // failing.
-func (s *session) rotationAdvice(res RotationResult) string {
+func (s *rules) rotationAdvice(res RotationResult) string {
 	ref := s.in.Group + "/" + s.in.Name
 	if res.Method == config.ModeCompact && !activities.KindOf(s.in.Spec.Kind).Compacts {
 		return fmt.Sprintf("%s agents cannot compact, so set the group's rotate mode to handoff or auto (nid group set %s rotate='{\"mode\":\"auto\"}') and send %s a message to resume",

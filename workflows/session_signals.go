@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // The session's signal handlers. Each folds its signal into the state at
@@ -64,8 +65,7 @@ func (s *session) onHandoffWrite(ctx workflow.Context, hw HandoffWrite) {
 		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "handoff written for the running rotation"})
 		return
 	}
-	s.st.Handoff = hw.Summary
-	s.st.HandoffPending = true
+	s.st.Handoff, s.st.HandoffPending = hw.Summary, true
 	if s.has(VersionRotateWhileHalted) && s.st.PolicyHalted != "" {
 		s.record(ctx, Event{Kind: EventHandoffWritten, Text: "agent wrote a handoff: it waits, for policy rotations are stopped; nid rotate rotates with it"})
 		return
@@ -93,13 +93,10 @@ func (s *session) onMessage(ctx workflow.Context, m Message) {
 		s.record(ctx, Event{Kind: EventMessage, Text: "message not queued: " + s.in.Group + "/" + s.in.Name + " " + refusal})
 		return
 	}
-	if s.st.Status == StatusNeedsAttention && s.has(VersionFailuresSettle) {
-		// The human has looked: their message is the next turn.
-		s.st.Messages = append([]string{m.Text}, s.st.Messages...)
-	} else {
-		s.st.Messages = append(s.st.Messages, m.Text)
-	}
-	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip(m.Text, 80)})
+	// The human has looked at a session that needs them: their message
+	// is the next turn.
+	s.st.queueMessage(m.Text, s.st.Status == StatusNeedsAttention && s.has(VersionFailuresSettle))
+	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip.Runes(m.Text, 80)})
 	if s.st.Status == StatusNeedsAttention {
 		// The human has looked: their message is the next turn.
 		s.st.Status = StatusIdle
@@ -147,10 +144,10 @@ func (s *session) onPolicy(ctx workflow.Context, p PolicyChange) {
 	s.st.Policy = p.Rotate
 	if s.has(VersionThresholds) {
 		s.st.Learned = p.Learned
-		s.noteThreshold()
+		s.st.noteThreshold(s.in.Spec.Kind)
 		if changed && s.st.PolicyHalted != "" {
 			// The human changed the policy: it may help now.
-			s.st.PolicyHalted, s.st.HandoffNext = "", false
+			s.st.unhalt()
 			s.record(ctx, Event{Kind: EventPolicy, Text: "policy rotations start again under the new policy"})
 		}
 		if !changed {
@@ -170,17 +167,16 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 		// Overtaken by a newer push: its grants and claims are out of date.
 		return
 	}
-	s.st.Board = &b
-	s.st.ClaimAsked = false
-	if b.Exhausted != "" && s.reserving() && !s.granted() {
+	s.st.takeBoard(b)
+	if b.Exhausted != "" && s.st.reserving() && !s.granted() {
 		// Refused: the budget ran out first. Ask again once it is raised.
-		s.st.UsedSeq = s.st.ReserveSeq
+		s.st.useReservation()
 	}
 	if s.has(VersionSpentBudgetStartsNothing) && b.costSpent() && s.granted() && !s.busy() {
 		// Granted before a tokens or usd limit was reached, not started:
 		// starting it now would only spend further past the limit. Its
 		// turn goes back to the group; it asks again once it is raised.
-		s.st.UsedSeq = s.st.ReserveSeq
+		s.st.useReservation()
 		s.charge(ctx, Charge{Turns: -1})
 	}
 	mine := b.HeldBy(s.in.Name)
@@ -190,7 +186,7 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 		s.st.PushPending = true
 	}
 	if mine != nil && (before == nil || before.HeldBy(s.in.Name) == nil || before.HeldBy(s.in.Name).ID != mine.ID) {
-		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("claimed task %s: %s", mine.ID, clip(mine.Title, 60))})
+		s.record(ctx, Event{Kind: EventTask, Text: fmt.Sprintf("claimed task %s: %s", mine.ID, clip.Runes(mine.Title, 60))})
 	}
 	if before != nil && before.Exhausted != b.Exhausted {
 		if b.Exhausted != "" {
@@ -205,7 +201,7 @@ func (s *session) onBoard(ctx workflow.Context, b BoardView) {
 // pauses: at once, or (since VersionSpentBudgetStartsNothing says it) once
 // the step it runs, or the turn its group granted within a turns limit, is
 // over.
-func (s *session) pauseText() string {
+func (s *rules) pauseText() string {
 	switch {
 	case !s.has(VersionSpentBudgetStartsNothing):
 		return "paused"
@@ -224,13 +220,13 @@ func (s *session) onStop(ctx workflow.Context, req StopRequest) {
 		return
 	}
 	if s.has(VersionCheckedInput) {
-		req.Why = clip(req.Why, MaxWhyChars)
+		req.Why = clip.Runes(req.Why, MaxWhyChars)
 	}
 	s.st.Stopped = true
 	s.st.Messages = nil
 	s.st.PendingRotate = nil
 	if s.has(VersionStopDropsHandoffs) {
-		s.st.HandoffPending, s.st.Handoff = false, ""
+		s.st.takeHandoff()
 	}
 	text := "stopped: its claims and locks are released"
 	if req.Why != "" {
@@ -281,7 +277,7 @@ func (s *session) onCannotStart(ctx workflow.Context, c CannotStart) {
 	if c.Host != "" && s.st.Host != "" && c.Host != s.st.Host {
 		return // checked on another host than the one it runs on
 	}
-	text := fmt.Sprintf("%s/%s cannot run its agent: %s", s.in.Group, s.in.Name, clip(c.Text, MaxInboxText))
+	text := fmt.Sprintf("%s/%s cannot run its agent: %s", s.in.Group, s.in.Name, clip.Runes(c.Text, MaxInboxText))
 	s.record(ctx, Event{Kind: EventTurnFailed, Text: text})
 	s.toInbox(ctx, EventTurnFailed, text)
 	s.setStatus(ctx, StatusNeedsAttention)

@@ -12,7 +12,7 @@ import (
 
 // teamStart asks the group for the board (and a task) when the session has
 // none yet, so a new or restarted session is never left without one.
-func (s *session) teamStart(ctx workflow.Context) {
+func (s *groupLink) teamStart(ctx workflow.Context) {
 	if s.st.Board == nil && !s.st.Stopped {
 		s.askClaim(ctx)
 	}
@@ -20,21 +20,18 @@ func (s *session) teamStart(ctx workflow.Context) {
 
 // budgeted says the group's budget has a limit: each work turn is reserved
 // with the group before it starts.
-func (s *session) budgeted() bool {
+func (s *rules) budgeted() bool {
 	return s.has(VersionTeam) && s.st.Board != nil && budgetLimited(s.st.Board.Budget)
 }
 
-// reserving says a reservation is asked for and not yet used.
-func (s *session) reserving() bool { return s.st.ReserveSeq > s.st.UsedSeq }
-
 // granted says the group granted the reservation not yet used.
-func (s *session) granted() bool {
-	return s.reserving() && s.st.Board != nil && s.st.Board.Grants[s.in.Name] >= s.st.ReserveSeq
+func (s *rules) granted() bool {
+	return s.st.reserving() && s.st.Board != nil && s.st.Board.Grants[s.in.Name] >= s.st.ReserveSeq
 }
 
 // turnReady says a work turn may start now: there is a prompt and, on a
 // budget, either a grant or no request in flight yet (the loop asks).
-func (s *session) turnReady() bool {
+func (s *rules) turnReady() bool {
 	if s.nextPrompt() == "" {
 		return false
 	}
@@ -43,32 +40,32 @@ func (s *session) turnReady() bool {
 		// another turn would only fill the context more.
 		return false
 	}
-	return !s.budgeted() || s.granted() || !s.reserving()
+	return !s.budgeted() || s.granted() || !s.st.reserving()
 }
 
-func (s *session) askReserve(ctx workflow.Context) {
-	s.st.ReserveSeq++
-	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalReserve, Reserve{Session: s.in.Name, Seq: s.st.ReserveSeq}).Get(ctx, nil)
+func (s *groupLink) askReserve(ctx workflow.Context) {
+	seq := s.st.nextReservation()
+	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalReserve, Reserve{Session: s.in.Name, Seq: seq}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("group did not take the reservation", "error", err)
-		s.st.UsedSeq = s.st.ReserveSeq
+		s.st.useReservation()
 	}
 }
 
 // exhausted says the group's budget is spent: no new turns, no policy
 // rotations.
-func (s *session) exhausted() bool {
+func (s *rules) exhausted() bool {
 	return s.has(VersionTeam) && s.st.Board != nil && s.st.Board.Exhausted != ""
 }
 
 // needClaim says the session should ask the group for a task.
-func (s *session) needClaim() bool {
+func (s *rules) needClaim() bool {
 	b := s.st.Board
 	return s.has(VersionTeam) && !s.st.Stopped && b != nil && !s.st.ClaimAsked && b.Exhausted == "" &&
 		b.HeldBy(s.in.Name) == nil && b.HasOpen()
 }
 
-func (s *session) askClaim(ctx workflow.Context) {
+func (s *groupLink) askClaim(ctx workflow.Context) {
 	s.st.ClaimAsked = true
 	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalClaimNext, ClaimNext{Session: s.in.Name}).Get(ctx, nil)
 	if err != nil {
@@ -82,13 +79,11 @@ func (s *session) askClaim(ctx workflow.Context) {
 // Without a budget limit the bill only feeds `nid group show`, so it is sent
 // every chargeBatch turns and whenever the session goes idle, not after
 // every turn: a turn never waits on the group.
-func (s *session) charge(ctx workflow.Context, c Charge) {
+func (s *groupLink) charge(ctx workflow.Context, c Charge) {
 	if !s.has(VersionTeam) {
 		return
 	}
-	u := &s.st.Unbilled
-	u.Turns, u.Tokens, u.USD = u.Turns+c.Turns, u.Tokens+c.Tokens, u.USD+c.USD
-	if s.budgeted() || u.Turns >= chargeBatch {
+	if u := s.st.bill(c); s.budgeted() || u.Turns >= chargeBatch {
 		s.flushCharge(ctx)
 	}
 }
@@ -96,12 +91,11 @@ func (s *session) charge(ctx workflow.Context, c Charge) {
 // chargeBatch is how many turns a session without a budget limit bills at once.
 const chargeBatch = 10
 
-func (s *session) flushCharge(ctx workflow.Context) {
-	c := s.st.Unbilled
-	if !s.has(VersionTeam) || (c.Turns == 0 && c.Tokens == 0 && c.USD == 0) {
+func (s *groupLink) flushCharge(ctx workflow.Context) {
+	if u := s.st.Unbilled; !s.has(VersionTeam) || (u.Turns == 0 && u.Tokens == 0 && u.USD == 0) {
 		return
 	}
-	s.st.Unbilled = Charge{}
+	c := s.st.takeUnbilled()
 	c.Session = s.in.Name
 	// Not awaited: the group may be gone (removed from the file) and the
 	// session must not wait on its bill.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // A session's turns: which prompt goes next, the activity that runs it, and
@@ -19,7 +20,7 @@ import (
 // nextPrompt is the prompt the next turn would send: the human's first,
 // then the goal, then a nudge to go on with it. A session with no goal and
 // no message is idle.
-func (s *session) nextPrompt() string {
+func (s *rules) nextPrompt() string {
 	if s.st.Status == StatusNeedsAttention {
 		return ""
 	}
@@ -47,7 +48,7 @@ func (s *session) takePrompt() (prompt string, fromHuman bool) {
 		s.st.Messages = s.st.Messages[1:]
 		return p, true
 	case s.has(VersionTeam):
-		s.tookTeamPrompt()
+		s.st.tookTeamPrompt(s.in.Name)
 	default:
 		s.st.Briefed = true
 	}
@@ -57,7 +58,7 @@ func (s *session) takePrompt() (prompt string, fromHuman bool) {
 // teamPrompt is the next prompt of a VersionTeam session: the human's
 // message first; then its task (briefed once, continued after); a board
 // without tasks means the group's goal, as before the board existed.
-func (s *session) teamPrompt() string {
+func (s *rules) teamPrompt() string {
 	// A turn granted before the budget ran out still runs.
 	if s.st.Stopped || (s.exhausted() && !s.granted()) || s.st.Board == nil {
 		return ""
@@ -86,16 +87,6 @@ func (s *session) teamPrompt() string {
 		return config.RenderPrompt(p.Task, vars...)
 	}
 	return config.RenderPrompt(p.Continue, vars...)
-}
-
-// tookTeamPrompt notes what the prompt just taken briefed.
-func (s *session) tookTeamPrompt() {
-	if b := s.st.Board; b != nil {
-		if t := b.HeldBy(s.in.Name); t != nil {
-			s.st.BriefedTask = t.ID
-		}
-	}
-	s.st.Briefed = true
 }
 
 func activityOptions(queue string, timeout time.Duration) workflow.ActivityOptions {
@@ -139,11 +130,11 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 	// arriving during the turn must not change the answer.
 	reserved := s.granted()
 	res, err := s.runTurn(ctx, prompt)
-	s.st.UsedSeq = s.st.ReserveSeq
+	s.st.useReservation()
 	if err != nil && s.has(VersionFailuresSettle) && fromHuman && !(s.has(VersionLostTurns) && s.st.Stopped) {
 		// The human's message is not lost with the turn: it goes first
 		// again, unless the session now needs the human (turnFailed).
-		s.st.Messages = append([]string{prompt}, s.st.Messages...)
+		s.st.queueMessage(prompt, true)
 	}
 	if err != nil && s.has(VersionLostTurns) && s.st.Stopped {
 		// The stop let the turn end, and it ended without an answer:
@@ -169,16 +160,14 @@ func (s *session) turn(ctx workflow.Context, prompt string, fromHuman bool) {
 		c.Turns = 0 // counted when the group granted it
 	}
 	s.charge(ctx, c)
-	s.st.TurnFailures = 0
-	s.st.Conversation = res.Conversation
-	s.st.LastOutput = res.Output
-	s.st.Context.Turns++
-	s.st.Context.TotalTurns++
+	s.st.turnDone(res)
 	if res.Vendor != nil {
 		s.vendorCompacted(ctx, *res.Vendor, res.Usage)
 	}
-	s.applyUsage(res.Usage)
-	s.plot("", "")
+	s.st.applyUsage(res.Usage, s.in.Spec.Kind, s.has(VersionThresholds))
+	if s.has(VersionVouchedHandoff) {
+		s.st.plot("", "")
+	}
 	rec := s.st.Context
 	if s.has(VersionLostTurns) && s.st.Stopped {
 		// Its feed said stopped already: this is the step the stop let end.
@@ -231,7 +220,7 @@ func (s *session) runTurn(ctx workflow.Context, prompt string) (activities.TurnR
 }
 
 // turnInput is the work turn's activity input for prompt.
-func (s *session) turnInput(prompt string) activities.TurnInput {
+func (s *rules) turnInput(prompt string) activities.TurnInput {
 	return activities.TurnInput{
 		Session:      s.ref(),
 		Spec:         s.in.Spec,
@@ -259,7 +248,7 @@ func retryable(err error, nonRetryable []string) bool {
 // cutTurn cancels the turn running on a host that is down, which no
 // answer will come from, or, between its tries, runs it no more: why says
 // so in the feed.
-func (s *session) cutTurn(why string) bool {
+func (s *turnRun) cutTurn(why string) bool {
 	if !s.turning {
 		return false
 	}
@@ -285,7 +274,7 @@ func (s *session) turnFailed(ctx workflow.Context, err error, fromHuman bool) {
 		if s.has(VersionFailuresSettle) && fromHuman {
 			// It may be the message that fails: the human decides whether
 			// to send it again.
-			text += "; your message was not run: " + clip(s.st.Messages[0], 80)
+			text += "; your message was not run: " + clip.Runes(s.st.Messages[0], 80)
 			s.st.Messages = s.st.Messages[1:]
 		}
 		s.toInbox(ctx, EventTurnFailed, text)
@@ -342,41 +331,6 @@ func isContextFull(err error) bool {
 	return errors.As(err, &app) && app.Type() == activities.ErrContextFull
 }
 
-func (s *session) applyUsage(u activities.Usage) {
-	c := &s.st.Context
-	c.Source = u.Source
-	if c.Source == "" {
-		c.Source = activities.SourceUnknown
-	}
-	c.UsedTokens, c.WindowTokens, c.Percent = u.UsedTokens, u.WindowTokens, nil
-	if c.Source != activities.SourceUnknown && u.WindowTokens > 0 {
-		p := float64(u.UsedTokens) * 100 / float64(u.WindowTokens)
-		c.Percent = &p
-	}
-	if s.has(VersionThresholds) {
-		if u.Model != "" {
-			c.Model = u.Model
-		}
-		s.noteThreshold()
-	}
-}
-
-// noteThreshold keeps the context record's threshold current, for the
-// meters and the agent's context_status.
-func (s *session) noteThreshold() {
-	c := &s.st.Context
-	c.Threshold = nil
-	if t := s.threshold(); t.Tokens > 0 {
-		c.Threshold = &t
-	}
-}
-
-// threshold is where the policy rotates this session now.
-func (s *session) threshold() Threshold {
-	c := s.st.Context
-	return EffectiveThreshold(s.st.Policy, learnedFor(s.st.Learned, s.in.Spec.Kind, c.Model), c.WindowTokens)
-}
-
 // prepareWorkspace creates the session's worktree and branch once, on the
 // host that runs its activities; a rotation never changes them.
 func (s *session) prepareWorkspace(ctx workflow.Context) {
@@ -394,12 +348,12 @@ func (s *session) prepareWorkspace(ctx workflow.Context) {
 		s.setStatus(ctx, StatusNeedsAttention)
 		return
 	}
-	s.st.Worktree, s.st.Branch, s.st.Salvage = res.Worktree, res.Branch, ""
+	s.st.worktreeMade(res)
 	s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("worktree %s on branch %s", res.Worktree, res.Branch)})
 }
 
 // workDir is where the session's agent runs.
-func (s *session) workDir() string {
+func (s *rules) workDir() string {
 	if s.st.Worktree != "" {
 		return s.st.Worktree
 	}

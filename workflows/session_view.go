@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"time"
-
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -10,88 +8,94 @@ import (
 // items, and its status. The search attributes and memo are in search.go.
 
 func (s *session) view() (SessionView, error) {
-	v := SessionView{
-		Group:          s.in.Group,
-		Name:           s.in.Name,
-		Agent:          s.in.Spec.Kind,
-		Spec:           s.in.Spec,
-		Status:         s.st.Status,
-		Conversation:   s.st.Conversation,
-		Context:        s.st.Context,
-		Policy:         s.st.Policy,
-		PendingRotate:  s.st.PendingRotate,
-		Rotating:       s.running,
-		HandoffPending: s.st.HandoffPending,
-		ContextFull:    s.st.ContextFull,
-		PolicyHalted:   s.st.PolicyHalted,
-		HandoffNext:    s.st.HandoffNext,
-		Generation:     s.st.Generation,
-		Receipts:       s.st.Receipts,
-		Points:         s.st.Points,
-		QueuedMessages: len(s.st.Messages),
-		LastOutput:     s.st.LastOutput,
-		Events:         s.st.Events,
-		Worktree:       s.st.Worktree,
-		Branch:         s.st.Branch,
-		WorkDir:        s.workDir(),
-		Rung:           s.version,
-		Host:           s.st.Host,
-		HostDown:       s.st.HostDown,
-		Moving:         s.st.PendingMove,
-	}
-	for _, m := range s.st.Messages {
-		v.QueuedBytes += len(m)
-	}
-	if s.st.Stopped {
-		// Stopped from the moment the stop is taken, though its agent
-		// stops when the step it is in ends.
-		v.Status = StatusStopped
-	} else if s.st.HostDown {
-		v.Status = StatusHostDown
-	}
-	if b := s.st.Board; b != nil && !s.st.Stopped {
-		// A stopped session's claims and locks went back to the board.
-		v.Task = b.HeldBy(s.in.Name)
-		for _, l := range b.Locks {
-			if l.Holder == s.in.Name {
-				v.Locks = append(v.Locks, l.Name)
-			}
-		}
-	}
-	if v.Events == nil {
-		v.Events = []Event{}
-	}
-	if v.Receipts == nil {
-		v.Receipts = []RotationEvent{}
-	}
-	if v.Points == nil {
-		v.Points = []ContextPoint{}
-	}
-	return v, nil
+	return sessionView(s.in, s.st, s.version, s.running, s.workDir()), nil
 }
 
-func (s *session) eventsAfter(seq int64) ([]Event, error) {
-	out := []Event{}
-	for _, e := range s.st.Events {
-		if e.Seq > seq {
-			out = append(out, e)
+// sessionView is the one place a SessionView is made from a session's
+// input and state: each part of the state shows its own fields, and the
+// run adds its rung, the rotation it runs and where its agent works.
+func sessionView(in *SessionInput, st *SessionState, rung Version, rotating *RotateRequest, workDir string) SessionView {
+	v := SessionView{
+		Group:    in.Group,
+		Name:     in.Name,
+		Agent:    in.Spec.Kind,
+		Spec:     in.Spec,
+		Status:   st.Status,
+		Rotating: rotating,
+		Rung:     rung,
+		WorkDir:  workDir,
+		Events:   orEmpty(st.Events),
+	}
+	st.ConversationState.show(&v)
+	st.RotationState.show(&v)
+	st.PlacementState.show(&v)
+	if st.Stopped {
+		// Stopped from the moment the stop is taken, though its agent
+		// stops when the step it is in ends. A stopped session's claims
+		// and locks went back to the board.
+		v.Status = StatusStopped
+	} else {
+		st.SeatState.show(&v, in.Name)
+	}
+	if !st.Stopped && st.HostDown {
+		v.Status = StatusHostDown
+	}
+	return v
+}
+
+// orEmpty is s, or an empty slice for nil: a view's lists are never null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// show fills in the conversation's part of a view.
+func (c *ConversationState) show(v *SessionView) {
+	v.Conversation, v.Context, v.LastOutput = c.Conversation, c.Context, c.LastOutput
+	v.ContextFull, v.Generation = c.ContextFull, c.Generation
+	v.Receipts, v.Points = orEmpty(c.Receipts), orEmpty(c.Points)
+	v.QueuedMessages = len(c.Messages)
+	for _, m := range c.Messages {
+		v.QueuedBytes += len(m)
+	}
+}
+
+// show fills in the rotation state's part of a view.
+func (r *RotationState) show(v *SessionView) {
+	v.Policy, v.PendingRotate, v.HandoffPending = r.Policy, r.PendingRotate, r.HandoffPending
+	v.PolicyHalted, v.HandoffNext = r.PolicyHalted, r.HandoffNext
+}
+
+// show fills in the placement's part of a view.
+func (p *PlacementState) show(v *SessionView) {
+	v.Worktree, v.Branch = p.Worktree, p.Branch
+	v.Host, v.HostDown, v.Moving = p.Host, p.HostDown, p.PendingMove
+}
+
+// show fills in what the seat holds on the board, as name: its task and
+// its locks.
+func (p *SeatState) show(v *SessionView, name string) {
+	b := p.Board
+	if b == nil {
+		return
+	}
+	v.Task = b.HeldBy(name)
+	for _, l := range b.Locks {
+		if l.Holder == name {
+			v.Locks = append(v.Locks, l.Name)
 		}
 	}
-	return out, nil
 }
 
 func (s *session) record(ctx workflow.Context, e Event) {
-	s.st.NextSeq++
-	e.Seq = s.st.NextSeq
 	e.At = workflow.Now(ctx)
 	e.Group, e.Session = s.in.Group, s.in.Name
-	s.st.Events = append(s.st.Events, e)
-	if len(s.st.Events) > maxEvents {
-		s.st.Events = append([]Event(nil), s.st.Events[len(s.st.Events)-maxEvents:]...)
-	}
+	s.st.add(e)
 }
 
-func (s *session) toInbox(ctx workflow.Context, kind, text string) {
+func (s *groupLink) toInbox(ctx workflow.Context, kind, text string) {
 	item := InboxItem{At: workflow.Now(ctx), Group: s.in.Group, Session: s.in.Name, Kind: kind, Text: text}
 	// The group may be gone (removed from the file); the event is recorded
 	// here either way, so a failed delivery loses nothing.
@@ -100,7 +104,7 @@ func (s *session) toInbox(ctx workflow.Context, kind, text string) {
 
 // status is the status the session publishes: since VersionStopAtOnce,
 // stopped from the moment the stop is taken, as its view says.
-func (s *session) status() string {
+func (s *rules) status() string {
 	if s.st.Stopped && s.has(VersionStopAtOnce) {
 		return StatusStopped
 	}
@@ -123,42 +127,5 @@ func (s *session) setStatus(ctx workflow.Context, status string) {
 		s.publishPaced(ctx)
 	case StatusRotating:
 		s.publish(ctx)
-	}
-}
-
-// keepReceipt keeps a rotation's receipt among the session's recent ones.
-// A receipt keeps the summary's source and size, not its text: a hundred
-// receipts of 16 KiB summaries would carry over a megabyte of state into
-// every continue-as-new, and the text is in the rotation's event and the
-// transcript.
-func (s *session) keepReceipt(ev RotationEvent, at time.Time) {
-	ev.Summary = ""
-	ev.At = at
-	s.st.Receipts = append(s.st.Receipts, ev)
-	if len(s.st.Receipts) > maxReceipts {
-		s.st.Receipts = append([]RotationEvent(nil), s.st.Receipts[len(s.st.Receipts)-maxReceipts:]...)
-	}
-}
-
-// plot adds the context as it is now to the chart, marked as a rotation's
-// when method is set.
-func (s *session) plot(method, reason string) {
-	s.plotAt(s.st.Context.UsedTokens, method, reason)
-}
-
-// plotAt adds a point at used tokens, for a compaction the vendor did before
-// the turn's own point.
-func (s *session) plotAt(used int64, method, reason string) {
-	if !s.has(VersionVouchedHandoff) {
-		return
-	}
-	c := s.st.Context
-	p := ContextPoint{Turn: c.TotalTurns, Used: used, Window: c.WindowTokens, Rotation: method, Reason: reason}
-	if c.Threshold != nil {
-		p.Threshold = c.Threshold.Tokens
-	}
-	s.st.Points = append(s.st.Points, p)
-	if len(s.st.Points) > maxPoints {
-		s.st.Points = append([]ContextPoint(nil), s.st.Points[len(s.st.Points)-maxPoints:]...)
 	}
 }

@@ -77,15 +77,6 @@ func ErrorText(err error) string {
 	return err.Error()
 }
 
-// clip cuts s to at most n runes, marking the cut with an ellipsis.
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
-
 // HandoffRequestPrompt is the turn that asks an agent for its handoff.
 const HandoffRequestPrompt = "nid is rotating your conversation: you will continue in a fresh one. " +
 	"Call the handoff_write tool now with a self-contained handoff: the tasks you hold, what is done, " +

@@ -8,12 +8,12 @@ import (
 )
 
 // trigger is one reason a session rotates at a turn boundary. due says the
-// method it asks for now ("" when it does not); take consumes what asked for
-// it when the rotation starts and returns the handoff summary the rotation
-// starts from, if any.
+// method it asks for now ("" when it does not), by the session's rules;
+// take, run by the session, consumes what asked for it when the rotation
+// starts and returns the handoff summary the rotation starts from, if any.
 type trigger struct {
 	reason string
-	due    func(s *session) string
+	due    func(s *rules) string
 	take   func(s *session) string
 }
 
@@ -21,7 +21,7 @@ type trigger struct {
 // to bottom, the first one due wins, as DESIGN.md lists them: the agent's
 // own handoff, a conversation past its window, a manual request, then the
 // group's policy.
-func (s *session) triggers() []trigger {
+func (s *rules) triggers() []trigger {
 	return []trigger{
 		{
 			// The agent called handoff_write outside a rotation: rotate by
@@ -29,12 +29,11 @@ func (s *session) triggers() []trigger {
 			// Since VersionThresholds not while the breaker holds: an agent
 			// asking for a fresh start every turn is thrashing too.
 			reason: ReasonAgent,
-			due: func(s *session) string {
+			due: func(s *rules) string {
 				return when(s.st.HandoffPending && s.st.PolicyHalted == "", config.ModeHandoff)
 			},
 			take: func(s *session) string {
-				summary := s.st.Handoff
-				s.st.HandoffPending, s.st.Handoff = false, ""
+				summary := s.st.takeHandoff()
 				s.joinPendingRequest()
 				return summary
 			},
@@ -43,7 +42,7 @@ func (s *session) triggers() []trigger {
 			// The vendor refused a turn because the conversation no longer
 			// fits its window: only a fresh conversation helps.
 			reason: ReasonContextFull,
-			due:    func(s *session) string { return when(s.st.ContextFull, config.ModeHandoff) },
+			due:    func(s *rules) string { return when(s.st.ContextFull, config.ModeHandoff) },
 			take: func(s *session) string {
 				s.st.ContextFull = false
 				s.joinPendingRequest()
@@ -53,7 +52,7 @@ func (s *session) triggers() []trigger {
 		{
 			// nid rotate, the Rotate button, session.rotate.
 			reason: ReasonManual,
-			due: func(s *session) string {
+			due: func(s *rules) string {
 				if s.st.PendingRotate == nil {
 					return ""
 				}
@@ -73,24 +72,24 @@ func (s *session) triggers() []trigger {
 			// contextTokens or a margin below the vendor's own point,
 			// whichever comes first (see EffectiveThreshold).
 			reason: ReasonContext,
-			due: func(s *session) string {
+			due: func(s *rules) string {
 				c, p := s.st.Context, s.st.Policy
 				if !s.has(VersionThresholds) {
 					return when(s.policyMayRotate() && c.Percent != nil && p.ContextPercent > 0 &&
 						*c.Percent >= float64(p.ContextPercent), p.Mode)
 				}
-				t := s.threshold()
+				t := s.st.threshold(s.in.Spec.Kind)
 				return when(s.policyMayRotate() && c.Source != activities.SourceUnknown && t.Tokens > 0 &&
-					c.UsedTokens >= t.Tokens, s.policyMode())
+					c.UsedTokens >= t.Tokens, s.st.policyMode())
 			},
 			take: takeNothing,
 		},
 		{
 			// Turns since the last rotation reached the policy's maxTurns.
 			reason: ReasonMaxTurns,
-			due: func(s *session) string {
+			due: func(s *rules) string {
 				p := s.st.Policy
-				return when(s.policyMayRotate() && p.MaxTurns > 0 && s.st.Context.Turns >= p.MaxTurns, s.policyMode())
+				return when(s.policyMayRotate() && p.MaxTurns > 0 && s.st.Context.Turns >= p.MaxTurns, s.st.policyMode())
 			},
 			take: takeNothing,
 		},
@@ -109,13 +108,13 @@ func when(due bool, mode string) string {
 // rotationDue is the rotation the session should run now, if any: none
 // while a turn or a rotation is running or once stopped, else the first
 // trigger due that the budget and the group's rotation slots allow.
-func (s *session) rotationDue() (RotateRequest, trigger, bool) {
+func (s *rules) rotationDue() (RotateRequest, trigger, bool) {
 	return s.firstDue(true)
 }
 
 // firstDue is the first trigger due; governed says whether a rotation
 // waiting for its slot counts as not due yet.
-func (s *session) firstDue(governed bool) (RotateRequest, trigger, bool) {
+func (s *rules) firstDue(governed bool) (RotateRequest, trigger, bool) {
 	if s.busy() || s.st.Stopped {
 		return RotateRequest{}, trigger{}, false
 	}
@@ -131,7 +130,7 @@ func (s *session) firstDue(governed bool) (RotateRequest, trigger, bool) {
 }
 
 // busy says a turn or a rotation is running.
-func (s *session) busy() bool {
+func (s *rules) busy() bool {
 	switch s.st.Status {
 	case StatusWorking, StatusRateLimited, StatusRotating:
 		return true
@@ -143,19 +142,19 @@ func (s *session) busy() bool {
 // group's budget goes. Since VersionRotationBudget a rotation costs a turn:
 // all but a manual one wait while the budget is spent, and on a limited
 // budget wait for the turn the loop reserves (see needsReservation).
-func (s *session) rotationAffordable(reason string) bool {
+func (s *rules) rotationAffordable(reason string) bool {
 	if !s.has(VersionRotationBudget) || reason == ReasonManual {
 		return true
 	}
 	if s.exhausted() && !s.granted() {
 		return false
 	}
-	return !s.budgeted() || s.granted() || !s.reserving()
+	return !s.budgeted() || s.granted() || !s.st.reserving()
 }
 
 // needsReservation says a rotation for reason must first reserve its turn
 // with the group.
-func (s *session) needsReservation(reason string) bool {
+func (s *rules) needsReservation(reason string) bool {
 	return s.has(VersionRotationBudget) && reason != ReasonManual && s.budgeted() && !s.granted()
 }
 
@@ -163,7 +162,7 @@ func (s *session) needsReservation(reason string) bool {
 // policy rotation costs a turn, so it waits while the budget is spent; it
 // never runs on a session waiting for the human, nor again before another
 // turn after one failed; off never rotates by itself.
-func (s *session) policyMayRotate() bool {
+func (s *rules) policyMayRotate() bool {
 	p := s.st.Policy
 	spent := s.exhausted()
 	if s.has(VersionRotationBudget) {
@@ -171,15 +170,6 @@ func (s *session) policyMayRotate() bool {
 	}
 	return p.Mode != config.ModeOff && p.Mode != "" && s.st.PolicyHalted == "" &&
 		s.st.Status != StatusNeedsAttention && s.st.Context.TotalTurns > s.st.PolicyHeldAtTurn && !spent
-}
-
-// policyMode is the method of a policy rotation: the group's, but a
-// handoff after a compaction that did not help.
-func (s *session) policyMode() string {
-	if s.st.HandoffNext && s.st.Policy.Mode != config.ModeOff {
-		return config.ModeHandoff
-	}
-	return s.st.Policy.Mode
 }
 
 // takeWaitingHandoff takes the agent's own handoff for a handoff that runs
@@ -190,9 +180,7 @@ func (s *session) takeWaitingHandoff() string {
 	if !s.has(VersionRotateWhileHalted) || !s.st.HandoffPending {
 		return ""
 	}
-	summary := s.st.Handoff
-	s.st.HandoffPending, s.st.Handoff = false, ""
-	return summary
+	return s.st.takeHandoff()
 }
 
 // joinPendingRequest lets a handoff the session runs anyway serve a manual
@@ -209,29 +197,29 @@ func (s *session) joinPendingRequest() {
 // maxConcurrentRotations; a manual one never waits.
 
 // governed says a rotation for reason needs a slot.
-func (s *session) governed(reason string) bool {
+func (s *rules) governed(reason string) bool {
 	return s.has(VersionGovernor) && reason != ReasonManual && s.st.Board != nil && s.st.Policy.MaxConcurrentRotations > 0
 }
 
 // holdsSlot says the group granted the session's slot request.
-func (s *session) holdsSlot() bool {
+func (s *rules) holdsSlot() bool {
 	return s.st.SlotAsked && s.st.Board != nil && s.st.Board.holds(SlotRequest{Session: s.in.Name, Seq: s.st.SlotSeq})
 }
 
 // needsSlot says a rotation for reason must first ask for a slot.
-func (s *session) needsSlot(reason string) bool {
+func (s *rules) needsSlot(reason string) bool {
 	return s.governed(reason) && !s.st.SlotAsked
 }
 
 // waitingForSlot says a rotation for reason waits for its slot.
-func (s *session) waitingForSlot(reason string) bool {
+func (s *rules) waitingForSlot(reason string) bool {
 	return s.governed(reason) && s.st.SlotAsked && !s.holdsSlot()
 }
 
 // slotNotWanted says the session holds, or waits for, a slot it no longer
 // needs: the rotation stopped being due (a manual one came first, the
 // policy changed).
-func (s *session) slotNotWanted() bool {
+func (s *rules) slotNotWanted() bool {
 	if !s.st.SlotAsked || s.st.Status == StatusRotating {
 		return false
 	}
@@ -240,10 +228,8 @@ func (s *session) slotNotWanted() bool {
 }
 
 // askSlot asks the group for a rotation slot, fullest first.
-func (s *session) askSlot(ctx workflow.Context) {
-	s.st.SlotSeq++
-	s.st.SlotAsked = true
-	req := SlotRequest{Session: s.in.Name, Seq: s.st.SlotSeq, Want: true, Fullness: s.fullness()}
+func (s *groupLink) askSlot(ctx workflow.Context) {
+	req := SlotRequest{Session: s.in.Name, Seq: s.st.nextSlot(), Want: true, Fullness: s.fullness()}
 	if err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalSlot, req).Get(ctx, nil); err != nil {
 		// No group to ask: nothing to wait for.
 		workflow.GetLogger(ctx).Warn("group did not take the slot request", "error", err)
@@ -252,7 +238,7 @@ func (s *session) askSlot(ctx workflow.Context) {
 }
 
 // giveSlotBack returns the session's slot, or its place in the queue.
-func (s *session) giveSlotBack(ctx workflow.Context) {
+func (s *groupLink) giveSlotBack(ctx workflow.Context) {
 	s.st.SlotAsked = false
 	if s.st.Status == StatusWaitingToRotate {
 		s.st.Status = StatusIdle
@@ -263,7 +249,7 @@ func (s *session) giveSlotBack(ctx workflow.Context) {
 
 // fullness orders the sessions waiting for a slot: the percent of the
 // window used, or of maxTurns when the window is unknown.
-func (s *session) fullness() float64 {
+func (s *rules) fullness() float64 {
 	c := s.st.Context
 	if c.Percent != nil {
 		return *c.Percent

@@ -1,0 +1,104 @@
+package workflows
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fill sets every field v reaches to a value that is not its zero, so
+// that no omitempty hides a key.
+func fill(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fill(s.Index(0))
+		v.Set(s)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k)
+		fill(e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.Struct:
+		if v.Type() == reflect.TypeOf(time.Time{}) {
+			v.Set(reflect.ValueOf(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i))
+			}
+		}
+	}
+}
+
+// keysOf is the JSON keys of a fully populated T, nested ones as
+// "outer.inner".
+func keysOf[T any](t *testing.T) []string {
+	var x T
+	fill(reflect.ValueOf(&x).Elem())
+	b, err := json.Marshal(x)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	var keys []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			keys = append(keys, prefix+k)
+			if inner, ok := v.(map[string]any); ok && k != "grants" {
+				walk(prefix+k+".", inner)
+			}
+		}
+	}
+	walk("", m)
+	sort.Strings(keys)
+	return keys
+}
+
+// A session's state and view keep the JSON keys they had before the state
+// was made of parts: recorded histories carry the state across
+// continue-as-new, and nid show --json, the API and the memo show the
+// view and the context record.
+func TestSessionJSONKeysStay(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		got  []string
+		want string
+	}{
+		{"SessionState", keysOf[SessionState](t), sessionStateKeys},
+		{"SessionView", keysOf[SessionView](t), sessionViewKeys},
+		{"ContextRecord", keysOf[ContextRecord](t), contextRecordKeys},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _ := json.Marshal(tt.got)
+			require.JSONEq(t, tt.want, string(got))
+		})
+	}
+}
+
+// The keys as they were when the state was one flat struct.
+const (
+	sessionStateKeys  = `["board","board.budget","board.budget.tokens","board.budget.turns","board.budget.usd","board.exhausted","board.goal","board.grants","board.group","board.locks","board.prompts","board.prompts.continue","board.prompts.goal","board.prompts.goalContinue","board.prompts.task","board.rev","board.slots","board.spent","board.spent.tokens","board.spent.turns","board.spent.usd","board.tasks","branch","briefed","briefedTask","claimAsked","context","context.lastRotation","context.lastRotation.at","context.lastRotation.method","context.lastRotation.ok","context.lastRotation.reason","context.model","context.percent","context.rotations","context.source","context.threshold","context.threshold.by","context.threshold.percent","context.threshold.tokens","context.totalTurns","context.turns","context.usedTokens","context.windowTokens","contextFull","conversation","events","generation","handoff","handoffNext","handoffPending","historyLimit","host","hostDown","hostDownSince","hostDownTold","lastOutput","learned","messages","moves","nextSeq","pendingMove","pendingRotate","pendingRotate.mode","pendingRotate.reason","points","policy","policy.contextPercent","policy.contextTokens","policy.maxConcurrentRotations","policy.maxTurns","policy.mode","policyHalted","policyHeldAtTurn","pushPending","receipts","reserveSeq","rotationAttempts","rotationFailures","salvage","selfRotations","slotAsked","slotSeq","status","stopDone","stopped","turnFailures","unbilled","unbilled.session","unbilled.tokens","unbilled.turns","unbilled.usd","usedSeq","worktree"]`
+	sessionViewKeys   = `["agent","branch","context","context.lastRotation","context.lastRotation.at","context.lastRotation.method","context.lastRotation.ok","context.lastRotation.reason","context.model","context.percent","context.rotations","context.source","context.threshold","context.threshold.by","context.threshold.percent","context.threshold.tokens","context.totalTurns","context.turns","context.usedTokens","context.windowTokens","contextFull","conversation","events","generation","group","handoffNext","handoffPending","host","hostDown","lastOutput","locks","moving","name","pendingRotate","pendingRotate.mode","pendingRotate.reason","points","policy","policy.contextPercent","policy.contextTokens","policy.maxConcurrentRotations","policy.maxTurns","policy.mode","policyHalted","queuedBytes","queuedMessages","receipts","rotating","rotating.mode","rotating.reason","rung","spec","spec.kind","spec.sim","spec.sim.ack","spec.sim.compactAt","spec.sim.compactKeeps","spec.sim.failCompact","spec.sim.handoffAfterTurns","spec.sim.noHandoff","spec.sim.silent","spec.sim.startTokens","spec.sim.taskTurns","spec.sim.tokensPerTurn","spec.sim.turnDelay","spec.sim.window","spec.turnTimeout","status","task","task.claimedAt","task.detail","task.doneAt","task.holder","task.id","task.status","task.title","workdir","worktree"]`
+	contextRecordKeys = `["lastRotation","lastRotation.at","lastRotation.method","lastRotation.ok","lastRotation.reason","model","percent","rotations","source","threshold","threshold.by","threshold.percent","threshold.tokens","totalTurns","turns","usedTokens","windowTokens"]`
+)

@@ -1,5 +1,7 @@
 package activities
 
+import "github.com/nid-dev/nid/agents"
+
 import (
 	"context"
 	"fmt"
@@ -40,7 +42,7 @@ const rescueHeader = "nid wrote this handoff from the session's transcript, beca
 
 // RescueInput names the conversation whose handoff nid builds.
 type RescueInput struct {
-	Session SessionRef `json:"session"`
+	Session agents.SessionRef `json:"session"`
 	// Conversation is the conversation being rotated away; empty means
 	// one that never got an id (its first turn failed).
 	Conversation string `json:"conversation,omitempty"`
@@ -61,7 +63,7 @@ type RescueResult struct {
 // each clipped, the whole within MaxRescueBytes. A session without a
 // transcript gets an empty summary, not an error.
 func (a *Activities) RescueHandoff(ctx context.Context, in RescueInput) (RescueResult, error) {
-	if err := checkSession(&in.Session); err != nil {
+	if err := agents.CheckSession(&in.Session); err != nil {
 		return RescueResult{}, classify(err)
 	}
 

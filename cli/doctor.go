@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/worker"
 )
@@ -62,9 +62,9 @@ func newDoctorCommand(a *app) *cli.Command {
 
 // runDoctor prints every check and fails when one did.
 func runDoctor(ctx context.Context, opts doctorOptions, stdout io.Writer) error {
-	var checks []activities.Check
+	var checks []agents.Check
 	for _, p := range opts.Problems {
-		checks = append(checks, activities.Check{Name: "config", Status: activities.CheckFail, Text: p})
+		checks = append(checks, agents.Check{Name: "config", Status: agents.CheckFail, Text: p})
 	}
 	checks = append(checks, worker.Doctor(ctx, opts.Doctor)...)
 	if opts.JSON {
@@ -84,7 +84,7 @@ func runDoctor(ctx context.Context, opts doctorOptions, stdout io.Writer) error 
 			return err
 		}
 	}
-	if failed := activities.Failing(checks); len(failed) > 0 {
+	if failed := agents.Failing(checks); len(failed) > 0 {
 		return fmt.Errorf("%d of %d checks failed: mend what %s, then run nid doctor again", len(failed), len(checks), says(len(failed)))
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -84,11 +84,11 @@ func TestDoctorRealCLIs(t *testing.T) {
 `+agents)
 	out, errOut, code := s.nid("doctor")
 	require.Equal(t, 0, code, "%s%s", out, errOut)
-	claude, codex := activities.KindOf(activities.KindClaude), activities.KindOf(activities.KindCodex)
-	doctorLine(t, out, "ok", "web/lead cli", bin("claude")+", version "+activities.TestedVersion(claude)+": the version nid is tested with")
+	claude, codex := agents.KindOf(agents.KindClaude), agents.KindOf(agents.KindCodex)
+	doctorLine(t, out, "ok", "web/lead cli", bin("claude")+", version "+agents.TestedVersion(claude)+": the version nid is tested with")
 	doctorLine(t, out, "ok", "web/lead credentials", "ANTHROPIC_API_KEY is set")
 	doctorLine(t, out, "ok", "web/lead sandbox", "bubblewrap runs a sandbox here")
-	doctorLine(t, out, "ok", "web/worker cli", bin("codex")+", version "+activities.TestedVersion(codex)+": the version nid is tested with")
+	doctorLine(t, out, "ok", "web/worker cli", bin("codex")+", version "+agents.TestedVersion(codex)+": the version nid is tested with")
 	doctorLine(t, out, "ok", "web/worker credentials", "OPENAI_API_KEY is set")
 	doctorLine(t, out, "ok", "web/worker sandbox", "it ran `true` here")
 	require.NotContains(t, out, "secret", "nid doctor prints no secret")
@@ -106,7 +106,7 @@ func TestDoctorRealCLIs(t *testing.T) {
 	s.writeConfig()
 	out, errOut, code = s.nid("doctor")
 	require.Equal(t, 1, code, "%s%s", out, errOut)
-	says := `claude: command "` + missing + `" not found: install Claude Code (npm install -g ` + claude.Package + "@" + activities.TestedVersion(claude) +
+	says := `claude: command "` + missing + `" not found: install Claude Code (npm install -g ` + claude.Package + "@" + agents.TestedVersion(claude) +
 		", the version nid is tested with), or set agents.claude.command to where it is"
 	doctorLine(t, out, "fail", "web/lead cli", says)
 	require.Contains(t, errOut, "1 of 11 checks failed")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -88,7 +88,7 @@ func (st ContextStatus) line() string {
 	var b strings.Builder
 	b.WriteString(st.Session + ": ")
 	switch {
-	case st.Source == activities.SourceUnknown:
+	case st.Source == agents.SourceUnknown:
 		b.WriteString("context size unknown (the agent reports no token numbers)")
 	case st.Percent != nil:
 		fmt.Fprintf(&b, "context %.0f%% full (%s of %s tokens, %s)", math.Floor(*st.Percent),
@@ -99,7 +99,7 @@ func (st ContextStatus) line() string {
 	b.WriteString("; ")
 	switch {
 	case st.Mode == config.ModeOff:
-		b.WriteString("nid's policy is off: it rotates only when the human asks or you call " + activities.ToolHandoffWrite)
+		b.WriteString("nid's policy is off: it rotates only when the human asks or you call " + agents.ToolHandoffWrite)
 	case st.PolicyHalted != "":
 		b.WriteString("nid's policy rotations are halted: " + st.PolicyHalted)
 	default:

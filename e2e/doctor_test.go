@@ -68,7 +68,7 @@ func TestDoctorSim(t *testing.T) {
 func TestDoctorRealCLIs(t *testing.T) {
 	bin := func(name string) string { return agentCLI(t, name) }
 	codexHome, repo := t.TempDir(), gitRepo(t)
-	agents := fmt.Sprintf(`agents:
+	agentsYAML := fmt.Sprintf(`agents:
   claude: {command: %s, env: {ANTHROPIC_API_KEY: sk-ant-e2e-secret, HOME: %s}}
   codex: {command: %s, env: {OPENAI_API_KEY: sk-e2e-secret, CODEX_HOME: %s}}
 `, bin("claude"), t.TempDir(), bin("codex"), codexHome)
@@ -81,7 +81,7 @@ func TestDoctorRealCLIs(t *testing.T) {
     sessions:
       - {agent: claude, name: lead}
       - {agent: codex, name: worker}
-`+agents)
+`+agentsYAML)
 	out, errOut, code := s.nid("doctor")
 	require.Equal(t, 0, code, "%s%s", out, errOut)
 	claude, codex := agents.KindOf(agents.KindClaude), agents.KindOf(agents.KindCodex)
@@ -102,7 +102,7 @@ func TestDoctorRealCLIs(t *testing.T) {
     sessions:
       - {agent: claude, name: lead, command: ` + missing + `}
       - {agent: sim, name: sim, sim: {turnDelay: 200ms}}
-` + agents
+` + agentsYAML
 	s.writeConfig()
 	out, errOut, code = s.nid("doctor")
 	require.Equal(t, 1, code, "%s%s", out, errOut)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nid-dev/nid/config"
@@ -256,9 +255,7 @@ func codexFailure(t *CodexTurn) error {
 	switch {
 	case t.ContextFull():
 		return ContextFull("codex: the thread no longer fits the context window: %s", msg)
-	case strings.Contains(t.ErrorInfo, "unauthorized"), strings.Contains(t.ErrorInfo, "badRequest"), strings.Contains(t.ErrorInfo, "modelNotFound"),
-		strings.Contains(t.ErrorInfo, `"httpStatusCode":401`), strings.Contains(t.ErrorInfo, `"httpStatusCode":403`),
-		strings.Contains(msg, "401 Unauthorized"), strings.Contains(msg, "403 Forbidden"):
+	case t.Error.Refused():
 		return AgentFailed("codex: %s (%s)", msg, t.ErrorInfo)
 	}
 	return fmt.Errorf("codex: %s", msg)

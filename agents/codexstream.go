@@ -2,7 +2,6 @@ package agents
 
 import (
 	"encoding/json"
-	"strings"
 )
 
 // CodexMessage is one line of `codex app-server`'s JSON-RPC stream (no
@@ -83,9 +82,11 @@ type CodexTurn struct {
 	Done   bool
 	Status string
 	// ErrorMessage and ErrorInfo (codexErrorInfo as compact JSON) come from
-	// a failed turn or the last error notification.
+	// a failed turn or the last error notification, and Error is that
+	// codexErrorInfo read: what nid decides by.
 	ErrorMessage string
 	ErrorInfo    string
+	Error        CodexErrorInfo
 	// Retrying says the last error notification was one Codex retries, and
 	// RateLimited that it was a rate limit or an overload.
 	Retrying    bool
@@ -182,7 +183,7 @@ func (t *CodexTurn) Feed(method string, params json.RawMessage) {
 			t.setError(p.Error)
 		}
 		t.Retrying = p.WillRetry
-		t.RateLimited = p.WillRetry && codexRateLimited(t.ErrorInfo, t.ErrorMessage)
+		t.RateLimited = p.WillRetry && t.Error.RateLimited()
 	case "turn/completed":
 		if p.Turn == nil {
 			t.Skipped++
@@ -202,20 +203,75 @@ func (t *CodexTurn) setError(e *codexTurnError) {
 	if len(e.ErrorInfo) > 0 && string(e.ErrorInfo) != "null" {
 		t.ErrorInfo = string(e.ErrorInfo)
 	}
+	t.Error = ParseCodexErrorInfo(e.ErrorInfo)
 }
 
 // ContextFull says the turn failed because the thread no longer fits the
 // model's window.
-func (t *CodexTurn) ContextFull() bool {
-	return strings.Contains(t.ErrorInfo, "contextWindowExceeded")
+func (t *CodexTurn) ContextFull() bool { return t.Error.Kind == CodexContextWindowExceeded }
+
+// Variants of codexErrorInfo nid decides by (the app-server protocol's
+// CodexErrorInfo, its names in camelCase).
+const (
+	CodexContextWindowExceeded = "contextWindowExceeded"
+	CodexUsageLimitExceeded    = "usageLimitExceeded"
+	CodexServerOverloaded      = "serverOverloaded"
+	CodexUnauthorized          = "unauthorized"
+	CodexBadRequest            = "badRequest"
+)
+
+// CodexErrorInfo is a codexErrorInfo read. Codex writes a variant without
+// fields as its name ("contextWindowExceeded") and one with fields as an
+// object keyed by its name ({"httpConnectionFailed":{"httpStatusCode":401}}).
+type CodexErrorInfo struct {
+	// Kind is the variant's name; empty when the error carries none.
+	Kind string
+	// HTTPStatus is what the model's API answered, for the variants that
+	// carry it (httpConnectionFailed, responseStreamConnectionFailed,
+	// responseStreamDisconnected, responseTooManyFailedAttempts); 0 when
+	// unknown.
+	HTTPStatus int
 }
 
-// codexRateLimited says an error is a rate limit or an overload.
-func codexRateLimited(info, msg string) bool {
-	for _, s := range []string{"rateLimitExceeded", "serverOverloaded", "usageLimitExceeded", ":429", ":529", "429 Too Many", "529"} {
-		if strings.Contains(info, s) || strings.Contains(msg, s) {
-			return true
+// ParseCodexErrorInfo reads a codexErrorInfo; anything else (null, a
+// shape a later Codex might send) reads as no variant.
+func ParseCodexErrorInfo(raw json.RawMessage) CodexErrorInfo {
+	var name string
+	if json.Unmarshal(raw, &name) == nil {
+		return CodexErrorInfo{Kind: name}
+	}
+	var variant map[string]struct {
+		HTTPStatusCode *int `json:"httpStatusCode"`
+	}
+	if json.Unmarshal(raw, &variant) != nil || len(variant) != 1 {
+		return CodexErrorInfo{}
+	}
+	var info CodexErrorInfo
+	for kind, fields := range variant {
+		info.Kind = kind
+		if fields.HTTPStatusCode != nil {
+			info.HTTPStatus = *fields.HTTPStatusCode
 		}
 	}
-	return false
+	return info
+}
+
+// RateLimited says the error is a rate limit, a usage limit or an
+// overload: what Codex retries and a later turn gets through.
+func (i CodexErrorInfo) RateLimited() bool {
+	switch i.Kind {
+	case CodexUsageLimitExceeded, CodexServerOverloaded:
+		return true
+	}
+	return RateLimitStatus(i.HTTPStatus)
+}
+
+// Refused says the model's API refused the request itself (the key, the
+// request, access to the model): a retry is refused the same way.
+func (i CodexErrorInfo) Refused() bool {
+	switch i.Kind {
+	case CodexUnauthorized, CodexBadRequest:
+		return true
+	}
+	return i.HTTPStatus == 401 || i.HTTPStatus == 403
 }

@@ -3,8 +3,10 @@ package agents
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -336,5 +338,49 @@ func TestClaudeSandboxFailure(t *testing.T) {
 		s := &ClaudeStream{}
 		s.Feed(tt.line)
 		require.Equal(t, tt.want, s.SandboxFailure, string(tt.line))
+	}
+}
+
+// Codex's errors are told apart by their codexErrorInfo, the variant and
+// the HTTP status it carries, never by the words of the message: a
+// message can say anything, the variant is what Codex decided.
+func TestCodexErrorsByTheirInfo(t *testing.T) {
+	for _, tc := range []struct {
+		name, info, message string
+		want                string // the error type; "" is a failure Temporal retries
+		rateLimited         bool   // while Codex retries it
+	}{
+		{"the context is full", `"contextWindowExceeded"`, "Codex ran out of room", ErrContextFull, false},
+		{"a refused key", `{"httpConnectionFailed":{"httpStatusCode":401}}`, "unexpected status 401 Unauthorized", ErrAgentFailed, false},
+		{"a forbidden model", `{"responseStreamConnectionFailed":{"httpStatusCode":403}}`, "forbidden", ErrAgentFailed, false},
+		{"unauthorized", `"unauthorized"`, "log in again", ErrAgentFailed, false},
+		{"a bad request", `"badRequest"`, "invalid request", ErrAgentFailed, false},
+		{"rate limited past Codex's retries", `{"responseTooManyFailedAttempts":{"httpStatusCode":429}}`, "exceeded retry limit, last status: 429 Too Many Requests", "", true},
+		{"overloaded", `{"responseStreamDisconnected":{"httpStatusCode":529}}`, "stream disconnected", "", true},
+		{"the server says it is overloaded", `"serverOverloaded"`, "try again later", "", true},
+		{"a usage limit", `"usageLimitExceeded"`, "you've hit your usage limit", "", true},
+		{"a server error", `{"httpConnectionFailed":{"httpStatusCode":500}}`, "unexpected status 500", "", false},
+		{"a status nobody knows", `{"httpConnectionFailed":{"httpStatusCode":null}}`, "connection failed", "", false},
+		{"a message that only mentions a full context", `"other"`, "contextWindowExceeded", "", false},
+		{"a message that only mentions 401 and 429", `null`, "401 Unauthorized, 429 Too Many Requests, 529", "", false},
+		{"an info shape nid does not know", `{"a":{},"b":{}}`, "unauthorized", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			turnError := `{"message":` + strconv.Quote(tc.message) + `,"codexErrorInfo":` + tc.info + `}`
+			c := &CodexTurn{}
+			c.Feed("error", []byte(`{"error":`+turnError+`,"willRetry":true}`))
+			require.True(t, c.Retrying)
+			require.Equal(t, tc.rateLimited, c.RateLimited, "while Codex retries")
+			c.Feed("turn/completed", []byte(`{"turn":{"status":"failed","error":`+turnError+`}}`))
+			err := codexFailure(c)
+			require.ErrorContains(t, err, tc.message)
+			e, final := errors.AsType[*Error](err)
+			if tc.want == "" {
+				require.False(t, final, "%v is retried", err)
+				return
+			}
+			require.True(t, final, "%v", err)
+			require.Equal(t, tc.want, e.Type)
+		})
 	}
 }

@@ -1,7 +1,5 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/nid-dev/nid/agents"
 )
 
 // A worker killed mid-activity leaves the attempt started on the server,

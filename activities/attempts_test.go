@@ -1,13 +1,13 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/agents"
 )
 
 // An attempt is recorded while it runs; a starting worker finds the ones a

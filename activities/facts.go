@@ -1,18 +1,17 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/clip"
 	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // FactsName is GatherFacts' activity type name.
@@ -267,7 +266,7 @@ func (f Facts) Text() string {
 			b.WriteString("  " + l + "\n")
 		}
 	}
-	return cutBytes(b.String(), MaxFactsTextBytes, "\n[nid: the rest of the facts is left out]\n")
+	return clip.Bytes(b.String(), MaxFactsTextBytes, "\n[nid: the rest of the facts is left out]\n")
 }
 
 // writeList writes a heading with its lines indented under it, as many as
@@ -290,17 +289,4 @@ func writeList(b *strings.Builder, heading string, lines []string, more int, emp
 	if more > 0 {
 		b.WriteString(fmt.Sprintf("  … and %d more\n", more))
 	}
-}
-
-// cutBytes cuts s to at most n bytes, on a character boundary, ending it
-// with mark when it had to be cut.
-func cutBytes(s string, n int, mark string) string {
-	if len(s) <= n {
-		return s
-	}
-	k := max(n-len(mark), 0)
-	for k > 0 && !utf8.RuneStart(s[k]) {
-		k--
-	}
-	return s[:k] + mark
 }

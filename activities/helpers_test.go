@@ -104,12 +104,3 @@ func deadPID(t *testing.T) int {
 	require.NoError(t, cmd.Run())
 	return cmd.Process.Pid
 }
-
-// clip is the sim's: the first n characters of s.
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n])
-}

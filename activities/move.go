@@ -1,7 +1,5 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"context"
 	"fmt"
@@ -10,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
 )

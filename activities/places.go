@@ -1,11 +1,10 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
 )
@@ -19,14 +18,6 @@ import (
 // no longer lists (moved away, removed), from the record nid wrote when it
 // made the session's worktree here. A session with neither gets a refusal
 // and nothing is done.
-
-// clipName keeps an error about a name readable whatever its size.
-func clipName(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
 
 // place is where this worker puts a session.
 type place struct {

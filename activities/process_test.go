@@ -1,7 +1,5 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"context"
 	"errors"
@@ -12,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 

@@ -1,13 +1,12 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"context"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/clip"
 	"github.com/nid-dev/nid/transcript"
 )
 
@@ -146,24 +145,5 @@ func rescueLine(e transcript.Entry, n int) string {
 	if n == 0 {
 		n = 2 << 10
 	}
-	return clipMiddle(transcript.Line(e), n) + "\n"
-}
-
-// clipMiddle cuts s to about n bytes by leaving out its middle, on
-// character boundaries, with a mark saying how much: the start of a text
-// says what it is about, the end where it got to.
-func clipMiddle(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "\n[nid: %d bytes left out]\n"
-	room := max(n-len(mark)-8, 0)
-	i, j := room*2/3, len(s)-room/3
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	for j < len(s) && !utf8.RuneStart(s[j]) {
-		j++
-	}
-	return s[:i] + fmt.Sprintf(mark, j-i) + s[j:]
+	return clip.Middle(transcript.Line(e), n) + "\n"
 }

@@ -1,7 +1,5 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"cmp"
 	"context"
@@ -23,6 +21,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/transcript"
 )

@@ -1,7 +1,5 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"os"
 	"os/exec"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 

@@ -1,11 +1,10 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"context"
 	"fmt"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/transcript"
 )
 

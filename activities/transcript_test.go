@@ -1,7 +1,5 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"bytes"
 	"context"
@@ -16,7 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 	"github.com/nid-dev/nid/transcript"
 )
 
@@ -61,10 +61,10 @@ func TestTranscriptAcrossAHandoff(t *testing.T) {
 		{transcript.KindPrompt, "", "", "Goal: write the parser"},
 		{transcript.KindOutput, "", first, `sim turn 1 of conversation ` + first + `: worked on "Goal: write the parser"`},
 		{transcript.KindPrompt, "", first, "Call handoff_write now"},
-		{transcript.KindTool, "", first, "handoff_write(" + clip(rec.Summaries()[0], 60) + ")"},
+		{transcript.KindTool, "", first, "handoff_write(" + clip.Runes(rec.Summaries()[0], 60) + ")"},
 		{transcript.KindOutput, "", first, "sim turn 2 of conversation " + first + ": wrote a handoff with handoff_write"},
 		{transcript.KindRotation, "handoff", "", "Handoff from your previous conversation:\nThe parser is done; next: tests."},
-		{transcript.KindOutput, "", fresh, `sim turn 1 of conversation ` + fresh + `: worked on "Handoff from your previous conversation:\nThe parser is done;"`},
+		{transcript.KindOutput, "", fresh, `sim turn 1 of conversation ` + fresh + `: worked on "Handoff from your previous conversation:\nThe parser is done…"`},
 		{transcript.KindPrompt, "", fresh, "Continue working toward the goal"},
 		{transcript.KindOutput, "", fresh, `sim turn 2 of conversation ` + fresh + `: worked on "Continue working toward the goal"`},
 		{transcript.KindRotation, "compact", fresh, got[9].text},

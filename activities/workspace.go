@@ -1,13 +1,13 @@
 package activities
 
-import "github.com/nid-dev/nid/agents"
-
 import (
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/clip"
 	"github.com/nid-dev/nid/statedir"
 )
 
@@ -48,7 +48,7 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 	case p.repo == "":
 		return WorkspaceResult{}, classify(agents.BadInput("session %s/%s asks for a worktree, but this worker's nid.yaml gives group %s no repo", in.Session.Group, in.Session.Name, in.Session.Group))
 	case in.Salvage != "" && !isSalvageOf(in.Session, in.Salvage):
-		return WorkspaceResult{}, classify(agents.BadInput("salvage %q is not one of %s/%s's salvage refs (%s)", clipName(in.Salvage), in.Session.Group, in.Session.Name, SalvageRef(in.Session, 1)))
+		return WorkspaceResult{}, classify(agents.BadInput("salvage %q is not one of %s/%s's salvage refs (%s)", clip.Runes(in.Salvage, 80), in.Session.Group, in.Session.Name, SalvageRef(in.Session, 1)))
 	}
 	repo, err := a.repoDir(ctx, in.Session, p)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // Where a context record's numbers came from.
@@ -100,19 +101,11 @@ func SessionWorkflowID(group, name string) string { return "nid/" + group + "/" 
 func CheckSession(ref *SessionRef) error {
 	for _, part := range []struct{ what, name string }{{"group", ref.Group}, {"session", ref.Name}} {
 		if !config.ValidName(part.name) {
-			return BadInput("%s %q is not a name: %s", part.what, clipName(part.name), config.NameRule)
+			return BadInput("%s %q is not a name: %s", part.what, clip.Runes(part.name, 80), config.NameRule)
 		}
 	}
 	ref.WorkflowID = SessionWorkflowID(ref.Group, ref.Name)
 	return nil
-}
-
-// clipName keeps an error about a name readable whatever its size.
-func clipName(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
 
 // Usage is what an agent said about its context after a turn.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // Claude drives Claude Code: one long-lived `claude -p --input-format
@@ -109,7 +110,7 @@ func (c *Claude) Compact(ctx context.Context, req CompactRequest) (CompactReport
 	if !rep.OK {
 		rep.Detail = "claude printed no compact_boundary"
 		if st.Text != "" {
-			rep.Detail += ": " + clipText(st.Text, 200)
+			rep.Detail += ": " + clip.Runes(strings.TrimSpace(st.Text), 200)
 		}
 		return rep, nil
 	}
@@ -236,7 +237,7 @@ func claudeOutcome(ctx context.Context, st *ClaudeStream, refused bool, exitErr 
 		if st.TerminalReason == "prompt_too_long" {
 			return nil, ContextFull("claude: the conversation no longer fits the context window (prompt_too_long)")
 		}
-		msg := clipText(st.Text, 300)
+		msg := clip.Runes(strings.TrimSpace(st.Text), 300)
 		if st.APIErrorStatus != 0 {
 			msg = fmt.Sprintf("API status %d: %s", st.APIErrorStatus, msg)
 		}
@@ -550,15 +551,6 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-func clipText(s string, n int) string {
-	s = strings.TrimSpace(s)
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 // claudeKeys are the variables Claude Code takes an API key or token from.

@@ -3,6 +3,7 @@ package agents
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/nid-dev/nid/internal/clip"
 	"strings"
 )
 
@@ -161,7 +162,7 @@ func (s *ClaudeStream) Feed(line []byte) {
 			case c.Type == "text" && c.Text != "":
 				text = append(text, c.Text)
 			case c.Type == "tool_use" && c.Name != "":
-				s.ToolCalls = append(s.ToolCalls, c.Name+"("+clipText(string(c.Input), 60)+")")
+				s.ToolCalls = append(s.ToolCalls, c.Name+"("+clip.Runes(strings.TrimSpace(string(c.Input)), 60)+")")
 			}
 		}
 		if len(text) > 0 {

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // codexServer is one running app-server.
@@ -116,7 +117,7 @@ func (s *codexServer) probeSandbox(ctx context.Context, dir string) error {
 		return SandboxUnavailable("codex: Codex's sandbox cannot run commands on this host, so nid did not start the agent: %s. "+
 			"Codex runs them with bubblewrap (bwrap) in a user namespace: allow unprivileged user namespaces, or install a working bubblewrap "+
 			"(on Debian or Ubuntu: apt-get install bubblewrap), or set permissions: %s for this session to run it without a sandbox",
-			cmp.Or(clipText(res.Stderr+res.Stdout, 300), fmt.Sprintf("exit status %d", res.ExitCode)), config.PermissionsFull)
+			cmp.Or(clip.Runes(strings.TrimSpace(res.Stderr+res.Stdout), 300), fmt.Sprintf("exit status %d", res.ExitCode)), config.PermissionsFull)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package agents
 
 import (
 	"encoding/json"
+	"github.com/nid-dev/nid/internal/clip"
+	"strings"
 )
 
 // CodexMessage is one line of `codex app-server`'s JSON-RPC stream (no
@@ -174,9 +176,9 @@ func (t *CodexTurn) Feed(method string, params json.RawMessage) {
 			t.Compacted, t.compacting = true, false
 			t.CompactAfter = t.Used
 		case "mcpToolCall":
-			t.ToolCalls = append(t.ToolCalls, "mcp__"+p.Item.Server+"__"+p.Item.Tool+"("+clipText(string(p.Item.Arguments), 60)+")")
+			t.ToolCalls = append(t.ToolCalls, "mcp__"+p.Item.Server+"__"+p.Item.Tool+"("+clip.Runes(strings.TrimSpace(string(p.Item.Arguments)), 60)+")")
 		case "commandExecution":
-			t.ToolCalls = append(t.ToolCalls, "shell("+clipText(string(p.Item.Command), 60)+")")
+			t.ToolCalls = append(t.ToolCalls, "shell("+clip.Runes(strings.TrimSpace(string(p.Item.Command)), 60)+")")
 		}
 	case "error":
 		if p.Error != nil {

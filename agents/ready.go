@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // What a host needs to run a session's agent, checked the same way by nid
@@ -198,7 +200,7 @@ func oneLine(s string, n int) string {
 			lines = append(lines, l)
 		}
 	}
-	return clipText(strings.Join(lines, "; "), n)
+	return clip.Runes(strings.TrimSpace(strings.Join(lines, "; ")), n)
 }
 
 func exists(path string) bool {

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 	"github.com/nid-dev/nid/statedir"
 )
 
@@ -123,7 +124,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 			return TurnReport{}, err
 		}
 		st.UsedTokens = min(cfg.StartTokens+promptTokens(req.Prompt), cfg.Window)
-		st.FirstMessage = clip(req.Prompt, 64<<10)
+		st.FirstMessage = clip.Runes(req.Prompt, 64<<10)
 	} else if st, err = loadSim(dir, req.Conversation); err != nil {
 		return TurnReport{}, err
 	}
@@ -143,10 +144,10 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 	st.SinceCompact++
 	st.UsedTokens = min(st.UsedTokens+cfg.TokensPerTurn, cfg.Window)
 	if req.Kind != TurnHandoffRequest {
-		st.Task = clip(req.Prompt, 60)
+		st.Task = clip.Runes(req.Prompt, 60)
 	}
 
-	out := fmt.Sprintf("sim turn %d of conversation %s: worked on %q", st.Turns, st.Conversation, clip(req.Prompt, 60))
+	out := fmt.Sprintf("sim turn %d of conversation %s: worked on %q", st.Turns, st.Conversation, clip.Runes(req.Prompt, 60))
 	switch {
 	case req.Kind == TurnHandoffRequest && cfg.NoHandoff:
 		out = fmt.Sprintf("sim turn %d of conversation %s: I will not write a handoff (noHandoff)", st.Turns, st.Conversation)
@@ -155,7 +156,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 		if err := s.handoffWrite(ctx, req.MCP.TokenURL(), summary); err != nil {
 			return TurnReport{}, err
 		}
-		req.toolCalled(ToolHandoffWrite + "(" + clip(summary, 60) + ")")
+		req.toolCalled(ToolHandoffWrite + "(" + clip.Runes(summary, 60) + ")")
 		out = fmt.Sprintf("sim turn %d of conversation %s: wrote a handoff with handoff_write", st.Turns, st.Conversation)
 	case req.Kind == TurnWork && cfg.HandoffAfterTurns > 0 && st.SinceCompact == cfg.HandoffAfterTurns:
 		why := fmt.Sprintf("My context is cluttered after %d turns: start me fresh from this summary. ", st.SinceCompact)
@@ -163,7 +164,7 @@ func (s *Sim) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
 		if err := s.handoffWrite(ctx, req.MCP.TokenURL(), summary); err != nil {
 			return TurnReport{}, err
 		}
-		req.toolCalled(ToolHandoffWrite + "(" + clip(summary, 60) + ")")
+		req.toolCalled(ToolHandoffWrite + "(" + clip.Runes(summary, 60) + ")")
 		out += "; my context is cluttered, so I wrote a handoff with handoff_write"
 	}
 	if req.Kind == TurnFresh {
@@ -363,15 +364,6 @@ func reported(cfg config.Sim, tokens int64) int64 {
 // promptTokens estimates a message's size at four bytes a token.
 func promptTokens(prompt string) int64 {
 	return max(1, (int64(len(prompt))+3)/4)
-}
-
-// clip returns the first n characters of s.
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n])
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

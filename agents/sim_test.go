@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 )
 
 // handoffRecorder is a small MCP server on 127.0.0.1 with a handoff_write
@@ -193,10 +194,10 @@ func TestSimCompactsItselfAtCompactAt(t *testing.T) {
 	require.Equal(t, &VendorCompaction{}, quiet.mustTurn(TurnWork, "abcd").Vendor, "a silent sim says it compacted, not how much")
 }
 
-func TestSimOutputQuotesTheFirst60Characters(t *testing.T) {
+func TestSimOutputQuotesAtMost60Characters(t *testing.T) {
 	s := newSimSession(t, config.Sim{})
 	rep := s.mustTurn(TurnWork, strings.Repeat("é", 61))
-	require.Equal(t, `sim turn 1 of conversation sim-1: worked on "`+strings.Repeat("é", 60)+`"`, rep.Output)
+	require.Equal(t, `sim turn 1 of conversation sim-1: worked on "`+strings.Repeat("é", 59)+`…"`, rep.Output)
 }
 
 func TestSimDefaultsWhenUnconfigured(t *testing.T) {
@@ -370,7 +371,7 @@ func TestSimHandoffAck(t *testing.T) {
 			s := newSimSession(t, config.Sim{Ack: tc.ack})
 			s.mcpURL = rec.URL
 			rep := s.mustTurn(TurnFresh, tc.prompt)
-			require.Equal(t, `sim turn 1 of conversation sim-1: worked on `+strconv.Quote(clip(tc.prompt, 60))+tc.output, rep.Output)
+			require.Equal(t, `sim turn 1 of conversation sim-1: worked on `+strconv.Quote(clip.Runes(tc.prompt, 60))+tc.output, rep.Output)
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			require.Equal(t, tc.acks, rec.acks)

@@ -163,3 +163,32 @@ func TestAgentsGetOnlyTheirOwnVariables(t *testing.T) {
 		})
 	}
 }
+
+// An exec command that reports what its conversation holds but not its
+// window gets the window its session's window key gives, and the context
+// says where the window came from; a window the command reports wins, and
+// a command that reports nothing still shows nothing.
+func TestTheConfiguredWindowFillsWhatTheAgentLeavesOut(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		want       agents.Usage
+	}{
+		{"no window reported", `{"nid":"usage","used":41200}`, agents.Usage{UsedTokens: 41200, WindowTokens: 128000, Source: agents.SourceConfigured}},
+		{"a window reported", `{"nid":"usage","used":41200,"window":200000}`, agents.Usage{UsedTokens: 41200, WindowTokens: 200000, Source: agents.SourceReported}},
+		{"nothing reported", ``, agents.Usage{Source: agents.SourceUnknown}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := script(t, "cat >/dev/null\necho worked\necho '"+tc.line+"'\n")
+			acts := &Activities{Agents: map[string]agents.Agent{agents.KindExec: agents.NewExec()}, StateDir: t.TempDir(),
+				Settings: func(agents.SessionRef) (string, config.AgentSettings, bool) {
+					return agents.KindExec, config.AgentSettings{Command: cmd, Permissions: config.PermissionsFull, TurnTimeout: config.Duration(time.Minute), Window: 128000}, true
+				}}
+			v, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: agents.KindExec}, Prompt: "go"})
+			require.NoError(t, err)
+			var res TurnResult
+			require.NoError(t, v.Get(&res))
+			require.Equal(t, "worked", res.Output)
+			require.Equal(t, tc.want, res.Usage)
+		})
+	}
+}

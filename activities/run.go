@@ -144,7 +144,7 @@ func (a *Activities) process(ref agents.SessionRef, spec agents.AgentSpec) (agen
 	p := agents.Process{Kind: k.Name, Command: cmp.Or(set.Command, k.DefaultCommand), Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
 		// A session this worker's nid.yaml does not know gets the default,
 		// never more: what an agent may do is the worker's decision.
-		Permissions: cmp.Or(set.Permissions, config.DefaultPermissions), Network: k.Network}
+		Permissions: cmp.Or(set.Permissions, config.DefaultPermissions), Network: k.Network, Window: set.Window}
 	if set.Network != nil {
 		p.Network = *set.Network
 	}
@@ -281,6 +281,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 				RateLimited:  a.rateLimited(ctx, in.Session),
 				ToolCalled:   a.toolNoter(ctx, in),
 			})
+			rep.Usage = rep.Usage.WithWindow(p.Window)
 			a.noteTurn(ctx, in, kind, rep, err)
 			return []any{"conversation", rep.Conversation, "usedTokens", rep.Usage.UsedTokens, "windowTokens", rep.Usage.WindowTokens}, err
 		})
@@ -311,6 +312,7 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (agents.Compa
 				StateDir:     a.StateDir,
 				Process:      p,
 			})
+			rep.Usage = rep.Usage.WithWindow(p.Window)
 			a.noteCompact(ctx, in, rep, err)
 			return []any{"ok", rep.OK, "beforeTokens", rep.BeforeTokens, "afterTokens", rep.AfterTokens}, err
 		})

@@ -67,6 +67,10 @@ type Process struct {
 	// GitDirs is the file recording where the session's worktree keeps its
 	// git directories (see recordGitDirs); empty means none.
 	GitDirs string
+	// Window is the context window nid.yaml gives the session (its
+	// window key), for an agent that reports its use but not its window;
+	// 0: none (see Usage.WithWindow).
+	Window int64
 	// StateDir is nid's state directory, absolute; empty means none. Its
 	// credentials and the other sessions' places in it are kept out of a
 	// sandboxed agent's reads (see readPolicy).
@@ -117,6 +121,18 @@ type Usage struct {
 	// the worker configured one: where a vendor compacts by itself depends
 	// on it.
 	Model string `json:"model,omitempty"`
+}
+
+// WithWindow is u with window, the one nid.yaml configures for the
+// session, when the agent reported what its conversation holds but not its
+// window: the use is the agent's, the window the configuration's
+// (SourceConfigured). A window the agent reports wins, and an agent that
+// reports nothing still reports nothing.
+func (u Usage) WithWindow(window int64) Usage {
+	if window > 0 && u.Source == SourceReported && u.WindowTokens <= 0 {
+		u.WindowTokens, u.Source = window, SourceConfigured
+	}
+	return u
 }
 
 // VendorCompaction is a compaction the agent's CLI did by itself inside a

@@ -301,6 +301,11 @@ type Session struct {
 	TurnTimeout Duration          `koanf:"turnTimeout" json:"turnTimeout,omitempty"`
 	Permissions string            `koanf:"permissions" json:"permissions,omitempty"`
 	Network     *bool             `koanf:"network" json:"network,omitempty"`
+	// Window is the context window in tokens of a session whose agent
+	// reports what its conversation holds but not its window (an exec
+	// command's usage line without "window"); 0: only what the agent
+	// reports. A window the agent reports wins.
+	Window int64 `koanf:"window" json:"window,omitempty"`
 	// Host pins the session to a host when nid first places it; empty
 	// lets nid choose the live host with the most room.
 	Host string `koanf:"host" json:"host,omitempty"`
@@ -324,6 +329,9 @@ type AgentSettings struct {
 	// nil means what the kind's sandbox does by default, which its entry in
 	// activities.Kinds() says. It is resolved like Permissions.
 	Network *bool `koanf:"network" json:"network,omitempty"`
+	// Window is the session's own window (Session.Window); an agents:
+	// entry has none, since a window belongs to one session's model.
+	Window int64 `koanf:"-" json:"window,omitempty"`
 }
 
 // DefaultTurnTimeout bounds a turn of a process agent whose settings give no
@@ -388,6 +396,7 @@ func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
 	}
 	s.Permissions, _ = c.permissions(group, sess)
 	s.Network, _ = c.network(group, sess)
+	s.Window = sess.Window
 	return s, true
 }
 

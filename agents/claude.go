@@ -487,7 +487,7 @@ func claudeSandbox(p Process) []string {
 	if p.readonly() {
 		mode = "default"
 		deny = append(deny, WorkDir(p))
-		if gitDir, common := GitDirs(p); gitDir != "" {
+		if gitDir, common := gitDirs(p); gitDir != "" {
 			deny = append(deny, gitDir, common)
 		}
 	}

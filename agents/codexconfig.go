@@ -59,7 +59,7 @@ func codexSandbox(p Process) []string {
 	}
 	fs := map[string]string{"/": "read"}
 	if !p.readonly() {
-		for _, d := range append([]string{WorkDir(p), p.TempDir}, GitWritable(p)...) {
+		for _, d := range append([]string{WorkDir(p), p.TempDir}, gitWritable(p)...) {
 			if d != "" {
 				fs[d] = "write"
 			}

@@ -25,3 +25,10 @@ var (
 
 // CodexProfile is the permission profile nid gives Codex.
 const CodexProfile = codexProfile
+
+// Where a session's sandbox lets it write git's files, for the tests that
+// check they come from nid's record.
+var (
+	GitDirs     = gitDirs
+	GitWritable = gitWritable
+)

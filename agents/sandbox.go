@@ -41,13 +41,13 @@ func sandboxEnv(p Process, dirs map[string]string) map[string]string {
 	return env
 }
 
-// GitWritable returns what a commit in the session's worktree writes
+// gitWritable returns what a commit in the session's worktree writes
 // outside it: the repository's objects, refs and logs and the worktree's own
 // git directory. Hooks, config and the rest of the git directory are left
 // out, so that nothing an agent writes runs when the user next uses git.
 // Outside a linked worktree there is nothing to add.
-func GitWritable(p Process) []string {
-	gitDir, common := GitDirs(p)
+func gitWritable(p Process) []string {
+	gitDir, common := gitDirs(p)
 	if gitDir == common {
 		return nil
 	}
@@ -60,10 +60,10 @@ func GitWritable(p Process) []string {
 	return paths
 }
 
-// GitDirs returns the git directory of the session's working directory and
+// gitDirs returns the git directory of the session's working directory and
 // the repository's common one, both absolute; they differ in a linked
 // worktree, and are empty outside a repository.
-func GitDirs(p Process) (gitDir, common string) {
+func gitDirs(p Process) (gitDir, common string) {
 	rec, _ := SessionGitDirs(WorkDir(p), p.GitDirs)
 	return rec.GitDir, rec.Common
 }
@@ -209,7 +209,7 @@ func readPolicy(p Process) (deny, allow []string) {
 	}
 	state := p.StateDir
 	own := []string{WorkDir(p), p.TempDir}
-	gitDir, common := GitDirs(p)
+	gitDir, common := gitDirs(p)
 	own = append(own, gitDir, common)
 	for _, d := range own {
 		if d != "" && d != state && config.Within(d, state) && !slices.Contains(allow, d) {
@@ -228,7 +228,7 @@ func readPolicy(p Process) (deny, allow []string) {
 // a sandbox that can keeps them read-only inside the directories it opens
 // to commits. Outside a linked worktree there is nothing to add.
 func gitReadOnly(p Process) []string {
-	gitDir, common := GitDirs(p)
+	gitDir, common := gitDirs(p)
 	if gitDir == "" || gitDir == common {
 		return nil
 	}

@@ -13,7 +13,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -39,7 +39,7 @@ func HostQueue(host string) string { return "nid@" + host }
 const HostsID = "nid/hosts"
 
 // SessionID is the workflow id of a session: nid/<group>/<session>.
-func SessionID(group, name string) string { return activities.SessionWorkflowID(group, name) }
+func SessionID(group, name string) string { return agents.SessionWorkflowID(group, name) }
 
 // GroupID is the workflow id of a group: nid/<group>.
 func GroupID(group string) string { return "nid/" + group }
@@ -160,8 +160,8 @@ type Message struct {
 // SessionConfig is a session's goal and agent settings as the file says
 // them; a running session takes them from its next turn on.
 type SessionConfig struct {
-	Goal string               `json:"goal,omitempty"`
-	Spec activities.AgentSpec `json:"spec"`
+	Goal string           `json:"goal,omitempty"`
+	Spec agents.AgentSpec `json:"spec"`
 }
 
 // RateLimit says whether a session's running turn is held up by the
@@ -179,11 +179,11 @@ type PolicyChange struct {
 
 // SessionInput starts (or continues as new) a session workflow.
 type SessionInput struct {
-	Group  string               `json:"group"`
-	Name   string               `json:"name"`
-	Goal   string               `json:"goal,omitempty"`
-	Spec   activities.AgentSpec `json:"spec"`
-	Policy config.Rotate        `json:"policy"`
+	Group  string           `json:"group"`
+	Name   string           `json:"name"`
+	Goal   string           `json:"goal,omitempty"`
+	Spec   agents.AgentSpec `json:"spec"`
+	Policy config.Rotate    `json:"policy"`
 	// Learned is what the group has learned of vendors that compact by
 	// themselves when the session starts: a session that joins later
 	// rotates before them as its siblings do. Read on first start only.
@@ -210,12 +210,12 @@ type SessionView struct {
 	// Spec is what the session's workflow carries of its agent (the kind,
 	// the sim's settings, the turn timeout); how the agent runs is the
 	// worker's nid.yaml's.
-	Spec          activities.AgentSpec `json:"spec"`
-	Status        string               `json:"status"`
-	Conversation  string               `json:"conversation,omitempty"`
-	Context       ContextRecord        `json:"context"`
-	Policy        config.Rotate        `json:"policy"`
-	PendingRotate *RotateRequest       `json:"pendingRotate,omitempty"`
+	Spec          agents.AgentSpec `json:"spec"`
+	Status        string           `json:"status"`
+	Conversation  string           `json:"conversation,omitempty"`
+	Context       ContextRecord    `json:"context"`
+	Policy        config.Rotate    `json:"policy"`
+	PendingRotate *RotateRequest   `json:"pendingRotate,omitempty"`
 	// Rotating is the rotation running now, if any.
 	Rotating *RotateRequest `json:"rotating,omitempty"`
 	// HandoffPending is true when the agent wrote a handoff that the next
@@ -444,13 +444,13 @@ type FactsDigest struct {
 
 // RotationInput is what a rotation child workflow needs.
 type RotationInput struct {
-	Number        int                   `json:"number"`
-	Session       activities.SessionRef `json:"session"`
-	Spec          activities.AgentSpec  `json:"spec"`
-	ActivityQueue string                `json:"activityQueue"`
-	Conversation  string                `json:"conversation"`
-	Method        string                `json:"method"` // auto | compact | handoff
-	Reason        string                `json:"reason"`
+	Number        int               `json:"number"`
+	Session       agents.SessionRef `json:"session"`
+	Spec          agents.AgentSpec  `json:"spec"`
+	ActivityQueue string            `json:"activityQueue"`
+	Conversation  string            `json:"conversation"`
+	Method        string            `json:"method"` // auto | compact | handoff
+	Reason        string            `json:"reason"`
 	// Summary is the handoff the agent already wrote, if any.
 	Summary string `json:"summary,omitempty"`
 	// LastOutput stands in for a summary the agent never writes.
@@ -489,7 +489,7 @@ type MoveSpec struct {
 type RotationResult struct {
 	RotationEvent
 	// Usage is the context after the rotation, as the agent reported it.
-	Usage activities.Usage `json:"usage"`
+	Usage agents.Usage `json:"usage"`
 	// Output is the fresh conversation's first answer, if there was one.
 	Output string `json:"output,omitempty"`
 	// CompactError says why a compaction failed before an auto fallback.

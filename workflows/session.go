@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -180,7 +180,7 @@ func newSession(in SessionInput) *session {
 		st = &SessionState{
 			Status:  StatusIdle,
 			Policy:  in.Policy,
-			Context: ContextRecord{Source: activities.SourceUnknown},
+			Context: ContextRecord{Source: agents.SourceUnknown},
 			Learned: in.Learned,
 		}
 	}
@@ -217,8 +217,8 @@ func (s *session) setup(ctx workflow.Context) error {
 	return nil
 }
 
-func (s *session) ref() activities.SessionRef {
-	return activities.SessionRef{Group: s.in.Group, Name: s.in.Name, WorkflowID: SessionID(s.in.Group, s.in.Name)}
+func (s *session) ref() agents.SessionRef {
+	return agents.SessionRef{Group: s.in.Group, Name: s.in.Name, WorkflowID: SessionID(s.in.Group, s.in.Name)}
 }
 
 // run is the session's loop: wait until there is something to do, then do

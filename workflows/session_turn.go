@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -121,8 +122,8 @@ func activityOptions(queue string, timeout time.Duration) workflow.ActivityOptio
 // agent has its turnTimeout (config.DefaultTurnTimeout when unset), which
 // its adapter enforces by killing the process group. The activity gets a
 // minute more, so that the adapter's clear error is what the session sees.
-func turnTimeout(spec activities.AgentSpec) time.Duration {
-	if spec.Kind == activities.KindSim {
+func turnTimeout(spec agents.AgentSpec) time.Duration {
+	if spec.Kind == agents.KindSim {
 		return spec.Sim.TurnDelay.D() + 2*time.Minute
 	}
 	if spec.TurnTimeout > 0 {
@@ -237,7 +238,7 @@ func (s *session) turnInput(prompt string) activities.TurnInput {
 		Spec:         s.in.Spec,
 		Conversation: s.st.Conversation,
 		Prompt:       prompt,
-		Kind:         activities.TurnWork,
+		Kind:         agents.TurnWork,
 		Generation:   s.st.Generation,
 	}
 }
@@ -342,14 +343,14 @@ func isContextFull(err error) bool {
 	return errors.As(err, &app) && app.Type() == activities.ErrContextFull
 }
 
-func (s *session) applyUsage(u activities.Usage) {
+func (s *session) applyUsage(u agents.Usage) {
 	c := &s.st.Context
 	c.Source = u.Source
 	if c.Source == "" {
-		c.Source = activities.SourceUnknown
+		c.Source = agents.SourceUnknown
 	}
 	c.UsedTokens, c.WindowTokens, c.Percent = u.UsedTokens, u.WindowTokens, nil
-	if c.Source != activities.SourceUnknown && u.WindowTokens > 0 {
+	if c.Source != agents.SourceUnknown && u.WindowTokens > 0 {
 		p := float64(u.UsedTokens) * 100 / float64(u.WindowTokens)
 		c.Percent = &p
 	}

@@ -6,11 +6,11 @@
 // at once by Validate, each naming its key path and what is allowed.
 //
 // Config knows no agent kind of its own: each kind is one entry in
-// activities.Kinds(), and the caller hands their config part in, so that a
+// agents.Kinds(), and the caller hands their config part in, so that a
 // fact about a kind (its default command, the permissions it can enforce,
 // whether a sim: block configures it) lives in that entry only.
 //
-//	cfg, err := config.Load(config.LoadOptions{File: path, Environ: os.Environ(), Kinds: activities.ConfigKinds()})
+//	cfg, err := config.Load(config.LoadOptions{File: path, Environ: os.Environ(), Kinds: agents.ConfigKinds()})
 //
 // A group's rotate policy can also change on a running group:
 // ApplyRotateJSON lays the JSON typed after `nid group set GROUP rotate=`
@@ -42,7 +42,7 @@ func Modes() []string { return []string{ModeAuto, ModeCompact, ModeHandoff, Mode
 
 // Kind is what the configuration must know of an agent kind. The kinds
 // and every other fact about them are one entry each in
-// activities.Kinds(); since config imports nothing of nid's own, whoever
+// agents.Kinds(); since config imports nothing of nid's own, whoever
 // loads or validates a configuration hands them in (LoadOptions.Kinds,
 // Validate).
 type Kind struct {
@@ -327,7 +327,7 @@ type AgentSettings struct {
 	Permissions string `koanf:"permissions" json:"permissions,omitempty"`
 	// Network says whether the agent's commands may reach the network;
 	// nil means what the kind's sandbox does by default, which its entry in
-	// activities.Kinds() says. It is resolved like Permissions.
+	// agents.Kinds() says. It is resolved like Permissions.
 	Network *bool `koanf:"network" json:"network,omitempty"`
 	// Window is the session's own window (Session.Window); an agents:
 	// entry has none, since a window belongs to one session's model.

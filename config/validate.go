@@ -13,7 +13,7 @@ import (
 
 // Validate reports every problem in c at once, one line each, naming its key
 // path and what is allowed, with sessions checked against the agent kinds
-// given (activities.Kinds() has them). Load calls it; a Config built in code
+// given (agents.Kinds() has them). Load calls it; a Config built in code
 // should be checked with it too.
 func (c *Config) Validate(ks []Kind) error { return joinLines(c.problems(ks)) }
 

@@ -6,6 +6,8 @@
 // the built-in sim agent needs nothing but nid's own MCP endpoint.
 package activities
 
+import "github.com/nid-dev/nid/agents"
+
 // Activity type names. They are stable: renaming a method must not strand
 // running workflow histories.
 const (
@@ -16,25 +18,14 @@ const (
 	PrepareWorkspaceName = "nid.PrepareWorkspace"
 )
 
-// Error types workflows branch on (temporal.ApplicationError types). All are
-// non-retryable: retrying cannot fix them.
+// Error types workflows branch on (temporal.ApplicationError types): the
+// adapters' (see agents.Error), which no retry can fix.
 const (
-	// ErrUnknownAgent is an agent this host cannot run: no adapter for
-	// its kind, or (the checks nid doctor shares with every turn) its CLI
-	// is not installed or nothing it could log in with is found. The
-	// message says what to install or set.
-	ErrUnknownAgent = "UnknownAgent"
-	ErrBadInput     = "BadInput"    // the request itself is malformed
-	ErrAgentFailed  = "AgentFailed" // the agent ran and reported a failure it cannot recover from
-	// ErrContextFull is a turn the vendor refused because the conversation
-	// no longer fits its context window: only a fresh conversation helps.
-	ErrContextFull = "ContextFull"
-	// ErrSandboxUnavailable is an agent nid would not start because the
-	// sandbox its permissions ask for cannot work on this host (bubblewrap
-	// missing, user namespaces refused, a kind with no sandbox). The
-	// message says what to install, or to set permissions: full. nid never
-	// runs such an agent unsandboxed instead.
-	ErrSandboxUnavailable = "SandboxUnavailable"
+	ErrUnknownAgent       = agents.ErrUnknownAgent
+	ErrBadInput           = agents.ErrBadInput
+	ErrAgentFailed        = agents.ErrAgentFailed
+	ErrContextFull        = agents.ErrContextFull
+	ErrSandboxUnavailable = agents.ErrSandboxUnavailable
 )
 
 // MaxOutputBytes bounds the agent output kept in workflow history; the rest
@@ -43,11 +34,11 @@ const MaxOutputBytes = 4 << 10
 
 // TurnInput is one turn for a session.
 type TurnInput struct {
-	Session      SessionRef `json:"session"`
-	Spec         AgentSpec  `json:"spec"`
-	Conversation string     `json:"conversation,omitempty"`
-	Prompt       string     `json:"prompt"`
-	Kind         string     `json:"kind"`
+	Session      agents.SessionRef `json:"session"`
+	Spec         agents.AgentSpec  `json:"spec"`
+	Conversation string            `json:"conversation,omitempty"`
+	Prompt       string            `json:"prompt"`
+	Kind         string            `json:"kind"`
 	// Generation numbers the session's conversations: it grows by one at
 	// each handoff. The agent's MCP token is bound to it, so a
 	// conversation rotated away cannot act.
@@ -56,7 +47,7 @@ type TurnInput struct {
 
 // TurnResult is a turn's report with the output cut to MaxOutputBytes.
 type TurnResult struct {
-	TurnReport
+	agents.TurnReport
 	// OutputDigest is the SHA-256 of the whole output, hex.
 	OutputDigest string `json:"outputDigest"`
 	// OutputBytes is the length of the whole output.
@@ -65,9 +56,9 @@ type TurnResult struct {
 
 // CompactInput asks for a compaction of a session's conversation.
 type CompactInput struct {
-	Session      SessionRef `json:"session"`
-	Spec         AgentSpec  `json:"spec"`
-	Conversation string     `json:"conversation"`
+	Session      agents.SessionRef `json:"session"`
+	Spec         agents.AgentSpec  `json:"spec"`
+	Conversation string            `json:"conversation"`
 	// Generation is the conversation's (see TurnInput.Generation): a
 	// compaction keeps it. An agent process the compaction starts gets
 	// this generation's MCP token.
@@ -76,9 +67,9 @@ type CompactInput struct {
 
 // StopInput ends a session's agent process.
 type StopInput struct {
-	Session      SessionRef `json:"session"`
-	Spec         AgentSpec  `json:"spec"`
-	Conversation string     `json:"conversation"`
+	Session      agents.SessionRef `json:"session"`
+	Spec         agents.AgentSpec  `json:"spec"`
+	Conversation string            `json:"conversation"`
 }
 
 // StopResult is empty; it exists so the activity's signature can grow.

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/nid-dev/nid/agents"
 )
 
 // A worker killed mid-activity leaves the attempt started on the server,
@@ -50,8 +52,8 @@ func RecordAttempt(dir string, a Attempt) (done func(), err error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	file := filepath.Join(dir, hex.EncodeToString(id[:])+".json")
-	rec := attemptRecord{Attempt: a, Owner: os.Getpid(), OwnerStart: ownStart()}
-	if err := writeRecord(dir, file, rec); err != nil {
+	rec := attemptRecord{Attempt: a, Owner: os.Getpid(), OwnerStart: agents.OwnStart()}
+	if err := agents.WriteRecord(dir, file, rec); err != nil {
 		return nil, err
 	}
 	return func() { _ = os.Remove(file) }, nil
@@ -78,7 +80,7 @@ func (c CutAttempt) Forget() error {
 // directory) are left alone, and so is a .tmp file, which a live worker may
 // be writing; a record that names no attempt is removed.
 func CutAttempts(dir string) ([]CutAttempt, error) {
-	files, err := recordFiles(dir)
+	files, err := agents.RecordFiles(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +94,7 @@ func CutAttempts(dir string) ([]CutAttempt, error) {
 			}
 			continue
 		}
-		if !alive(rec.Owner, rec.OwnerStart) {
+		if !agents.Alive(rec.Owner, rec.OwnerStart) {
 			cut = append(cut, CutAttempt{Attempt: rec.Attempt, Owner: rec.Owner, file: file})
 		}
 	}

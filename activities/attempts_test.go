@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/nid-dev/nid/agents"
 )
 
 // An attempt is recorded while it runs; a starting worker finds the ones a
@@ -22,8 +24,8 @@ func TestCutAttemptsAreTheDeadWorkersOnes(t *testing.T) {
 	require.NoError(t, err)
 	dead := deadPID(t)
 	left := attemptRecord{Attempt: Attempt{Token: []byte("token-of-a-cut-turn"), Activity: RunTurnName, Workflow: "nid/web/worker", Number: 2}, Owner: dead}
-	require.NoError(t, writeRecord(dir, filepath.Join(dir, "left.json"), left))
-	require.NoError(t, writeRecord(dir, filepath.Join(dir, "no-token.json"), attemptRecord{Attempt: Attempt{Activity: RunTurnName}, Owner: dead}))
+	require.NoError(t, agents.WriteRecord(dir, filepath.Join(dir, "left.json"), left))
+	require.NoError(t, agents.WriteRecord(dir, filepath.Join(dir, "no-token.json"), attemptRecord{Attempt: Attempt{Activity: RunTurnName}, Owner: dead}))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "half.json"), []byte(`{"token":"dG9r`), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "being-written.json.tmp"), []byte(`{"token":`), 0o600))
 

@@ -5,12 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/clip"
 	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // FactsName is GatherFacts' activity type name.
@@ -27,9 +28,6 @@ const (
 	MaxDiffstatBytes = 2 << 10
 	// MaxFactsTextBytes bounds Facts.Text.
 	MaxFactsTextBytes = 8 << 10
-	// factsLineBytes bounds one commit subject or status line: an agent's
-	// commit message may be a megabyte on one line.
-	factsLineBytes = 200
 	// FactsTimeout bounds the whole of GatherFacts' git commands.
 	FactsTimeout = 30 * time.Second
 )
@@ -38,7 +36,7 @@ const (
 // worktree, or its group's directory, as this worker's nid.yaml or nid's
 // record says. The "workdir" of histories from before is not read.
 type FactsInput struct {
-	Session SessionRef `json:"session"`
+	Session agents.SessionRef `json:"session"`
 }
 
 // Facts is what nid itself reads of a session's work in git, for a fresh
@@ -72,20 +70,20 @@ type Facts struct {
 // plain repository its group works in. A directory that is neither is
 // Facts{Repo: false}, not an error.
 //
-// The worktree is the agent's to write, so git runs there as worktreeGit
+// The worktree is the agent's to write, so git runs there as WorktreeGit
 // says: never under a configuration, hook or attribute the agent could
 // have planted, and never longer than FactsTimeout.
 func (a *Activities) GatherFacts(ctx context.Context, in FactsInput) (Facts, error) {
-	if err := checkSession(&in.Session); err != nil {
+	if err := agents.CheckSession(&in.Session); err != nil {
 		return Facts{}, classify(err)
 	}
 	p, err := a.placeOf(in.Session)
 	if err != nil {
 		return Facts{}, classify(err)
 	}
-	dir, err := filepath.Abs(workDir(Process{WorkDir: a.placeWorkDir(p)}))
+	dir, err := filepath.Abs(agents.WorkDir(agents.Process{WorkDir: a.placeWorkDir(p)}))
 	if err != nil {
-		return Facts{}, classify(BadInput("workdir of %s/%s: %v", in.Session.Group, in.Session.Name, err))
+		return Facts{}, classify(agents.BadInput("workdir of %s/%s: %v", in.Session.Group, in.Session.Name, err))
 	}
 	state, err := a.stateDir()
 	if err != nil {
@@ -93,9 +91,9 @@ func (a *Activities) GatherFacts(ctx context.Context, in FactsInput) (Facts, err
 	}
 	record := ""
 	if state != "" {
-		record = gitDirsFile(state, in.Session)
+		record = agents.GitDirsFile(state, in.Session)
 	}
-	rec, ok := sessionGitDirs(dir, record)
+	rec, ok := agents.SessionGitDirs(dir, record)
 	if !ok {
 		return Facts{}, nil
 	}
@@ -111,65 +109,65 @@ func (a *Activities) GatherFacts(ctx context.Context, in FactsInput) (Facts, err
 		// What a retry would find is what this attempt found: a
 		// repository git cannot read, or one too slow to read, or one
 		// whose links an agent rewrote.
-		return Facts{}, classify(AgentFailed("reading the git facts of %s: %v", rec.Worktree, err))
+		return Facts{}, classify(agents.AgentFailed("reading the git facts of %s: %v", rec.Worktree, err))
 	}
 }
 
-// readFacts runs git as worktreeGit says to read the facts of rec.
-func readFacts(ctx context.Context, state string, rec gitDirsRecord) (Facts, error) {
-	g, err := openWorktreeGit(ctx, state, rec, indexCopy)
+// readFacts runs git as WorktreeGit says to read the facts of rec.
+func readFacts(ctx context.Context, state string, rec agents.GitDirsRecord) (Facts, error) {
+	g, err := agents.OpenWorktreeGit(ctx, state, rec, agents.IndexCopy)
 	if err != nil {
 		return Facts{}, err
 	}
-	defer g.close()
-	return g.facts(ctx, rec)
+	defer g.Close()
+	return worktreeFacts(ctx, g, rec)
 }
 
 // facts runs the commands that make Facts.
-func (g *worktreeGit) facts(ctx context.Context, rec gitDirsRecord) (Facts, error) {
+func worktreeFacts(ctx context.Context, g *agents.WorktreeGit, rec agents.GitDirsRecord) (Facts, error) {
 	f := Facts{Repo: true}
-	branch, err := g.lines(ctx, 1, "symbolic-ref", "--quiet", "--short", "HEAD")
+	branch, err := g.Lines(ctx, 1, "symbolic-ref", "--quiet", "--short", "HEAD")
 	switch {
-	case err == nil && len(branch.kept) == 1:
-		f.Branch = branch.kept[0]
-	case isExit(err, 1):
+	case err == nil && len(branch.Kept) == 1:
+		f.Branch = branch.Kept[0]
+	case agents.IsExit(err, 1):
 		f.Branch = "(detached HEAD)"
 	default:
 		return f, err
 	}
 	// Before the first commit there is no HEAD to read, count from or
 	// diff against; what is uncommitted is still worth saying.
-	born := g.run(ctx, io.Discard, "rev-parse", "--quiet", "--verify", "HEAD^{commit}") == nil
+	born := g.Run(ctx, io.Discard, "rev-parse", "--quiet", "--verify", "HEAD^{commit}") == nil
 	if born {
-		head, err := g.lines(ctx, 1, "log", "-1", "--format=%h %s", "HEAD")
+		head, err := g.Lines(ctx, 1, "log", "-1", "--format=%h %s", "HEAD")
 		if err != nil {
 			return f, err
 		}
-		f.Head = strings.Join(head.kept, "")
-		if err := g.commits(ctx, &f, rec); err != nil {
+		f.Head = strings.Join(head.Kept, "")
+		if err := worktreeCommits(ctx, g, &f, rec); err != nil {
 			return f, err
 		}
 	}
-	status, err := g.lines(ctx, MaxFactsStatus, "status", "--porcelain", "--untracked-files=normal", "--ignore-submodules=all")
+	status, err := g.Lines(ctx, MaxFactsStatus, "status", "--porcelain", "--untracked-files=normal", "--ignore-submodules=all")
 	if err != nil {
 		return f, err
 	}
-	f.Status, f.StatusMore = status.kept, status.more
+	f.Status, f.StatusMore = status.Kept, status.More
 	if born {
 		// --stat-count and the width keep git's own output small: one
 		// line per file, long names shortened by git, then the summary.
-		stat, err := g.lines(ctx, 40, "diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all",
+		stat, err := g.Lines(ctx, 40, "diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all",
 			"--stat=100", "--stat-count=30", "HEAD", "--")
 		if err != nil {
 			return f, err
 		}
-		f.Diffstat = boundDiffstat(stat.kept)
+		f.Diffstat = boundDiffstat(stat.Kept)
 	}
 	return f, nil
 }
 
 // commits fills in the base and the commits since.
-func (g *worktreeGit) commits(ctx context.Context, f *Facts, rec gitDirsRecord) error {
+func worktreeCommits(ctx context.Context, g *agents.WorktreeGit, f *Facts, rec agents.GitDirsRecord) error {
 	base := rec.Base
 	if base == "" && rec.GitDir != rec.Common {
 		// A record from before nid kept the base: the branch left where
@@ -178,46 +176,46 @@ func (g *worktreeGit) commits(ctx context.Context, f *Facts, rec gitDirsRecord) 
 		if err != nil {
 			return nil
 		}
-		out, err := g.lines(ctx, 1, "merge-base", "HEAD", main)
-		if err != nil || len(out.kept) != 1 {
+		out, err := g.Lines(ctx, 1, "merge-base", "HEAD", main)
+		if err != nil || len(out.Kept) != 1 {
 			return nil
 		}
-		base = out.kept[0]
+		base = out.Kept[0]
 	}
-	if !hashRE.MatchString(base) {
+	if !agents.HashRE.MatchString(base) {
 		return nil
 	}
-	short, err := g.lines(ctx, 1, "rev-parse", "--quiet", "--verify", "--short", base+"^{commit}")
+	short, err := g.Lines(ctx, 1, "rev-parse", "--quiet", "--verify", "--short", base+"^{commit}")
 	if err != nil {
 		// The base is gone (a rewritten repository): no commits to count
 		// from, the rest stands.
 		return nil
 	}
-	f.Base = strings.Join(short.kept, "")
-	count, err := g.lines(ctx, 1, "rev-list", "--count", base+"..HEAD")
+	f.Base = strings.Join(short.Kept, "")
+	count, err := g.Lines(ctx, 1, "rev-list", "--count", base+"..HEAD")
 	if err != nil {
 		return err
 	}
-	n, err := strconv.Atoi(strings.Join(count.kept, ""))
+	n, err := strconv.Atoi(strings.Join(count.Kept, ""))
 	if err != nil {
-		return fmt.Errorf("git rev-list --count said %q", count.kept)
+		return fmt.Errorf("git rev-list --count said %q", count.Kept)
 	}
-	log, err := g.lines(ctx, MaxFactsCommits, "log", "-n", strconv.Itoa(MaxFactsCommits), "--format=%h %s", base+"..HEAD")
+	log, err := g.Lines(ctx, MaxFactsCommits, "log", "-n", strconv.Itoa(MaxFactsCommits), "--format=%h %s", base+"..HEAD")
 	if err != nil {
 		return err
 	}
-	f.Commits, f.CommitsMore = log.kept, max(n-len(log.kept), 0)
+	f.Commits, f.CommitsMore = log.Kept, max(n-len(log.Kept), 0)
 	return nil
 }
 
 // mainHead is what the repository's own HEAD names: a branch or a commit.
-func mainHead(rec gitDirsRecord) (string, error) {
-	b, err := readSmall(filepath.Join(rec.Common, "HEAD"), 4<<10)
+func mainHead(rec agents.GitDirsRecord) (string, error) {
+	b, err := agents.ReadSmall(filepath.Join(rec.Common, "HEAD"), 4<<10)
 	if err != nil {
 		return "", err
 	}
 	head := strings.TrimSpace(string(b))
-	if !headRef(head) {
+	if !agents.HeadRef(head) {
 		return "", fmt.Errorf("%s/HEAD names neither a ref nor a commit", rec.Common)
 	}
 	return strings.TrimPrefix(head, "ref: "), nil
@@ -268,7 +266,7 @@ func (f Facts) Text() string {
 			b.WriteString("  " + l + "\n")
 		}
 	}
-	return cutBytes(b.String(), MaxFactsTextBytes, "\n[nid: the rest of the facts is left out]\n")
+	return clip.Bytes(b.String(), MaxFactsTextBytes, "\n[nid: the rest of the facts is left out]\n")
 }
 
 // writeList writes a heading with its lines indented under it, as many as
@@ -291,17 +289,4 @@ func writeList(b *strings.Builder, heading string, lines []string, more int, emp
 	if more > 0 {
 		b.WriteString(fmt.Sprintf("  … and %d more\n", more))
 	}
-}
-
-// cutBytes cuts s to at most n bytes, on a character boundary, ending it
-// with mark when it had to be cut.
-func cutBytes(s string, n int, mark string) string {
-	if len(s) <= n {
-		return s
-	}
-	k := max(n-len(mark), 0)
-	for k > 0 && !utf8.RuneStart(s[k]) {
-		k--
-	}
-	return s[:k] + mark
 }

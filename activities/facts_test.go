@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 )
 
 // time0 is long ago: a file given it must be read again for git to know
@@ -278,7 +279,7 @@ func TestGatherFactsWithoutARepository(t *testing.T) {
 	require.Equal(t, activities.Facts{}, f)
 	require.Equal(t, "Git: the session's directory is not a git work tree, so nid has no branch, commits or changes to show.\n", f.Text())
 
-	_, err = acts.GatherFacts(t.Context(), activities.FactsInput{Session: activities.SessionRef{Group: "..", Name: "lead"}})
+	_, err = acts.GatherFacts(t.Context(), activities.FactsInput{Session: agents.SessionRef{Group: "..", Name: "lead"}})
 	requireFinal(t, err, activities.ErrBadInput, `group ".." is not a name`)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 )
 
 // A move saves the session's work and makes its worktree again on the new
@@ -97,19 +98,19 @@ func TestMoveRefusesAWorktreeThatPointsElsewhere(t *testing.T) {
 func TestActivitiesActOnlyOnSessionsTheWorkerKnows(t *testing.T) {
 	repo := newRepo(t)
 	state := t.TempDir()
-	acts := &activities.Activities{StateDir: state, Places: func(ref activities.SessionRef) (string, string, bool) {
+	acts := &activities.Activities{StateDir: state, Places: func(ref agents.SessionRef) (string, string, bool) {
 		return repo, "", ref == webLead
 	}}
 	bad := []struct {
-		ref  activities.SessionRef
+		ref  agents.SessionRef
 		says string
 	}{
-		{activities.SessionRef{Group: "..", Name: "lead"}, `group ".." is not a name`},
-		{activities.SessionRef{Group: "web", Name: "../../home"}, `session "../../home" is not a name`},
-		{activities.SessionRef{Group: "/etc", Name: "lead"}, "is not a name"},
-		{activities.SessionRef{Group: "web", Name: "le\x00ad"}, "is not a name"},
-		{activities.SessionRef{Group: strings.Repeat("g", 10<<10), Name: "lead"}, "is not a name"},
-		{activities.SessionRef{Group: "web", Name: "ghost"}, "this worker's nid.yaml has no session web/ghost"},
+		{agents.SessionRef{Group: "..", Name: "lead"}, `group ".." is not a name`},
+		{agents.SessionRef{Group: "web", Name: "../../home"}, `session "../../home" is not a name`},
+		{agents.SessionRef{Group: "/etc", Name: "lead"}, "is not a name"},
+		{agents.SessionRef{Group: "web", Name: "le\x00ad"}, "is not a name"},
+		{agents.SessionRef{Group: strings.Repeat("g", 10<<10), Name: "lead"}, "is not a name"},
+		{agents.SessionRef{Group: "web", Name: "ghost"}, "this worker's nid.yaml has no session web/ghost"},
 	}
 	for _, tc := range bad {
 		_, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: tc.ref})
@@ -135,7 +136,7 @@ func TestActivitiesActOnlyOnSessionsTheWorkerKnows(t *testing.T) {
 // its work is still saved from there, and no new worktree is made for it.
 func TestARemovedSessionIsActedOnFromNidsRecord(t *testing.T) {
 	w := newWorked(t)
-	w.acts.Places = func(activities.SessionRef) (string, string, bool) { return "", "", false }
+	w.acts.Places = func(agents.SessionRef) (string, string, bool) { return "", "", false }
 	saved, err := w.acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 2})
 	require.NoError(t, err)
 	require.Equal(t, "refs/nid/salvage/web/lead/2", saved.Salvage)

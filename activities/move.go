@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
 )
@@ -21,8 +22,8 @@ const SaveWorkName = "nid.SaveWork"
 // nid's record of the worktree it made here: the "repo" and "worktree" of
 // histories from before are not read.
 type SaveWorkInput struct {
-	Session SessionRef `json:"session"`
-	Number  int        `json:"number"`
+	Session agents.SessionRef `json:"session"`
+	Number  int               `json:"number"`
 }
 
 // SaveWorkResult says what was saved: the salvage ref of the uncommitted
@@ -39,12 +40,12 @@ const maxMoves = 1 << 30
 
 // SalvageRef is where the uncommitted work of a session's n-th move is
 // kept: outside its branch, so nothing is committed on the user's behalf.
-func SalvageRef(ref SessionRef, n int) string {
+func SalvageRef(ref agents.SessionRef, n int) string {
 	return fmt.Sprintf("refs/nid/salvage/%s/%s/%d", ref.Group, ref.Name, n)
 }
 
 // isSalvageOf reports whether salvage is one of ref's salvage refs.
-func isSalvageOf(ref SessionRef, salvage string) bool {
+func isSalvageOf(ref agents.SessionRef, salvage string) bool {
 	rest, ok := strings.CutPrefix(salvage, fmt.Sprintf("refs/nid/salvage/%s/%s/", ref.Group, ref.Name))
 	n, err := strconv.Atoi(rest)
 	return ok && err == nil && n >= 0 && n <= maxMoves && strconv.Itoa(n) == rest
@@ -59,11 +60,11 @@ func isSalvageOf(ref SessionRef, salvage string) bool {
 // session with no worktree here has nothing to save.
 func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkResult, error) {
 	var res SaveWorkResult
-	if err := checkSession(&in.Session); err != nil {
+	if err := agents.CheckSession(&in.Session); err != nil {
 		return res, classify(err)
 	}
 	if in.Number < 0 || in.Number > maxMoves {
-		return res, classify(BadInput("move number %d is not between 0 and %d", in.Number, maxMoves))
+		return res, classify(agents.BadInput("move number %d is not between 0 and %d", in.Number, maxMoves))
 	}
 	p, err := a.placeOf(in.Session)
 	if err != nil {
@@ -80,26 +81,26 @@ func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkRe
 	// Only the session's own branch is pushed, whatever the worktree's
 	// HEAD (the agent's to write) names now.
 	if _, ok, err := worktreeBranch(ctx, repo, p.worktree); err != nil {
-		return res, classify(AgentFailed("%s: %v", repo, err))
+		return res, classify(agents.AgentFailed("%s: %v", repo, err))
 	} else if !ok {
 		return res, nil
 	}
 	branch := WorkspaceBranch(in.Session)
-	rec, ok := sessionGitDirs(p.worktree, gitDirsFile(state, in.Session))
+	rec, ok := agents.SessionGitDirs(p.worktree, agents.GitDirsFile(state, in.Session))
 	if !ok {
-		return res, classify(AgentFailed("%s is registered in %s but says nothing nid can check of its git directory: refused, nothing run", p.worktree, repo))
+		return res, classify(agents.AgentFailed("%s is registered in %s but says nothing nid can check of its git directory: refused, nothing run", p.worktree, repo))
 	}
-	g, err := openWorktreeGit(ctx, state, rec, indexNew)
+	g, err := agents.OpenWorktreeGit(ctx, state, rec, agents.IndexNew)
 	if err != nil {
-		return res, classify(AgentFailed("saving the work of %s/%s: %v", in.Session.Group, in.Session.Name, err))
+		return res, classify(agents.AgentFailed("saving the work of %s/%s: %v", in.Session.Group, in.Session.Name, err))
 	}
-	defer g.close()
-	if res.Head, err = g.output(ctx, "rev-parse", "--verify", "HEAD^{commit}"); err != nil {
-		return res, classify(AgentFailed("%v", err))
+	defer g.Close()
+	if res.Head, err = g.Output(ctx, "rev-parse", "--verify", "HEAD^{commit}"); err != nil {
+		return res, classify(agents.AgentFailed("%v", err))
 	}
 	salvage, err := salvage(ctx, g, repo, in)
 	if err != nil {
-		return res, classify(AgentFailed("saving the uncommitted work of %s/%s: %v", in.Session.Group, in.Session.Name, err))
+		return res, classify(agents.AgentFailed("saving the uncommitted work of %s/%s: %v", in.Session.Group, in.Session.Name, err))
 	}
 	res.Salvage = salvage
 	var extra []string
@@ -107,21 +108,21 @@ func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkRe
 		extra = append(extra, salvage)
 	}
 	if res.Pushed, err = pushOrigin(ctx, repo, branch, extra...); err != nil {
-		return res, classify(AgentFailed("pushing %s's work: %v", in.Session.Group+"/"+in.Session.Name, err))
+		return res, classify(agents.AgentFailed("pushing %s's work: %v", in.Session.Group+"/"+in.Session.Name, err))
 	}
 	// The worktree goes without git reading it: `git worktree remove`
 	// runs git status there, under the worktree's own configuration.
 	if err := ownedWorktree(state, in.Session, p.worktree); err != nil {
-		return res, classify(AgentFailed("%v", err))
+		return res, classify(agents.AgentFailed("%v", err))
 	}
 	unlock := a.lockRepo(repo)
 	err = os.RemoveAll(p.worktree)
 	if err == nil {
-		_, err = repoGit(ctx, repo, "worktree", "prune")
+		_, err = agents.RepoGit(ctx, repo, "worktree", "prune")
 	}
 	unlock()
 	if err != nil {
-		return res, classify(AgentFailed("removing %s: %v", p.worktree, err))
+		return res, classify(agents.AgentFailed("removing %s: %v", p.worktree, err))
 	}
 	return res, nil
 }
@@ -129,33 +130,33 @@ func (a *Activities) SaveWork(ctx context.Context, in SaveWorkInput) (SaveWorkRe
 // salvage commits the worktree as it is, through an index of its own so
 // the worktree's staging stays as the agent left it, onto the salvage ref;
 // "" when nothing is uncommitted.
-func salvage(ctx context.Context, g *worktreeGit, repo string, in SaveWorkInput) (string, error) {
+func salvage(ctx context.Context, g *agents.WorktreeGit, repo string, in SaveWorkInput) (string, error) {
 	for _, step := range [][]string{{"read-tree", "HEAD"}, {"add", "-A"}} {
-		if _, err := g.output(ctx, step...); err != nil {
+		if _, err := g.Output(ctx, step...); err != nil {
 			return "", err
 		}
 	}
-	tree, err := g.output(ctx, "write-tree")
+	tree, err := g.Output(ctx, "write-tree")
 	if err != nil {
 		return "", err
 	}
-	head, err := g.output(ctx, "rev-parse", "HEAD^{tree}")
+	head, err := g.Output(ctx, "rev-parse", "HEAD^{tree}")
 	if err != nil {
 		return "", err
 	}
 	if tree == head {
 		return "", nil
 	}
-	commit, err := runGit(ctx, gitCommand{dir: g.work, env: g.env, config: []string{"user.name=nid", "user.email=nid@localhost"},
-		args: []string{"commit-tree", tree, "-p", "HEAD", "-m", fmt.Sprintf("nid: uncommitted work of %s/%s when it left its host", in.Session.Group, in.Session.Name)}})
+	commit, err := agents.RunGit(ctx, agents.GitCommand{Dir: g.Work, Env: g.Env, Config: []string{"user.name=nid", "user.email=nid@localhost"},
+		Args: []string{"commit-tree", tree, "-p", "HEAD", "-m", fmt.Sprintf("nid: uncommitted work of %s/%s when it left its host", in.Session.Group, in.Session.Name)}})
 	if err != nil {
 		return "", err
 	}
 	ref := SalvageRef(in.Session, in.Number)
-	if err := checkRefPath(g.common, ref); err != nil {
+	if err := agents.CheckRefPath(g.Common, ref); err != nil {
 		return "", err
 	}
-	if _, err := runGit(ctx, gitCommand{dir: repo, config: append(repoDrivers(ctx, repo), noReflog), args: []string{"update-ref", ref, commit}}); err != nil {
+	if _, err := agents.RunGit(ctx, agents.GitCommand{Dir: repo, Config: append(agents.RepoDrivers(ctx, repo), agents.NoReflog), Args: []string{"update-ref", ref, commit}}); err != nil {
 		return "", err
 	}
 	return ref, nil
@@ -163,32 +164,32 @@ func salvage(ctx context.Context, g *worktreeGit, repo string, in SaveWorkInput)
 
 // applySalvage lays the salvage over the worktree rec records as
 // uncommitted changes.
-func (a *Activities) applySalvage(ctx context.Context, repo string, rec gitDirsRecord, salvage string) error {
-	if _, err := repoGit(ctx, repo, "rev-parse", "--verify", "--quiet", salvage); err != nil {
+func (a *Activities) applySalvage(ctx context.Context, repo string, rec agents.GitDirsRecord, salvage string) error {
+	if _, err := agents.RepoGit(ctx, repo, "rev-parse", "--verify", "--quiet", salvage); err != nil {
 		url, uerr := originURL(ctx, repo)
 		ferr := uerr
 		if ferr == nil && url == "" {
 			ferr = fmt.Errorf("it has no origin")
 		}
 		if ferr == nil {
-			_, ferr = remoteGit(ctx, repo, "fetch", "--quiet", "--", url, salvage+":"+salvage)
+			_, ferr = agents.RemoteGit(ctx, repo, "fetch", "--quiet", "--", url, salvage+":"+salvage)
 		}
 		if ferr != nil {
-			return classify(AgentFailed("salvage %s is in neither %s nor its origin: %v", salvage, repo, ferr))
+			return classify(agents.AgentFailed("salvage %s is in neither %s nor its origin: %v", salvage, repo, ferr))
 		}
 	}
 	state, err := a.stateDir()
 	if err != nil {
 		return classify(err)
 	}
-	g, err := openWorktreeGit(ctx, state, rec, indexOwn)
+	g, err := agents.OpenWorktreeGit(ctx, state, rec, agents.IndexOwn)
 	if err != nil {
-		return classify(AgentFailed("applying %s: %v", salvage, err))
+		return classify(agents.AgentFailed("applying %s: %v", salvage, err))
 	}
-	defer g.close()
+	defer g.Close()
 	for _, step := range [][]string{{"read-tree", "-u", "--reset", salvage}, {"reset", "-q"}} {
-		if _, err := g.output(ctx, step...); err != nil {
-			return classify(AgentFailed("applying %s: %v", salvage, err))
+		if _, err := g.Output(ctx, step...); err != nil {
+			return classify(agents.AgentFailed("applying %s: %v", salvage, err))
 		}
 	}
 	return nil
@@ -198,31 +199,31 @@ func (a *Activities) applySalvage(ctx context.Context, repo string, rec gitDirsR
 // host: the path nid.yaml names, or for a URL this host's own clone of it
 // under the state directory, fetched afresh, with the session's branch as
 // the remote has it when this clone has none yet.
-func (a *Activities) repoDir(ctx context.Context, ref SessionRef, p place) (string, error) {
+func (a *Activities) repoDir(ctx context.Context, ref agents.SessionRef, p place) (string, error) {
 	dir := p.repoDir
 	if !config.IsRepoURL(p.repo) {
 		return dir, nil
 	}
-	if err := checkRepoURL(p.repo); err != nil {
+	if err := agents.CheckRepoURL(p.repo); err != nil {
 		return "", classify(err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, ".git")); err != nil {
 		if err := os.MkdirAll(filepath.Dir(dir), statedir.DirMode); err != nil {
 			return "", classify(err)
 		}
-		if _, err := remoteGit(ctx, filepath.Dir(dir), "clone", "--quiet", "--no-checkout", "--", p.repo, dir); err != nil {
-			return "", classify(AgentFailed("cloning %s: %v", p.repo, err))
+		if _, err := agents.RemoteGit(ctx, filepath.Dir(dir), "clone", "--quiet", "--no-checkout", "--", p.repo, dir); err != nil {
+			return "", classify(agents.AgentFailed("cloning %s: %v", p.repo, err))
 		}
-	} else if !isRegularDir(filepath.Join(dir, ".git")) {
-		return "", classify(AgentFailed("%s/.git is not the directory nid's clone of %s keeps: move %s away and nid clones again", dir, p.repo, dir))
-	} else if _, err := remoteGit(ctx, dir, "fetch", "--quiet", "origin"); err != nil {
-		return "", classify(AgentFailed("fetching %s: %v", p.repo, err))
+	} else if !agents.IsRegularDir(filepath.Join(dir, ".git")) {
+		return "", classify(agents.AgentFailed("%s/.git is not the directory nid's clone of %s keeps: move %s away and nid clones again", dir, p.repo, dir))
+	} else if _, err := agents.RemoteGit(ctx, dir, "fetch", "--quiet", "origin"); err != nil {
+		return "", classify(agents.AgentFailed("fetching %s: %v", p.repo, err))
 	}
 	branch := WorkspaceBranch(ref)
-	if _, err := repoGit(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
-		if _, err := repoGit(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+branch); err == nil {
-			if _, err := repoGit(ctx, dir, "branch", "--quiet", "--", branch, "origin/"+branch); err != nil {
-				return "", classify(AgentFailed("%v", err))
+	if _, err := agents.RepoGit(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
+		if _, err := agents.RepoGit(ctx, dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+branch); err == nil {
+			if _, err := agents.RepoGit(ctx, dir, "branch", "--quiet", "--", branch, "origin/"+branch); err != nil {
+				return "", classify(agents.AgentFailed("%v", err))
 			}
 		}
 	}
@@ -236,7 +237,7 @@ const PushBranchName = "nid.PushBranch"
 // PushBranchInput names the session whose branch is pushed; the "repo" of
 // histories from before is not read.
 type PushBranchInput struct {
-	Session SessionRef `json:"session"`
+	Session agents.SessionRef `json:"session"`
 }
 
 // PushBranch pushes the session's branch, nid/<group>/<session>, to the
@@ -244,7 +245,7 @@ type PushBranchInput struct {
 // task done is on the remote whatever becomes of this host. It says which
 // remote ("" when there is none).
 func (a *Activities) PushBranch(ctx context.Context, in PushBranchInput) (string, error) {
-	if err := checkSession(&in.Session); err != nil {
+	if err := agents.CheckSession(&in.Session); err != nil {
 		return "", classify(err)
 	}
 	p, err := a.placeOf(in.Session)
@@ -252,7 +253,7 @@ func (a *Activities) PushBranch(ctx context.Context, in PushBranchInput) (string
 		return "", classify(err)
 	}
 	if p.repo == "" {
-		return "", classify(BadInput("session %s/%s has no repository on this host to push", in.Session.Group, in.Session.Name))
+		return "", classify(agents.BadInput("session %s/%s has no repository on this host to push", in.Session.Group, in.Session.Name))
 	}
 	repo, err := a.repoDir(ctx, in.Session, p)
 	if err != nil {
@@ -260,7 +261,7 @@ func (a *Activities) PushBranch(ctx context.Context, in PushBranchInput) (string
 	}
 	pushed, err := pushOrigin(ctx, repo, WorkspaceBranch(in.Session))
 	if err != nil {
-		return "", classify(AgentFailed("pushing %s: %v", WorkspaceBranch(in.Session), err))
+		return "", classify(agents.AgentFailed("pushing %s: %v", WorkspaceBranch(in.Session), err))
 	}
 	return pushed, nil
 }
@@ -270,11 +271,11 @@ func (a *Activities) PushBranch(ctx context.Context, in PushBranchInput) (string
 // also take a remotes/origin or branches/origin file of the git directory,
 // which an agent's sandbox may let it write.
 func originURL(ctx context.Context, repo string) (string, error) {
-	url, err := repoGit(ctx, repo, "config", "--get", "remote.origin.url")
+	url, err := agents.RepoGit(ctx, repo, "config", "--get", "remote.origin.url")
 	if err != nil {
 		return "", nil
 	}
-	if err := checkRepoURL(url); err != nil {
+	if err := agents.CheckRepoURL(url); err != nil {
 		return "", fmt.Errorf("origin of %s: %w", repo, err)
 	}
 	return url, nil
@@ -287,12 +288,12 @@ func pushOrigin(ctx context.Context, repo, branch string, refs ...string) (strin
 	if err != nil || url == "" {
 		return "", err
 	}
-	common, err := repoGit(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	common, err := agents.RepoGit(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	if err != nil {
 		return "", err
 	}
 	for _, r := range append([]string{"refs/heads/" + branch}, refs...) {
-		if err := checkRefPath(common, r); err != nil {
+		if err := agents.CheckRefPath(common, r); err != nil {
 			return "", err
 		}
 	}
@@ -300,7 +301,7 @@ func pushOrigin(ctx context.Context, repo, branch string, refs ...string) (strin
 	for _, r := range refs {
 		args = append(args, r+":"+r)
 	}
-	if _, err := remoteGit(ctx, repo, args...); err != nil {
+	if _, err := agents.RemoteGit(ctx, repo, args...); err != nil {
 		return "", err
 	}
 	return "origin", nil

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 )
 
 // A session leaving a host takes its work along without a commit on its
@@ -119,7 +120,7 @@ func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
 
 	// The branch of web/other checked out by hand in a directory of the
 	// user's is not nid's to take.
-	other := activities.SessionRef{Group: "web", Name: "other", WorkflowID: "nid/web/other"}
+	other := agents.SessionRef{Group: "web", Name: "other", WorkflowID: "nid/web/other"}
 	gitRun(t, repo, "branch", "nid/web/other")
 	gitRun(t, repo, "worktree", "add", filepath.Join(t.TempDir(), "mine"), "nid/web/other")
 	_, err = hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
 )
@@ -17,30 +18,6 @@ import (
 // no longer lists (moved away, removed), from the record nid wrote when it
 // made the session's worktree here. A session with neither gets a refusal
 // and nothing is done.
-
-// SessionWorkflowID is the workflow id of a session: nid/<group>/<session>.
-func SessionWorkflowID(group, name string) string { return "nid/" + group + "/" + name }
-
-// checkSession refuses a ref whose group or session is not a name nid.yaml
-// could hold (adapters and activities build paths from them), and sets
-// its workflow id from them: the one in the input is not believed.
-func checkSession(ref *SessionRef) error {
-	for _, part := range []struct{ what, name string }{{"group", ref.Group}, {"session", ref.Name}} {
-		if !config.ValidName(part.name) {
-			return BadInput("%s %q is not a name: %s", part.what, clipName(part.name), config.NameRule)
-		}
-	}
-	ref.WorkflowID = SessionWorkflowID(ref.Group, ref.Name)
-	return nil
-}
-
-// clipName keeps an error about a name readable whatever its size.
-func clipName(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
 
 // place is where this worker puts a session.
 type place struct {
@@ -61,12 +38,12 @@ type place struct {
 }
 
 // branch is the session's own branch.
-func (p place) branch(ref SessionRef) string { return WorkspaceBranch(ref) }
+func (p place) branch(ref agents.SessionRef) string { return WorkspaceBranch(ref) }
 
 // placeOf is where this worker puts the session ref (already checked):
 // from its own nid.yaml, else from nid's record of the worktree it made
 // here, else a refusal.
-func (a *Activities) placeOf(ref SessionRef) (place, error) {
+func (a *Activities) placeOf(ref agents.SessionRef) (place, error) {
 	state, err := a.stateDir()
 	if err != nil {
 		return place{}, err
@@ -77,27 +54,27 @@ func (a *Activities) placeOf(ref SessionRef) (place, error) {
 			if repo == "" {
 				return p, nil
 			}
-			if err := checkRepoURL(repo); err != nil {
+			if err := agents.CheckRepoURL(repo); err != nil {
 				return place{}, err
 			}
 			if state == "" {
-				return place{}, BadInput("group %s has a repo, but this worker has no state directory to keep worktrees in", ref.Group)
+				return place{}, agents.BadInput("group %s has a repo, but this worker has no state directory to keep worktrees in", ref.Group)
 			}
 			p.repoDir, p.worktree = repoDirOf(state, ref.Group, repo), worktreeDir(state, ref)
 			return p, nil
 		}
 	}
 	if state != "" {
-		if rec, ok := readGitDirs(gitDirsFile(state, ref)); ok && rec.Repo != "" {
+		if rec, ok := agents.ReadGitDirs(agents.GitDirsFile(state, ref)); ok && rec.Repo != "" {
 			p := place{repo: rec.Repo, repoDir: rec.RepoDir, worktree: rec.Worktree}
-			if checkRepoURL(rec.Repo) != nil || p.repoDir != repoDirOf(state, ref.Group, rec.Repo) || p.worktree != worktreeDir(state, ref) {
-				return place{}, BadInput("nid's record of %s/%s on this host (%s) names places nid would not have made; nothing done",
-					ref.Group, ref.Name, gitDirsFile(state, ref))
+			if agents.CheckRepoURL(rec.Repo) != nil || p.repoDir != repoDirOf(state, ref.Group, rec.Repo) || p.worktree != worktreeDir(state, ref) {
+				return place{}, agents.BadInput("nid's record of %s/%s on this host (%s) names places nid would not have made; nothing done",
+					ref.Group, ref.Name, agents.GitDirsFile(state, ref))
 			}
 			return p, nil
 		}
 	}
-	return place{}, BadInput("this worker's nid.yaml has no session %s/%s, and nid made no worktree for it on this host, so it has nothing of the session's to act on",
+	return place{}, agents.BadInput("this worker's nid.yaml has no session %s/%s, and nid made no worktree for it on this host, so it has nothing of the session's to act on",
 		ref.Group, ref.Name)
 }
 
@@ -108,7 +85,7 @@ func (a *Activities) stateDir() (string, error) {
 	}
 	state, err := filepath.Abs(a.StateDir)
 	if err != nil {
-		return "", BadInput("state directory %q: %v", a.StateDir, err)
+		return "", agents.BadInput("state directory %q: %v", a.StateDir, err)
 	}
 	return state, nil
 }
@@ -129,13 +106,13 @@ func repoDirOf(state, group, repo string) string {
 
 // worktreeDir is where the session's worktree is, under the absolute state
 // directory state.
-func worktreeDir(state string, ref SessionRef) string {
+func worktreeDir(state string, ref agents.SessionRef) string {
 	return filepath.Join(state, statedir.Worktrees, ref.Group, ref.Name)
 }
 
 // ownedWorktree refuses a worktree path that is not the session's own
 // under the state directory, before nid removes or writes it.
-func ownedWorktree(state string, ref SessionRef, path string) error {
+func ownedWorktree(state string, ref agents.SessionRef, path string) error {
 	if want := worktreeDir(state, ref); filepath.Clean(path) != want {
 		return fmt.Errorf("%s is not %s/%s's worktree (%s)", path, ref.Group, ref.Name, want)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -20,12 +21,12 @@ func workedIn(t *testing.T, acts *Activities, kind, asked string) (string, error
 	t.Helper()
 	readyHost(t, kind)
 	where := ""
-	acts.Agents = map[string]Agent{kind: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
+	acts.Agents = map[string]agents.Agent{kind: scriptedAgent{fn: func(_ context.Context, req agents.TurnRequest) (agents.TurnReport, error) {
 		where = req.Process.WorkDir
-		return TurnReport{Conversation: "c1", Output: "ok"}, nil
+		return agents.TurnReport{Conversation: "c1", Output: "ok"}, nil
 	}}}
 	// As a history from before, or a client of its own, sends it.
-	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, map[string]any{"session": lead, "spec": AgentSpec{Kind: kind}, "prompt": "go", "workdir": asked})
+	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, map[string]any{"session": lead, "spec": agents.AgentSpec{Kind: kind}, "prompt": "go", "workdir": asked})
 	return where, err
 }
 
@@ -42,12 +43,12 @@ func prepareAsked(t *testing.T, acts *Activities, repo string) (WorkspaceResult,
 	return ws, nil
 }
 
-func settingsOf(kind string, set config.AgentSettings) func(SessionRef) (string, config.AgentSettings, bool) {
-	return func(ref SessionRef) (string, config.AgentSettings, bool) { return kind, set, ref == lead }
+func settingsOf(kind string, set config.AgentSettings) func(agents.SessionRef) (string, config.AgentSettings, bool) {
+	return func(ref agents.SessionRef) (string, config.AgentSettings, bool) { return kind, set, ref == lead }
 }
 
-func placedAt(repo, workDir string) func(SessionRef) (string, string, bool) {
-	return func(ref SessionRef) (string, string, bool) { return repo, workDir, ref == lead }
+func placedAt(repo, workDir string) func(agents.SessionRef) (string, string, bool) {
+	return func(ref agents.SessionRef) (string, string, bool) { return repo, workDir, ref == lead }
 }
 
 // Where an agent works is what its sandbox lets it write, so the worker's
@@ -66,8 +67,8 @@ func TestTheWorkersConfigDecidesWhereAnAgentWorks(t *testing.T) {
 		{"the worker's own directory", "", "", "/srv/work"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			acts := &Activities{StateDir: state, WorkDir: "/srv/work", Settings: settingsOf(KindClaude, config.AgentSettings{}), Places: placedAt(tc.repo, tc.workDir)}
-			where, err := workedIn(t, acts, KindClaude, home)
+			acts := &Activities{StateDir: state, WorkDir: "/srv/work", Settings: settingsOf(agents.KindClaude, config.AgentSettings{}), Places: placedAt(tc.repo, tc.workDir)}
+			where, err := workedIn(t, acts, agents.KindClaude, home)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, where)
 		})
@@ -98,8 +99,8 @@ func TestNoSandboxHoldsTheStateDirectory(t *testing.T) {
 		{"beside it", t.TempDir(), "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			acts := &Activities{StateDir: state, Settings: settingsOf(KindCodex, config.AgentSettings{Permissions: tc.permissions}), Places: placedAt("", tc.workDir)}
-			where, err := workedIn(t, acts, KindCodex, "")
+			acts := &Activities{StateDir: state, Settings: settingsOf(agents.KindCodex, config.AgentSettings{Permissions: tc.permissions}), Places: placedAt("", tc.workDir)}
+			where, err := workedIn(t, acts, agents.KindCodex, "")
 			if !tc.refused {
 				require.NoError(t, err)
 				require.Equal(t, tc.workDir, where)

@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strings"
 	"testing"
-	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
 type notes struct{ limited []bool }
 
-func (n *notes) RateLimited(_ context.Context, ref SessionRef, limited bool) error {
+func (n *notes) RateLimited(_ context.Context, ref agents.SessionRef, limited bool) error {
 	if ref != lead {
 		return errors.New("wrong session")
 	}
@@ -30,28 +29,28 @@ func (n *notes) RateLimited(_ context.Context, ref SessionRef, limited bool) err
 // config at activity time.
 func TestRunTurnResolvesTheProcessOnTheWorker(t *testing.T) {
 	readyHost(t, "claude")
-	var got Process
+	var got agents.Process
 	n := &notes{}
 	yes := true
 	acts := &Activities{
-		Agents: map[string]Agent{KindClaude: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
+		Agents: map[string]agents.Agent{agents.KindClaude: scriptedAgent{fn: func(_ context.Context, req agents.TurnRequest) (agents.TurnReport, error) {
 			got = req.Process
 			req.RateLimited(true)
 			req.RateLimited(false)
-			return TurnReport{Conversation: "c1", Output: "ok"}, nil
+			return agents.TurnReport{Conversation: "c1", Output: "ok"}, nil
 		}}},
 		WorkDir: "/srv/work",
-		Settings: func(ref SessionRef) (string, config.AgentSettings, bool) {
+		Settings: func(ref agents.SessionRef) (string, config.AgentSettings, bool) {
 			require.Equal(t, lead, ref)
-			return KindClaude, config.AgentSettings{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
+			return agents.KindClaude, config.AgentSettings{Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
 				Model: "claude-sonnet-4-5", TurnTimeout: config.Duration(time.Minute), Permissions: config.PermissionsReadonly, Network: &yes}, true
 		},
 		Notify: n,
 	}
-	spec := AgentSpec{Kind: KindClaude, TurnTimeout: config.Duration(5 * time.Minute)}
+	spec := agents.AgentSpec{Kind: agents.KindClaude, TurnTimeout: config.Duration(5 * time.Minute)}
 	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: spec, Prompt: "go"})
 	require.NoError(t, err)
-	require.Equal(t, Process{Kind: KindClaude, Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
+	require.Equal(t, agents.Process{Kind: agents.KindClaude, Command: "claude", Args: []string{"--debug"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret"},
 		Model: "claude-sonnet-4-5", WorkDir: "/srv/work", Timeout: time.Minute, Permissions: config.PermissionsReadonly, Network: true}, got)
 	require.Equal(t, []bool{true, false}, n.limited, "rate limiting reaches the session while the turn runs")
 }
@@ -64,30 +63,30 @@ func TestTheKindFillsWhatTheConfigLeavesUnset(t *testing.T) {
 	for _, tc := range []struct {
 		kind    string
 		set     config.AgentSettings
-		want    Process
+		want    agents.Process
 		refused string
 	}{
-		{KindClaude, config.AgentSettings{}, Process{Kind: KindClaude, Command: "claude", Permissions: config.PermissionsWorkspace, Network: false}, ""},
-		{KindCodex, config.AgentSettings{Network: &no}, Process{Kind: KindCodex, Command: "codex", Permissions: config.PermissionsWorkspace, Network: false}, ""},
-		{KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsFull}, Process{Kind: KindExec, Command: "./agent.sh", Permissions: config.PermissionsFull}, ""},
-		{KindExec, config.AgentSettings{Command: "./agent.sh"}, Process{},
+		{agents.KindClaude, config.AgentSettings{}, agents.Process{Kind: agents.KindClaude, Command: "claude", Permissions: config.PermissionsWorkspace, Network: false}, ""},
+		{agents.KindCodex, config.AgentSettings{Network: &no}, agents.Process{Kind: agents.KindCodex, Command: "codex", Permissions: config.PermissionsWorkspace, Network: false}, ""},
+		{agents.KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsFull}, agents.Process{Kind: agents.KindExec, Command: "./agent.sh", Permissions: config.PermissionsFull}, ""},
+		{agents.KindExec, config.AgentSettings{Command: "./agent.sh"}, agents.Process{},
 			"exec: web/lead would run with permissions: workspace, which exec agents cannot enforce; set permissions: full for it (agents.exec, its group or the session) to run it with no sandbox"},
-		{KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsReadonly}, Process{}, "permissions: readonly, which exec agents cannot enforce"},
+		{agents.KindExec, config.AgentSettings{Command: "./agent.sh", Permissions: config.PermissionsReadonly}, agents.Process{}, "permissions: readonly, which exec agents cannot enforce"},
 	} {
 		t.Run(tc.kind+"/"+tc.set.Permissions, func(t *testing.T) {
 			readyHost(t, "claude", "codex")
 			t.Chdir(t.TempDir())
 			require.NoError(t, os.WriteFile("agent.sh", []byte("#!/bin/sh\n"), 0o755))
 			a := &ran{}
-			var got Process
+			var got agents.Process
 			acts := &Activities{
-				Agents: map[string]Agent{tc.kind: scriptedAgent{fn: func(_ context.Context, req TurnRequest) (TurnReport, error) {
+				Agents: map[string]agents.Agent{tc.kind: scriptedAgent{fn: func(_ context.Context, req agents.TurnRequest) (agents.TurnReport, error) {
 					got = req.Process
 					return a.Turn(context.Background(), req)
 				}}},
-				Settings: func(SessionRef) (string, config.AgentSettings, bool) { return tc.kind, tc.set, true },
+				Settings: func(agents.SessionRef) (string, config.AgentSettings, bool) { return tc.kind, tc.set, true },
 			}
-			_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: AgentSpec{Kind: tc.kind}, Prompt: "go"})
+			_, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: tc.kind}, Prompt: "go"})
 			if tc.refused == "" {
 				require.NoError(t, err)
 				require.Equal(t, tc.want, got)
@@ -104,26 +103,12 @@ func TestTheKindFillsWhatTheConfigLeavesUnset(t *testing.T) {
 }
 
 func TestContextFullIsNotRetried(t *testing.T) {
-	acts := &Activities{Agents: map[string]Agent{"scripted": failing(ContextFull("prompt_too_long"))}}
-	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, turnInput(TurnWork, "go"))
+	acts := &Activities{Agents: map[string]agents.Agent{"scripted": failing(agents.ContextFull("prompt_too_long"))}}
+	_, err := activityEnv(acts).ExecuteActivity(RunTurnName, turnInput(agents.TurnWork, "go"))
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app), "%v", err)
 	require.Equal(t, ErrContextFull, app.Type())
 	require.True(t, app.NonRetryable())
-}
-
-func TestReadLinesCutsOverlongLines(t *testing.T) {
-	long := strings.Repeat("x", MaxLineBytes+1000)
-	input := "first\n" + long + "\n\n  spaced  \n" + strings.Repeat("y", MaxLineBytes) + "\nno newline"
-	var got []string
-	// A reader that hands over a few bytes at a time, as a pipe does.
-	readLines(iotest.HalfReader(strings.NewReader(input)), func(line []byte) { got = append(got, string(line)) })
-	require.Len(t, got, 5)
-	require.Equal(t, "first", got[0])
-	require.Equal(t, long[:MaxLineBytes], got[1])
-	require.Equal(t, "spaced", got[2])
-	require.Len(t, got[3], MaxLineBytes, "a line of exactly the limit is whole")
-	require.Equal(t, "no newline", got[4])
 }
 
 // An agent gets the worker's variables it needs and its own vendor's, not
@@ -142,30 +127,30 @@ func TestAgentsGetOnlyTheirOwnVariables(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	nidSets := map[string]string{EnvMCPToken: "mcp-token"}
+	nidSets := map[string]string{agents.EnvMCPToken: "mcp-token"}
 	for _, tc := range []struct {
 		name       string
-		p          Process
+		p          agents.Process
 		gets, lost []string
 	}{
-		{"claude", Process{Kind: KindClaude},
-			[]string{"PATH", "HOME", "LC_ALL", "TZ", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK", EnvMCPToken},
+		{"claude", agents.Process{Kind: agents.KindClaude},
+			[]string{"PATH", "HOME", "LC_ALL", "TZ", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK", agents.EnvMCPToken},
 			[]string{"OPENAI_API_KEY", "LOCAL_API_KEY", "AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK", "GITHUB_TOKEN", "NID_HTTP_TOKEN", "TEMPORAL_API_KEY"}},
-		{"claude on Bedrock, given its cloud's key in env:", Process{Kind: KindClaude, Env: map[string]string{"AWS_SECRET_ACCESS_KEY": "from-nid-yaml"}},
+		{"claude on Bedrock, given its cloud's key in env:", agents.Process{Kind: agents.KindClaude, Env: map[string]string{"AWS_SECRET_ACCESS_KEY": "from-nid-yaml"}},
 			[]string{"ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"},
 			[]string{"OPENAI_API_KEY", "SSH_AUTH_SOCK"}},
-		{"codex", Process{Kind: KindCodex},
-			[]string{"PATH", "HOME", "OPENAI_API_KEY", EnvMCPToken},
+		{"codex", agents.Process{Kind: agents.KindCodex},
+			[]string{"PATH", "HOME", "OPENAI_API_KEY", agents.EnvMCPToken},
 			[]string{"ANTHROPIC_API_KEY", "LOCAL_API_KEY", "AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK", "GITHUB_TOKEN", "NID_HTTP_TOKEN"}},
-		{"codex with a provider of the user's own", Process{Kind: KindCodex, Env: map[string]string{"CODEX_HOME": codexHome}},
+		{"codex with a provider of the user's own", agents.Process{Kind: agents.KindCodex, Env: map[string]string{"CODEX_HOME": codexHome}},
 			[]string{"OPENAI_API_KEY", "LOCAL_API_KEY", "CODEX_HOME"},
 			[]string{"ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"}},
-		{"exec", Process{Kind: KindExec, Env: map[string]string{"MY_MODEL_KEY": "k"}},
-			[]string{"PATH", "HOME", "MY_MODEL_KEY", EnvMCPToken},
+		{"exec", agents.Process{Kind: agents.KindExec, Env: map[string]string{"MY_MODEL_KEY": "k"}},
+			[]string{"PATH", "HOME", "MY_MODEL_KEY", agents.EnvMCPToken},
 			[]string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "SSH_AUTH_SOCK", "NID_HTTP_TOKEN"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := ProcessEnv(tc.p, nidSets)
+			env := agents.ProcessEnv(tc.p, nidSets)
 			for _, k := range tc.gets {
 				require.Contains(t, env, k)
 			}
@@ -175,6 +160,35 @@ func TestAgentsGetOnlyTheirOwnVariables(t *testing.T) {
 			if v, ok := tc.p.Env["AWS_SECRET_ACCESS_KEY"]; ok {
 				require.Equal(t, v, env["AWS_SECRET_ACCESS_KEY"], "env: wins over the worker's")
 			}
+		})
+	}
+}
+
+// An exec command that reports what its conversation holds but not its
+// window gets the window its session's window key gives, and the context
+// says where the window came from; a window the command reports wins, and
+// a command that reports nothing still shows nothing.
+func TestTheConfiguredWindowFillsWhatTheAgentLeavesOut(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		want       agents.Usage
+	}{
+		{"no window reported", `{"nid":"usage","used":41200}`, agents.Usage{UsedTokens: 41200, WindowTokens: 128000, Source: agents.SourceConfigured}},
+		{"a window reported", `{"nid":"usage","used":41200,"window":200000}`, agents.Usage{UsedTokens: 41200, WindowTokens: 200000, Source: agents.SourceReported}},
+		{"nothing reported", ``, agents.Usage{Source: agents.SourceUnknown}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := script(t, "cat >/dev/null\necho worked\necho '"+tc.line+"'\n")
+			acts := &Activities{Agents: map[string]agents.Agent{agents.KindExec: agents.NewExec()}, StateDir: t.TempDir(),
+				Settings: func(agents.SessionRef) (string, config.AgentSettings, bool) {
+					return agents.KindExec, config.AgentSettings{Command: cmd, Permissions: config.PermissionsFull, TurnTimeout: config.Duration(time.Minute), Window: 128000}, true
+				}}
+			v, err := activityEnv(acts).ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: agents.KindExec}, Prompt: "go"})
+			require.NoError(t, err)
+			var res TurnResult
+			require.NoError(t, v.Get(&res))
+			require.Equal(t, "worked", res.Output)
+			require.Equal(t, tc.want, res.Usage)
 		})
 	}
 }

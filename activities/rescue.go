@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/clip"
 	"github.com/nid-dev/nid/transcript"
 )
 
@@ -40,7 +41,7 @@ const rescueHeader = "nid wrote this handoff from the session's transcript, beca
 
 // RescueInput names the conversation whose handoff nid builds.
 type RescueInput struct {
-	Session SessionRef `json:"session"`
+	Session agents.SessionRef `json:"session"`
 	// Conversation is the conversation being rotated away; empty means
 	// one that never got an id (its first turn failed).
 	Conversation string `json:"conversation,omitempty"`
@@ -61,7 +62,7 @@ type RescueResult struct {
 // each clipped, the whole within MaxRescueBytes. A session without a
 // transcript gets an empty summary, not an error.
 func (a *Activities) RescueHandoff(ctx context.Context, in RescueInput) (RescueResult, error) {
-	if err := checkSession(&in.Session); err != nil {
+	if err := agents.CheckSession(&in.Session); err != nil {
 		return RescueResult{}, classify(err)
 	}
 
@@ -144,24 +145,5 @@ func rescueLine(e transcript.Entry, n int) string {
 	if n == 0 {
 		n = 2 << 10
 	}
-	return clipMiddle(transcript.Line(e), n) + "\n"
-}
-
-// clipMiddle cuts s to about n bytes by leaving out its middle, on
-// character boundaries, with a mark saying how much: the start of a text
-// says what it is about, the end where it got to.
-func clipMiddle(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "\n[nid: %d bytes left out]\n"
-	room := max(n-len(mark)-8, 0)
-	i, j := room*2/3, len(s)-room/3
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	for j < len(s) && !utf8.RuneStart(s[j]) {
-		j++
-	}
-	return s[:i] + fmt.Sprintf(mark, j-i) + s[j:]
+	return clip.Middle(transcript.Line(e), n) + "\n"
 }

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/transcript"
 )
@@ -40,14 +41,14 @@ const DefaultHeartbeatEvery = 5 * time.Second
 // StopAgentName.
 type Activities struct {
 	// Agents maps an agent kind (KindSim, ...) to its adapter.
-	Agents map[string]Agent
+	Agents map[string]agents.Agent
 	// StateDir is where adapters keep per-session files on this host.
 	StateDir string
 	// MCP returns a session's own MCP endpoint and the token of one of its
 	// conversations, by generation (TurnInput.Generation): a conversation
 	// the session rotated away cannot act with it. Nil means agents get no
 	// MCP endpoint.
-	MCP func(ref SessionRef, generation int) MCPAccess
+	MCP func(ref agents.SessionRef, generation int) agents.MCPAccess
 	// HeartbeatEvery overrides DefaultHeartbeatEvery.
 	HeartbeatEvery time.Duration
 	// Transcripts receives every turn's prompt, tool calls and output and
@@ -58,7 +59,7 @@ type Activities struct {
 	// runs; the spec in workflow history only names a kind, which must be
 	// this one. Nil, or ok false for a session the file does not list,
 	// means no process agent runs for the session (the sim still may).
-	Settings func(ref SessionRef) (kind string, set config.AgentSettings, ok bool)
+	Settings func(ref agents.SessionRef) (kind string, set config.AgentSettings, ok bool)
 	// Places returns where this worker's own nid.yaml puts a session: its
 	// group's repository, whose sessions work in worktrees nid makes under
 	// the state directory, or else the group's shared working directory
@@ -66,7 +67,7 @@ type Activities struct {
 	// sandbox lets it write: the repository and working directory in a
 	// workflow's input, which anything that reaches Temporal can write,
 	// are not believed. Nil, or ok false, leaves them to the input.
-	Places func(ref SessionRef) (repo, workDir string, ok bool)
+	Places func(ref agents.SessionRef) (repo, workDir string, ok bool)
 	// Notify tells a session's workflow what a running turn learns before
 	// it ends; nil means nobody is told.
 	Notify Notifier
@@ -107,7 +108,7 @@ func (a *Activities) Close() error {
 type Notifier interface {
 	// RateLimited says the vendor is answering 429 or 529 and the agent's
 	// CLI is retrying (true), or that the turn got through (false).
-	RateLimited(ctx context.Context, ref SessionRef, limited bool) error
+	RateLimited(ctx context.Context, ref agents.SessionRef, limited bool) error
 }
 
 // process resolves how to run a session's agent on this worker, where
@@ -119,7 +120,7 @@ type Notifier interface {
 // It refuses as well permissions the kind cannot enforce, and a sandbox
 // around a directory that holds the state directory: nid never runs an
 // agent with less confinement than it was given.
-func (a *Activities) process(ref SessionRef, spec AgentSpec) (Process, error) {
+func (a *Activities) process(ref agents.SessionRef, spec agents.AgentSpec) (agents.Process, error) {
 	var (
 		kind string
 		set  config.AgentSettings
@@ -128,40 +129,40 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec) (Process, error) {
 	if a.Settings != nil {
 		kind, set, ok = a.Settings(ref)
 	}
-	k := KindOf(spec.Kind)
+	k := agents.KindOf(spec.Kind)
 	switch {
 	case ok && spec.Kind != kind:
-		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q",
+		return agents.Process{}, agents.BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q",
 			ref.Group, ref.Name, spec.Kind, kind)
 	case !ok && k.Process:
 		// nid's own sim runs nothing and writes only its files under
 		// the state directory, so it may go on for a session the file
 		// no longer lists (nid up --keep-removed); no process agent may.
-		return Process{}, BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent command may run for it",
+		return agents.Process{}, agents.BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml has no such session, so no agent command may run for it",
 			ref.Group, ref.Name, spec.Kind)
 	}
-	p := Process{Kind: k.Name, Command: cmp.Or(set.Command, k.DefaultCommand), Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
+	p := agents.Process{Kind: k.Name, Command: cmp.Or(set.Command, k.DefaultCommand), Args: set.Args, Env: set.Env, Model: set.Model, WorkDir: a.WorkDir, Timeout: set.TurnTimeout.D(),
 		// A session this worker's nid.yaml does not know gets the default,
 		// never more: what an agent may do is the worker's decision.
-		Permissions: cmp.Or(set.Permissions, config.DefaultPermissions), Network: k.Network}
+		Permissions: cmp.Or(set.Permissions, config.DefaultPermissions), Network: k.Network, Window: set.Window}
 	if set.Network != nil {
 		p.Network = *set.Network
 	}
 	if k.Process && !slices.Contains(k.Permissions, p.Permissions) {
-		return Process{}, SandboxUnavailable("%s: %s/%s would run with permissions: %s, which %s agents cannot enforce; "+
+		return agents.Process{}, agents.SandboxUnavailable("%s: %s/%s would run with permissions: %s, which %s agents cannot enforce; "+
 			"set permissions: %s for it (agents.%s, its group or the session)%s",
 			k.Name, ref.Group, ref.Name, p.Permissions, k.Name, strings.Join(k.Permissions, " or "), k.Name, unconfined(k))
 	}
 	p.WorkDir = a.workDirOf(ref)
 	if a.StateDir != "" {
-		p.PidDir = PidDir(a.StateDir)
+		p.PidDir = agents.PidDir(a.StateDir)
 		// Agents run in their worktree: a relative path would not lead back.
 		if state, err := filepath.Abs(a.StateDir); err == nil {
 			p.TempDir = filepath.Join(state, "agents", ref.Group, ref.Name)
-			p.GitDirs = gitDirsFile(state, ref)
+			p.GitDirs = agents.GitDirsFile(state, ref)
 			p.StateDir = state
-			if dir := workDir(p); k.Process && p.sandboxed() && config.Within(state, dir) {
-				return Process{}, SandboxUnavailable("%s: %s/%s would work in %s, which holds nid's state directory %s, so its sandbox would let the agent "+
+			if dir := agents.WorkDir(p); k.Process && p.Sandboxed() && config.Within(state, dir) {
+				return agents.Process{}, agents.SandboxUnavailable("%s: %s/%s would work in %s, which holds nid's state directory %s, so its sandbox would let the agent "+
 					"write nid's own records, its database and the other sessions' worktrees; give group %s a repo (each session then works in a worktree of "+
 					"its own), or a workdir that does not hold the state directory, or set permissions: %s for the session to run it without a sandbox",
 					k.Name, ref.Group, ref.Name, dir, state, ref.Group, config.PermissionsFull)
@@ -174,12 +175,12 @@ func (a *Activities) process(ref SessionRef, spec AgentSpec) (Process, error) {
 // stoppable refuses to stop a session's agent of another kind than this
 // worker's nid.yaml gives it; a session the file no longer lists may be
 // stopped whatever it ran, since stopping starts nothing.
-func (a *Activities) stoppable(ref SessionRef, spec AgentSpec) error {
+func (a *Activities) stoppable(ref agents.SessionRef, spec agents.AgentSpec) error {
 	if a.Settings == nil {
 		return nil
 	}
 	if kind, _, ok := a.Settings(ref); ok && spec.Kind != kind {
-		return BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q", ref.Group, ref.Name, spec.Kind, kind)
+		return agents.BadInput("session %s/%s asks for agent kind %q, but this worker's nid.yaml gives it %q", ref.Group, ref.Name, spec.Kind, kind)
 	}
 	return nil
 }
@@ -187,7 +188,7 @@ func (a *Activities) stoppable(ref SessionRef, spec AgentSpec) error {
 // workDirOf is where the session's agent works: where this worker's
 // nid.yaml puts it (see placeOf), else WorkDir, never a directory a
 // workflow's input names.
-func (a *Activities) workDirOf(ref SessionRef) string {
+func (a *Activities) workDirOf(ref agents.SessionRef) string {
 	p, err := a.placeOf(ref)
 	if err != nil {
 		return a.WorkDir
@@ -202,7 +203,7 @@ func (a *Activities) placeWorkDir(p place) string {
 }
 
 // unconfined says what the only way out means for a kind with no sandbox.
-func unconfined(k Kind) string {
+func unconfined(k agents.Kind) string {
 	if slices.Equal(k.Permissions, []string{config.PermissionsFull}) {
 		return " to run it with no sandbox, able to do everything the user running nid can"
 	}
@@ -210,7 +211,7 @@ func unconfined(k Kind) string {
 }
 
 // rateLimited returns the callback a turn uses to report rate limiting.
-func (a *Activities) rateLimited(ctx context.Context, ref SessionRef) func(bool) {
+func (a *Activities) rateLimited(ctx context.Context, ref agents.SessionRef) func(bool) {
 	if a.Notify == nil {
 		return nil
 	}
@@ -219,32 +220,6 @@ func (a *Activities) rateLimited(ctx context.Context, ref SessionRef) func(bool)
 			loggerFor(ctx).Warn("Could not tell the session about rate limiting", "sessionID", ref.WorkflowID, "error", err)
 		}
 	}
-}
-
-// Error is a failure an adapter reports that retrying cannot fix. Type is
-// ErrBadInput, ErrAgentFailed, ErrContextFull or ErrSandboxUnavailable; the
-// activities turn it into a non-retryable temporal.ApplicationError of that
-// type, which workflows branch on.
-type Error struct {
-	Type string
-	Err  error
-}
-
-// Error returns the failure's message.
-func (e *Error) Error() string { return e.Err.Error() }
-
-// Unwrap returns the failure itself, so errors.Is sees through the type.
-func (e *Error) Unwrap() error { return e.Err }
-
-// BadInput reports a request that is malformed, formatted as by fmt.Errorf.
-func BadInput(format string, args ...any) error {
-	return &Error{Type: ErrBadInput, Err: fmt.Errorf(format, args...)}
-}
-
-// AgentFailed reports an agent that ran and failed in a way a retry cannot
-// fix, formatted as by fmt.Errorf.
-func AgentFailed(format string, args ...any) error {
-	return &Error{Type: ErrAgentFailed, Err: fmt.Errorf(format, args...)}
 }
 
 // classify is the one place that decides whether Temporal retries a failure.
@@ -262,7 +237,7 @@ func classify(err error) error {
 	// Benign: the session records every failure in its feed (and, when it
 	// needs the human, the inbox), so the SDK need not log each one as an
 	// error on the worker's terminal; it logs them at debug.
-	if e, ok := errors.AsType[*Error](err); ok {
+	if e, ok := errors.AsType[*agents.Error](err); ok {
 		return temporal.NewApplicationErrorWithOptions(err.Error(), e.Type, temporal.ApplicationErrorOptions{
 			NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign,
 		})
@@ -278,22 +253,22 @@ func classify(err error) error {
 // RunTurn sends one prompt to a session's agent and reports what came back,
 // with the output cut to MaxOutputBytes.
 func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, error) {
-	if err := checkSession(&in.Session); err != nil {
+	if err := agents.CheckSession(&in.Session); err != nil {
 		return TurnResult{}, classify(err)
 	}
-	kind := cmp.Or(in.Kind, TurnWork)
+	kind := cmp.Or(in.Kind, agents.TurnWork)
 	var invalid error
 	switch {
-	case kind != TurnWork && kind != TurnHandoffRequest && kind != TurnFresh:
-		invalid = BadInput("turn kind %q is not one of %s, %s, %s", kind, TurnWork, TurnHandoffRequest, TurnFresh)
+	case kind != agents.TurnWork && kind != agents.TurnHandoffRequest && kind != agents.TurnFresh:
+		invalid = agents.BadInput("turn kind %q is not one of %s, %s, %s", kind, agents.TurnWork, agents.TurnHandoffRequest, agents.TurnFresh)
 	case strings.TrimSpace(in.Prompt) == "":
-		invalid = BadInput("empty prompt for %s/%s", in.Session.Group, in.Session.Name)
+		invalid = agents.BadInput("empty prompt for %s/%s", in.Session.Group, in.Session.Name)
 	}
-	var rep TurnReport
+	var rep agents.TurnReport
 	err := a.call(ctx, request{op: "turn", what: "Turn", session: in.Session, spec: in.Spec, invalid: invalid, logs: []any{"kind", kind}, ready: true},
-		func(ctx context.Context, agent Agent, p Process) (done []any, err error) {
+		func(ctx context.Context, agent agents.Agent, p agents.Process) (done []any, err error) {
 			a.notePrompt(ctx, in, kind)
-			rep, err = agent.Turn(ctx, TurnRequest{
+			rep, err = agent.Turn(ctx, agents.TurnRequest{
 				Session:      in.Session,
 				Spec:         in.Spec,
 				Conversation: in.Conversation,
@@ -306,6 +281,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 				RateLimited:  a.rateLimited(ctx, in.Session),
 				ToolCalled:   a.toolNoter(ctx, in),
 			})
+			rep.Usage = rep.Usage.WithWindow(p.Window)
 			a.noteTurn(ctx, in, kind, rep, err)
 			return []any{"conversation", rep.Conversation, "usedTokens", rep.Usage.UsedTokens, "windowTokens", rep.Usage.WindowTokens}, err
 		})
@@ -317,18 +293,18 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (TurnResult, err
 
 // Compact asks a session's agent to compact its conversation in place. A
 // compaction the vendor refused is a report with OK false, not an error.
-func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactReport, error) {
-	if err := checkSession(&in.Session); err != nil {
-		return CompactReport{}, classify(err)
+func (a *Activities) Compact(ctx context.Context, in CompactInput) (agents.CompactReport, error) {
+	if err := agents.CheckSession(&in.Session); err != nil {
+		return agents.CompactReport{}, classify(err)
 	}
 	var invalid error
 	if in.Conversation == "" {
-		invalid = BadInput("%s/%s has no conversation to compact", in.Session.Group, in.Session.Name)
+		invalid = agents.BadInput("%s/%s has no conversation to compact", in.Session.Group, in.Session.Name)
 	}
-	var rep CompactReport
+	var rep agents.CompactReport
 	err := a.call(ctx, request{op: "compact", what: "Compaction", session: in.Session, spec: in.Spec, invalid: invalid, logs: []any{"conversation", in.Conversation}},
-		func(ctx context.Context, agent Agent, p Process) (done []any, err error) {
-			rep, err = agent.Compact(ctx, CompactRequest{
+		func(ctx context.Context, agent agents.Agent, p agents.Process) (done []any, err error) {
+			rep, err = agent.Compact(ctx, agents.CompactRequest{
 				Session:      in.Session,
 				Spec:         in.Spec,
 				Conversation: in.Conversation,
@@ -336,23 +312,24 @@ func (a *Activities) Compact(ctx context.Context, in CompactInput) (CompactRepor
 				StateDir:     a.StateDir,
 				Process:      p,
 			})
+			rep.Usage = rep.Usage.WithWindow(p.Window)
 			a.noteCompact(ctx, in, rep, err)
 			return []any{"ok", rep.OK, "beforeTokens", rep.BeforeTokens, "afterTokens", rep.AfterTokens}, err
 		})
 	if err != nil {
-		return CompactReport{}, err
+		return agents.CompactReport{}, err
 	}
 	return rep, nil
 }
 
 // StopAgent ends a session's agent process, if it has one.
 func (a *Activities) StopAgent(ctx context.Context, in StopInput) (StopResult, error) {
-	if err := checkSession(&in.Session); err != nil {
+	if err := agents.CheckSession(&in.Session); err != nil {
 		return StopResult{}, classify(err)
 	}
 	err := a.call(ctx, request{op: "stop", what: "Stop", session: in.Session, spec: in.Spec, logs: []any{"conversation", in.Conversation}, stop: true},
-		func(ctx context.Context, agent Agent, p Process) ([]any, error) {
-			return nil, agent.Stop(ctx, StopRequest{
+		func(ctx context.Context, agent agents.Agent, p agents.Process) ([]any, error) {
+			return nil, agent.Stop(ctx, agents.StopRequest{
 				Session:      in.Session,
 				Spec:         in.Spec,
 				Conversation: in.Conversation,
@@ -368,8 +345,8 @@ type request struct {
 	// op names the request in heartbeats ("turn running for 5s"), what in
 	// log messages ("Turn failed").
 	op, what string
-	session  SessionRef
-	spec     AgentSpec
+	session  agents.SessionRef
+	spec     agents.AgentSpec
 	// invalid is what is wrong with the request itself, if anything.
 	invalid error
 	// logs are the keys and values every log line of the request carries.
@@ -387,7 +364,7 @@ type request struct {
 // agent runs on this worker, check that it can run here at all (r.ready),
 // run do while heartbeating, log how it ended (do returns what to log on
 // success), and classify its error, once, for Temporal.
-func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Context, agent Agent, p Process) (done []any, err error)) error {
+func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Context, agent agents.Agent, p agents.Process) (done []any, err error)) error {
 	agent, err := a.agent(r.spec.Kind)
 	if err != nil {
 		return err
@@ -395,7 +372,7 @@ func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Co
 	if err := r.invalid; err != nil {
 		return classify(err)
 	}
-	var p Process
+	var p agents.Process
 	if r.stop {
 		err = a.stoppable(r.session, r.spec)
 	} else {
@@ -404,14 +381,14 @@ func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Co
 	if err != nil {
 		return classify(err)
 	}
-	if k := KindOf(r.spec.Kind); r.ready && k.Process {
-		if err := ready(ctx, r.session, k, p); err != nil {
+	if k := agents.KindOf(r.spec.Kind); r.ready && k.Process {
+		if err := agents.Ready(ctx, r.session, k, p); err != nil {
 			return classify(err)
 		}
 	}
 	var done []any
 	err = a.heartbeating(ctx, r.op, func(ctx context.Context) (err error) {
-		done, err = do(ctx, agent, p)
+		done, err = do(agents.WithLogger(ctx, loggerFor(ctx)), agent, p)
 		return err
 	})
 	logger := loggerFor(ctx)
@@ -431,7 +408,7 @@ func (a *Activities) call(ctx context.Context, r request, do func(ctx context.Co
 
 // agent returns the adapter for kind, or a non-retryable ErrUnknownAgent
 // error that lists the kinds this host can run.
-func (a *Activities) agent(kind string) (Agent, error) {
+func (a *Activities) agent(kind string) (agents.Agent, error) {
 	if ag, ok := a.Agents[kind]; ok {
 		return ag, nil
 	}
@@ -441,9 +418,9 @@ func (a *Activities) agent(kind string) (Agent, error) {
 		ErrUnknownAgent, nil)
 }
 
-func (a *Activities) mcp(ref SessionRef, generation int) MCPAccess {
+func (a *Activities) mcp(ref agents.SessionRef, generation int) agents.MCPAccess {
 	if a.MCP == nil {
-		return MCPAccess{}
+		return agents.MCPAccess{}
 	}
 	return a.MCP(ref, generation)
 }
@@ -485,7 +462,7 @@ func (a *Activities) heartbeating(ctx context.Context, step string, fn func(cont
 
 // cutOutput keeps at most MaxOutputBytes of the output, cut on a UTF-8
 // boundary, and records the whole output's size and digest.
-func cutOutput(rep TurnReport) TurnResult {
+func cutOutput(rep agents.TurnReport) TurnResult {
 	sum := sha256.Sum256([]byte(rep.Output))
 	res := TurnResult{TurnReport: rep, OutputDigest: hex.EncodeToString(sum[:]), OutputBytes: len(rep.Output)}
 	if len(rep.Output) > MaxOutputBytes {
@@ -505,17 +482,4 @@ func loggerFor(ctx context.Context) log.Logger {
 		return activity.GetLogger(ctx)
 	}
 	return log.NewStructuredLogger(slog.New(slog.DiscardHandler))
-}
-
-// ContextFull reports a turn the vendor refused because the conversation
-// no longer fits the context window, formatted as by fmt.Errorf.
-func ContextFull(format string, args ...any) error {
-	return &Error{Type: ErrContextFull, Err: fmt.Errorf(format, args...)}
-}
-
-// SandboxUnavailable reports an agent that was not started because its
-// sandbox cannot work on this host, formatted as by fmt.Errorf. The message
-// should say what to install, or to set permissions: full.
-func SandboxUnavailable(format string, args ...any) error {
-	return &Error{Type: ErrSandboxUnavailable, Err: fmt.Errorf(format, args...)}
 }

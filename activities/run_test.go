@@ -19,33 +19,34 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
 // scriptedAgent answers every turn with fn; it stands in for a vendor whose
 // output the test needs to choose.
 type scriptedAgent struct {
-	fn func(ctx context.Context, req TurnRequest) (TurnReport, error)
+	fn func(ctx context.Context, req agents.TurnRequest) (agents.TurnReport, error)
 }
 
-func (a scriptedAgent) Turn(ctx context.Context, req TurnRequest) (TurnReport, error) {
+func (a scriptedAgent) Turn(ctx context.Context, req agents.TurnRequest) (agents.TurnReport, error) {
 	return a.fn(ctx, req)
 }
 
-func (a scriptedAgent) Compact(context.Context, CompactRequest) (CompactReport, error) {
-	return CompactReport{}, AgentFailed("scripted agents cannot compact")
+func (a scriptedAgent) Compact(context.Context, agents.CompactRequest) (agents.CompactReport, error) {
+	return agents.CompactReport{}, agents.AgentFailed("scripted agents cannot compact")
 }
 
-func (a scriptedAgent) Stop(context.Context, StopRequest) error { return nil }
+func (a scriptedAgent) Stop(context.Context, agents.StopRequest) error { return nil }
 
 func saying(output string) scriptedAgent {
-	return scriptedAgent{fn: func(context.Context, TurnRequest) (TurnReport, error) {
-		return TurnReport{Conversation: "c1", Output: output}, nil
+	return scriptedAgent{fn: func(context.Context, agents.TurnRequest) (agents.TurnReport, error) {
+		return agents.TurnReport{Conversation: "c1", Output: output}, nil
 	}}
 }
 
 func failing(err error) scriptedAgent {
-	return scriptedAgent{fn: func(context.Context, TurnRequest) (TurnReport, error) { return TurnReport{}, err }}
+	return scriptedAgent{fn: func(context.Context, agents.TurnRequest) (agents.TurnReport, error) { return agents.TurnReport{}, err }}
 }
 
 // readyHost makes this test's host one whose agents pass the checks every
@@ -76,7 +77,7 @@ func activityEnv(acts *Activities) *testsuite.TestActivityEnvironment {
 }
 
 func turnInput(kind, prompt string) TurnInput {
-	return TurnInput{Session: lead, Spec: AgentSpec{Kind: "scripted"}, Prompt: prompt, Kind: kind}
+	return TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: "scripted"}, Prompt: prompt, Kind: kind}
 }
 
 func TestRunTurnCutsOutput(t *testing.T) {
@@ -92,8 +93,8 @@ func TestRunTurnCutsOutput(t *testing.T) {
 		{"ascii over the limit", strings.Repeat("b", MaxOutputBytes+10), strings.Repeat("b", MaxOutputBytes)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := activityEnv(&Activities{Agents: map[string]Agent{"scripted": saying(tc.output)}})
-			val, err := env.ExecuteActivity(RunTurnName, turnInput(TurnWork, "go"))
+			env := activityEnv(&Activities{Agents: map[string]agents.Agent{"scripted": saying(tc.output)}})
+			val, err := env.ExecuteActivity(RunTurnName, turnInput(agents.TurnWork, "go"))
 			require.NoError(t, err)
 			var res TurnResult
 			require.NoError(t, val.Get(&res))
@@ -109,10 +110,10 @@ func TestRunTurnCutsOutput(t *testing.T) {
 }
 
 func TestRunTurnErrors(t *testing.T) {
-	agents := map[string]Agent{
-		KindSim:   NewSim(),
-		"failing": failing(AgentFailed("the model refused the prompt")),
-		"flaky":   failing(errors.New("connection reset by peer")),
+	adapters := map[string]agents.Agent{
+		agents.KindSim: agents.NewSim(),
+		"failing":      failing(agents.AgentFailed("the model refused the prompt")),
+		"flaky":        failing(errors.New("connection reset by peer")),
 	}
 	for _, tc := range []struct {
 		name      string
@@ -123,44 +124,44 @@ func TestRunTurnErrors(t *testing.T) {
 	}{
 		{
 			name:    "unknown agent names the kind and the known ones",
-			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: "claude"}, Prompt: "go", Kind: TurnWork},
+			in:      TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: "claude"}, Prompt: "go", Kind: agents.TurnWork},
 			errType: ErrUnknownAgent,
 			message: `agent "claude" cannot run on this host (known agents: failing, flaky, sim)`,
 		},
 		{
 			name:    "empty prompt",
-			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Prompt: " \n", Kind: TurnWork},
+			in:      TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: agents.KindSim}, Prompt: " \n", Kind: agents.TurnWork},
 			errType: ErrBadInput,
 			message: "empty prompt for web/lead",
 		},
 		{
 			name:    "unknown turn kind",
-			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Prompt: "go", Kind: "dance"},
+			in:      TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: agents.KindSim}, Prompt: "go", Kind: "dance"},
 			errType: ErrBadInput,
 			message: `turn kind "dance" is not one of work, handoff-request, fresh`,
 		},
 		{
 			name:    "session name that is a path",
-			in:      TurnInput{Session: SessionRef{Group: "web", Name: "../../etc"}, Spec: AgentSpec{Kind: KindSim}, Prompt: "go"},
+			in:      TurnInput{Session: agents.SessionRef{Group: "web", Name: "../../etc"}, Spec: agents.AgentSpec{Kind: agents.KindSim}, Prompt: "go"},
 			errType: ErrBadInput,
 			message: "is not a name",
 		},
 		{
 			name:    "agent failure",
-			in:      TurnInput{Session: lead, Spec: AgentSpec{Kind: "failing"}, Prompt: "go", Kind: TurnWork},
+			in:      TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: "failing"}, Prompt: "go", Kind: agents.TurnWork},
 			errType: ErrAgentFailed,
 			message: "the model refused the prompt",
 		},
 		{
 			name:      "transient failure is retried",
-			in:        TurnInput{Session: lead, Spec: AgentSpec{Kind: "flaky"}, Prompt: "go", Kind: TurnWork},
+			in:        TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: "flaky"}, Prompt: "go", Kind: agents.TurnWork},
 			errType:   ErrTransient,
 			retryable: true,
 			message:   "connection reset by peer",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := activityEnv(&Activities{Agents: agents, StateDir: t.TempDir()})
+			env := activityEnv(&Activities{Agents: adapters, StateDir: t.TempDir()})
 			_, err := env.ExecuteActivity(RunTurnName, tc.in)
 			appErr, ok := errors.AsType[*temporal.ApplicationError](err)
 			require.True(t, ok, "want an application error, got %v", err)
@@ -179,16 +180,16 @@ func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
 	stateDir := t.TempDir()
 	var generations []int
 	acts := &Activities{
-		Agents:   map[string]Agent{KindSim: NewSim()},
+		Agents:   map[string]agents.Agent{agents.KindSim: agents.NewSim()},
 		StateDir: stateDir,
-		MCP: func(ref SessionRef, generation int) MCPAccess {
+		MCP: func(ref agents.SessionRef, generation int) agents.MCPAccess {
 			require.Equal(t, lead, ref)
 			generations = append(generations, generation)
-			return MCPAccess{URL: rec.URL}
+			return agents.MCPAccess{URL: rec.URL}
 		},
 	}
 	env := activityEnv(acts)
-	in := TurnInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Prompt: "Call handoff_write.", Generation: 3}
+	in := TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: agents.KindSim}, Prompt: "Call handoff_write.", Generation: 3}
 
 	var res TurnResult
 	val, err := env.ExecuteActivity(RunTurnName, in)
@@ -197,30 +198,30 @@ func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
 	require.Equal(t, "sim-4", res.Conversation)
 	require.FileExists(t, filepath.Join(stateDir, "sim", "web", "lead", "sim-4.json"))
 
-	in.Conversation, in.Kind = res.Conversation, TurnHandoffRequest
+	in.Conversation, in.Kind = res.Conversation, agents.TurnHandoffRequest
 	_, err = env.ExecuteActivity(RunTurnName, in)
 	require.NoError(t, err)
 	require.Len(t, rec.Summaries(), 1)
 	require.Contains(t, rec.Summaries()[0], "sim conversation sim-4 of web/lead")
 
-	_, err = env.ExecuteActivity(CompactName, CompactInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Conversation: res.Conversation, Generation: 3})
+	_, err = env.ExecuteActivity(CompactName, CompactInput{Session: lead, Spec: agents.AgentSpec{Kind: agents.KindSim}, Conversation: res.Conversation, Generation: 3})
 	require.NoError(t, err)
 	require.Equal(t, []int{3, 3, 3}, generations)
 }
 
 func TestRunTurnHeartbeatsWhileTheAgentWorks(t *testing.T) {
 	beat := make(chan string, 1)
-	agent := scriptedAgent{fn: func(ctx context.Context, _ TurnRequest) (TurnReport, error) {
+	agent := scriptedAgent{fn: func(ctx context.Context, _ agents.TurnRequest) (agents.TurnReport, error) {
 		select {
 		case details := <-beat:
-			return TurnReport{Conversation: "c1", Output: details}, nil
+			return agents.TurnReport{Conversation: "c1", Output: details}, nil
 		case <-ctx.Done():
-			return TurnReport{}, ctx.Err()
+			return agents.TurnReport{}, ctx.Err()
 		case <-time.After(time.Minute):
-			return TurnReport{}, AgentFailed("no heartbeat while the turn ran")
+			return agents.TurnReport{}, agents.AgentFailed("no heartbeat while the turn ran")
 		}
 	}}
-	env := activityEnv(&Activities{Agents: map[string]Agent{"scripted": agent}, HeartbeatEvery: time.Millisecond})
+	env := activityEnv(&Activities{Agents: map[string]agents.Agent{"scripted": agent}, HeartbeatEvery: time.Millisecond})
 	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
 		var s string
 		if details.Get(&s) == nil {
@@ -230,7 +231,7 @@ func TestRunTurnHeartbeatsWhileTheAgentWorks(t *testing.T) {
 			}
 		}
 	})
-	val, err := env.ExecuteActivity(RunTurnName, turnInput(TurnWork, "go"))
+	val, err := env.ExecuteActivity(RunTurnName, turnInput(agents.TurnWork, "go"))
 	require.NoError(t, err)
 	var res TurnResult
 	require.NoError(t, val.Get(&res))
@@ -239,9 +240,9 @@ func TestRunTurnHeartbeatsWhileTheAgentWorks(t *testing.T) {
 
 func TestCompactActivity(t *testing.T) {
 	stateDir := t.TempDir()
-	acts := &Activities{Agents: map[string]Agent{KindSim: NewSim()}, StateDir: stateDir}
+	acts := &Activities{Agents: map[string]agents.Agent{agents.KindSim: agents.NewSim()}, StateDir: stateDir}
 	env := activityEnv(acts)
-	spec := AgentSpec{Kind: KindSim, Sim: config.Sim{TokensPerTurn: 50_000}}
+	spec := agents.AgentSpec{Kind: agents.KindSim, Sim: config.Sim{TokensPerTurn: 50_000}}
 
 	val, err := env.ExecuteActivity(RunTurnName, TurnInput{Session: lead, Spec: spec, Prompt: "abcd"})
 	require.NoError(t, err)
@@ -250,7 +251,7 @@ func TestCompactActivity(t *testing.T) {
 
 	val, err = env.ExecuteActivity(CompactName, CompactInput{Session: lead, Spec: spec, Conversation: turn.Conversation})
 	require.NoError(t, err)
-	var rep CompactReport
+	var rep agents.CompactReport
 	require.NoError(t, val.Get(&rep))
 	require.True(t, rep.OK)
 	require.Equal(t, int64(50_001), rep.BeforeTokens)
@@ -264,11 +265,11 @@ func TestCompactActivity(t *testing.T) {
 }
 
 func TestStopAgentActivity(t *testing.T) {
-	env := activityEnv(&Activities{Agents: map[string]Agent{KindSim: NewSim()}, StateDir: t.TempDir()})
-	_, err := env.ExecuteActivity(StopAgentName, StopInput{Session: lead, Spec: AgentSpec{Kind: KindSim}, Conversation: "sim-1"})
+	env := activityEnv(&Activities{Agents: map[string]agents.Agent{agents.KindSim: agents.NewSim()}, StateDir: t.TempDir()})
+	_, err := env.ExecuteActivity(StopAgentName, StopInput{Session: lead, Spec: agents.AgentSpec{Kind: agents.KindSim}, Conversation: "sim-1"})
 	require.NoError(t, err)
 
-	_, err = env.ExecuteActivity(StopAgentName, StopInput{Session: lead, Spec: AgentSpec{Kind: "codex"}})
+	_, err = env.ExecuteActivity(StopAgentName, StopInput{Session: lead, Spec: agents.AgentSpec{Kind: "codex"}})
 	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
 	require.True(t, ok, "%v", err)
 	require.Equal(t, ErrUnknownAgent, appErr.Type())
@@ -283,8 +284,8 @@ func TestClassify(t *testing.T) {
 		errType   string
 		retryable bool
 	}{
-		{"bad input", BadInput("no prompt"), ErrBadInput, false},
-		{"agent failed, wrapped", fmt.Errorf("turn: %w", AgentFailed("exit 1")), ErrAgentFailed, false},
+		{"bad input", agents.BadInput("no prompt"), ErrBadInput, false},
+		{"agent failed, wrapped", fmt.Errorf("turn: %w", agents.AgentFailed("exit 1")), ErrAgentFailed, false},
 		{"deadline", context.DeadlineExceeded, ErrTransient, true},
 		{"anything else", errors.New("EOF"), ErrTransient, true},
 		{"already classified", already, "Quota", false},
@@ -307,17 +308,17 @@ func TestClassify(t *testing.T) {
 // ran records which of an agent's operations ran.
 type ran struct{ ops []string }
 
-func (r *ran) Turn(context.Context, TurnRequest) (TurnReport, error) {
+func (r *ran) Turn(context.Context, agents.TurnRequest) (agents.TurnReport, error) {
 	r.ops = append(r.ops, "turn")
-	return TurnReport{Conversation: "c1", Output: "ok"}, nil
+	return agents.TurnReport{Conversation: "c1", Output: "ok"}, nil
 }
 
-func (r *ran) Compact(context.Context, CompactRequest) (CompactReport, error) {
+func (r *ran) Compact(context.Context, agents.CompactRequest) (agents.CompactReport, error) {
 	r.ops = append(r.ops, "compact")
-	return CompactReport{OK: true, Conversation: "c1"}, nil
+	return agents.CompactReport{OK: true, Conversation: "c1"}, nil
 }
 
-func (r *ran) Stop(context.Context, StopRequest) error {
+func (r *ran) Stop(context.Context, agents.StopRequest) error {
 	r.ops = append(r.ops, "stop")
 	return nil
 }
@@ -325,39 +326,39 @@ func (r *ran) Stop(context.Context, StopRequest) error {
 // A spec comes from workflow history, which anyone who can signal the
 // workflow writes; only the worker's own nid.yaml decides which agent runs.
 func TestTheWorkersConfigDecidesWhichAgentRuns(t *testing.T) {
-	claudeLead := func(ref SessionRef) (string, config.AgentSettings, bool) {
+	claudeLead := func(ref agents.SessionRef) (string, config.AgentSettings, bool) {
 		if ref.Group != lead.Group || ref.Name != lead.Name {
 			return "", config.AgentSettings{}, false
 		}
-		return KindClaude, config.AgentSettings{Command: "claude"}, true
+		return agents.KindClaude, config.AgentSettings{Command: "claude"}, true
 	}
-	ghost := SessionRef{Group: "web", Name: "ghost", WorkflowID: "nid/web/ghost"}
+	ghost := agents.SessionRef{Group: "web", Name: "ghost", WorkflowID: "nid/web/ghost"}
 	for _, tc := range []struct {
 		name     string
-		settings func(SessionRef) (string, config.AgentSettings, bool)
-		ref      SessionRef
+		settings func(agents.SessionRef) (string, config.AgentSettings, bool)
+		ref      agents.SessionRef
 		kind     string
 		message  string // empty: the agent runs
 	}{
-		{"the kind the file gives", claudeLead, lead, KindClaude, ""},
-		{"another kind", claudeLead, lead, KindExec,
+		{"the kind the file gives", claudeLead, lead, agents.KindClaude, ""},
+		{"another kind", claudeLead, lead, agents.KindExec,
 			`session web/lead asks for agent kind "exec", but this worker's nid.yaml gives it "claude"`},
-		{"the sim instead of the file's kind", claudeLead, lead, KindSim,
+		{"the sim instead of the file's kind", claudeLead, lead, agents.KindSim,
 			`session web/lead asks for agent kind "sim", but this worker's nid.yaml gives it "claude"`},
-		{"a process agent for a session the file does not list", claudeLead, ghost, KindExec,
+		{"a process agent for a session the file does not list", claudeLead, ghost, agents.KindExec,
 			`session web/ghost asks for agent kind "exec", but this worker's nid.yaml has no such session`},
-		{"a process agent with no config at all", nil, lead, KindCodex,
+		{"a process agent with no config at all", nil, lead, agents.KindCodex,
 			`session web/lead asks for agent kind "codex", but this worker's nid.yaml has no such session`},
-		{"the sim for a session the file does not list", claudeLead, ghost, KindSim, ""},
+		{"the sim for a session the file does not list", claudeLead, ghost, agents.KindSim, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			readyHost(t, "claude")
-			agents := map[string]Agent{}
-			for _, kind := range Kinds() {
-				agents[kind.Name] = &ran{}
+			adapters := map[string]agents.Agent{}
+			for _, kind := range agents.Kinds() {
+				adapters[kind.Name] = &ran{}
 			}
-			env := activityEnv(&Activities{Agents: agents, Settings: tc.settings, StateDir: t.TempDir()})
-			spec := AgentSpec{Kind: tc.kind}
+			env := activityEnv(&Activities{Agents: adapters, Settings: tc.settings, StateDir: t.TempDir()})
+			spec := agents.AgentSpec{Kind: tc.kind}
 			for _, call := range []struct {
 				name string
 				in   any
@@ -380,7 +381,7 @@ func TestTheWorkersConfigDecidesWhichAgentRuns(t *testing.T) {
 				require.True(t, appErr.NonRetryable(), call.name)
 				require.Contains(t, appErr.Error(), tc.message, call.name)
 			}
-			for kind, a := range agents {
+			for kind, a := range adapters {
 				want := []string(nil)
 				switch {
 				case tc.message == "" && kind == tc.kind:

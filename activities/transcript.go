@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/transcript"
 )
 
 // Writing a transcript is best effort: a full disk must not fail a turn the
 // agent already ran, so failures are logged and the turn goes on.
 
-func (a *Activities) note(ctx context.Context, ref SessionRef, entries ...transcript.Entry) {
+func (a *Activities) note(ctx context.Context, ref agents.SessionRef, entries ...transcript.Entry) {
 	if a.Transcripts == nil {
 		return
 	}
@@ -24,7 +25,7 @@ func (a *Activities) note(ctx context.Context, ref SessionRef, entries ...transc
 // conversation is the rotation's mark: it carries the summary.
 func (a *Activities) notePrompt(ctx context.Context, in TurnInput, kind string) {
 	e := transcript.Entry{Kind: transcript.KindPrompt, Conversation: in.Conversation, Turn: kind, Text: in.Prompt}
-	if kind == TurnFresh {
+	if kind == agents.TurnFresh {
 		e.Kind, e.Method = transcript.KindRotation, "handoff"
 	}
 	a.note(ctx, in.Session, e)
@@ -42,7 +43,7 @@ func (a *Activities) toolNoter(ctx context.Context, in TurnInput) func(string) {
 
 // noteTurn writes how a turn ended: its output, a compaction the vendor did
 // by itself, or the failure.
-func (a *Activities) noteTurn(ctx context.Context, in TurnInput, kind string, rep TurnReport, err error) {
+func (a *Activities) noteTurn(ctx context.Context, in TurnInput, kind string, rep agents.TurnReport, err error) {
 	if err != nil {
 		if ctx.Err() == nil {
 			a.note(ctx, in.Session, transcript.Entry{Kind: transcript.KindError, Conversation: in.Conversation, Turn: kind, Text: "turn failed: " + err.Error()})
@@ -59,7 +60,7 @@ func (a *Activities) noteTurn(ctx context.Context, in TurnInput, kind string, re
 }
 
 // noteCompact writes a compaction's mark, or why it failed.
-func (a *Activities) noteCompact(ctx context.Context, in CompactInput, rep CompactReport, err error) {
+func (a *Activities) noteCompact(ctx context.Context, in CompactInput, rep agents.CompactReport, err error) {
 	e := transcript.Entry{Kind: transcript.KindRotation, Method: "compact", Conversation: rep.Conversation,
 		Text: fmt.Sprintf("%d → %d tokens", rep.BeforeTokens, rep.AfterTokens)}
 	switch {

@@ -14,7 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/clip"
 	"github.com/nid-dev/nid/transcript"
 )
 
@@ -27,24 +29,24 @@ func TestTranscriptAcrossAHandoff(t *testing.T) {
 	state := t.TempDir()
 	logs := transcript.New(state)
 	acts := &Activities{
-		Agents:      map[string]Agent{KindSim: NewSim()},
+		Agents:      map[string]agents.Agent{agents.KindSim: agents.NewSim()},
 		StateDir:    state,
-		MCP:         func(SessionRef, int) MCPAccess { return MCPAccess{URL: rec.URL} },
+		MCP:         func(agents.SessionRef, int) agents.MCPAccess { return agents.MCPAccess{URL: rec.URL} },
 		Transcripts: logs,
 	}
-	spec := AgentSpec{Kind: KindSim, Sim: config.Sim{TurnDelay: config.Duration(time.Millisecond)}}
+	spec := agents.AgentSpec{Kind: agents.KindSim, Sim: config.Sim{TurnDelay: config.Duration(time.Millisecond)}}
 	turn := func(conv, kind, prompt string) string {
 		res, err := acts.RunTurn(ctx, TurnInput{Session: lead, Spec: spec, Conversation: conv, Prompt: prompt, Kind: kind})
 		require.NoError(t, err)
 		return res.Conversation
 	}
 
-	first := turn("", TurnWork, "Goal: write the parser")
-	turn(first, TurnHandoffRequest, "Call handoff_write now")
+	first := turn("", agents.TurnWork, "Goal: write the parser")
+	turn(first, agents.TurnHandoffRequest, "Call handoff_write now")
 	require.Len(t, rec.Summaries(), 1)
-	fresh := turn("", TurnFresh, "Handoff from your previous conversation:\nThe parser is done; next: tests.")
+	fresh := turn("", agents.TurnFresh, "Handoff from your previous conversation:\nThe parser is done; next: tests.")
 	require.NotEqual(t, first, fresh)
-	turn(fresh, TurnWork, "Continue working toward the goal")
+	turn(fresh, agents.TurnWork, "Continue working toward the goal")
 	_, err := acts.Compact(ctx, CompactInput{Session: lead, Spec: spec, Conversation: fresh})
 	require.NoError(t, err)
 
@@ -59,10 +61,10 @@ func TestTranscriptAcrossAHandoff(t *testing.T) {
 		{transcript.KindPrompt, "", "", "Goal: write the parser"},
 		{transcript.KindOutput, "", first, `sim turn 1 of conversation ` + first + `: worked on "Goal: write the parser"`},
 		{transcript.KindPrompt, "", first, "Call handoff_write now"},
-		{transcript.KindTool, "", first, "handoff_write(" + clip(rec.Summaries()[0], 60) + ")"},
+		{transcript.KindTool, "", first, "handoff_write(" + clip.Runes(rec.Summaries()[0], 60) + ")"},
 		{transcript.KindOutput, "", first, "sim turn 2 of conversation " + first + ": wrote a handoff with handoff_write"},
 		{transcript.KindRotation, "handoff", "", "Handoff from your previous conversation:\nThe parser is done; next: tests."},
-		{transcript.KindOutput, "", fresh, `sim turn 1 of conversation ` + fresh + `: worked on "Handoff from your previous conversation:\nThe parser is done;"`},
+		{transcript.KindOutput, "", fresh, `sim turn 1 of conversation ` + fresh + `: worked on "Handoff from your previous conversation:\nThe parser is done…"`},
 		{transcript.KindPrompt, "", fresh, "Continue working toward the goal"},
 		{transcript.KindOutput, "", fresh, `sim turn 2 of conversation ` + fresh + `: worked on "Continue working toward the goal"`},
 		{transcript.KindRotation, "compact", fresh, got[9].text},
@@ -73,8 +75,8 @@ func TestTranscriptAcrossAHandoff(t *testing.T) {
 func TestTranscriptRecordsFailures(t *testing.T) {
 	state := t.TempDir()
 	logs := transcript.New(state)
-	acts := &Activities{Agents: map[string]Agent{"broken": failing(AgentFailed("no credentials"))}, StateDir: state, Transcripts: logs}
-	_, err := acts.RunTurn(context.Background(), TurnInput{Session: lead, Spec: AgentSpec{Kind: "broken"}, Prompt: "go"})
+	acts := &Activities{Agents: map[string]agents.Agent{"broken": failing(agents.AgentFailed("no credentials"))}, StateDir: state, Transcripts: logs}
+	_, err := acts.RunTurn(context.Background(), TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: "broken"}, Prompt: "go"})
 	require.Error(t, err)
 	entries, err := logs.Read(lead.Group, lead.Name, 0)
 	require.NoError(t, err)
@@ -99,10 +101,10 @@ func jsonLine(t *testing.T, v any) []byte {
 func fill(t *testing.T, m map[string]any, key string) []byte {
 	t.Helper()
 	m[key] = ""
-	room := MaxLineBytes - len(jsonLine(t, m))
+	room := agents.MaxLineBytes - len(jsonLine(t, m))
 	m[key] = strings.Repeat("<", room)
 	line := jsonLine(t, m)
-	require.Len(t, line, MaxLineBytes)
+	require.Len(t, line, agents.MaxLineBytes)
 	return line
 }
 
@@ -113,9 +115,9 @@ func largestOutput(t *testing.T, kind string) string {
 	stream := filepath.Join(t.TempDir(), "stream")
 	var body string
 	switch kind {
-	case KindClaude:
+	case agents.KindClaude:
 		// A turn whose result line is as long as a line can be.
-		rec, err := os.ReadFile(filepath.Join("testdata", "claude", "turn.jsonl"))
+		rec, err := os.ReadFile(filepath.Join("..", "agents", "testdata", "claude", "turn.jsonl"))
 		require.NoError(t, err)
 		lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
 		var result map[string]any
@@ -124,15 +126,15 @@ func largestOutput(t *testing.T, kind string) string {
 		out := strings.Join(lines[:len(lines)-1], "\n") + "\n" + string(fill(t, result, "result"))
 		require.NoError(t, os.WriteFile(stream, []byte(out), 0o600))
 		return fakeClaude(t, `cat '`+stream+`'`)
-	case KindCodex:
+	case agents.KindCodex:
 		// An app-server whose agent message is as long as a line can be.
 		item := map[string]any{"type": "agentMessage", "id": "m1"}
 		note := map[string]any{"method": "item/completed", "params": map[string]any{"threadId": "t1", "item": item}}
 		item["text"] = ""
-		room := MaxLineBytes - len(jsonLine(t, note))
+		room := agents.MaxLineBytes - len(jsonLine(t, note))
 		item["text"] = strings.Repeat("<", room)
 		line := jsonLine(t, note)
-		require.Len(t, line, MaxLineBytes)
+		require.Len(t, line, agents.MaxLineBytes)
 		require.NoError(t, os.WriteFile(stream, line, 0o600))
 		body = `while read -r req; do
   id=$(printf '%s' "$req" | sed -n 's/^{"id":\([0-9]*\),"method":"\([^"]*\)".*/\1 \2/p')
@@ -147,10 +149,10 @@ func largestOutput(t *testing.T, kind string) string {
   *) echo '{"id":'$1',"result":{}}' ;;
   esac
 done`
-	case KindExec:
+	case agents.KindExec:
 		// Lines of `<` past what an exec turn keeps.
 		line := strings.Repeat("<", 999) + "\n"
-		require.NoError(t, os.WriteFile(stream, []byte(strings.Repeat(line, MaxExecOutputBytes/len(line)+10)), 0o600))
+		require.NoError(t, os.WriteFile(stream, []byte(strings.Repeat(line, agents.MaxExecOutputBytes/len(line)+10)), 0o600))
 		body = `cat '` + stream + `'`
 	}
 	return script(t, body)
@@ -160,29 +162,29 @@ done`
 // each as JSON), is written clipped with a mark, reads back, and leaves the
 // transcript writable by the next worker.
 func TestTranscriptTakesTheLargestOutputOfEachAgent(t *testing.T) {
-	kinds := map[string]Agent{KindClaude: NewClaude(), KindCodex: NewCodex(), KindExec: NewExec()}
+	kinds := map[string]agents.Agent{agents.KindClaude: agents.NewClaude(), agents.KindCodex: agents.NewCodex(), agents.KindExec: agents.NewExec()}
 	for _, kind := range slices.Sorted(maps.Keys(kinds)) {
 		t.Run(kind, func(t *testing.T) {
 			readyHost(t)
 			state := t.TempDir()
 			cmd := largestOutput(t, kind)
 			acts := &Activities{
-				Agents:      map[string]Agent{kind: kinds[kind]},
+				Agents:      map[string]agents.Agent{kind: kinds[kind]},
 				StateDir:    state,
 				Transcripts: transcript.New(state),
-				Settings: func(SessionRef) (string, config.AgentSettings, bool) {
+				Settings: func(agents.SessionRef) (string, config.AgentSettings, bool) {
 					// A fake of the CLI: no sandbox to speak of.
 					return kind, config.AgentSettings{Command: cmd, Permissions: config.PermissionsFull}, true
 				},
 			}
 			t.Cleanup(func() { _ = acts.Close() })
-			res, err := acts.RunTurn(context.Background(), TurnInput{Session: lead, Spec: AgentSpec{Kind: kind}, Prompt: "answer at length"})
+			res, err := acts.RunTurn(context.Background(), TurnInput{Session: lead, Spec: agents.AgentSpec{Kind: kind}, Prompt: "answer at length"})
 			require.NoError(t, err)
 			// Less the rest of the line (the result line of Claude Code
 			// carries its usage), or the last line of `<` that no longer fit.
-			min := MaxLineBytes - 4096
-			if kind == KindExec {
-				min = MaxExecOutputBytes - 1000
+			min := agents.MaxLineBytes - 4096
+			if kind == agents.KindExec {
+				min = agents.MaxExecOutputBytes - 1000
 			}
 			require.Greater(t, res.OutputBytes, min, "the agent handed over the most it can")
 

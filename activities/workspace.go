@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/clip"
 	"github.com/nid-dev/nid/statedir"
 )
 
@@ -13,7 +15,7 @@ import (
 // repository is the one this worker's nid.yaml gives its group; a "repo"
 // in the input of histories from before is not read.
 type WorkspaceInput struct {
-	Session SessionRef `json:"session"`
+	Session agents.SessionRef `json:"session"`
 	// Salvage is a ref holding the uncommitted work the session left on
 	// its last host (SaveWork), laid over the fresh worktree as uncommitted
 	// changes again. Only the session's own salvage refs are taken.
@@ -27,14 +29,14 @@ type WorkspaceResult struct {
 }
 
 // WorkspaceBranch is the branch a session works on: nid/<group>/<session>.
-func WorkspaceBranch(ref SessionRef) string { return "nid/" + ref.Group + "/" + ref.Name }
+func WorkspaceBranch(ref agents.SessionRef) string { return "nid/" + ref.Group + "/" + ref.Name }
 
 // PrepareWorkspace creates the session's git worktree on its own branch
 // under the state directory, once: run again (a retry, a restart) it finds
 // them and changes nothing. An existing branch is checked out as it is, so
 // a session's work is never reset.
 func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (WorkspaceResult, error) {
-	if err := checkSession(&in.Session); err != nil {
+	if err := agents.CheckSession(&in.Session); err != nil {
 		return WorkspaceResult{}, classify(err)
 	}
 	p, err := a.placeOf(in.Session)
@@ -42,11 +44,11 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 	case err != nil:
 		return WorkspaceResult{}, classify(err)
 	case !p.listed:
-		return WorkspaceResult{}, classify(BadInput("this worker's nid.yaml no longer lists session %s/%s, so nid makes it no worktree", in.Session.Group, in.Session.Name))
+		return WorkspaceResult{}, classify(agents.BadInput("this worker's nid.yaml no longer lists session %s/%s, so nid makes it no worktree", in.Session.Group, in.Session.Name))
 	case p.repo == "":
-		return WorkspaceResult{}, classify(BadInput("session %s/%s asks for a worktree, but this worker's nid.yaml gives group %s no repo", in.Session.Group, in.Session.Name, in.Session.Group))
+		return WorkspaceResult{}, classify(agents.BadInput("session %s/%s asks for a worktree, but this worker's nid.yaml gives group %s no repo", in.Session.Group, in.Session.Name, in.Session.Group))
 	case in.Salvage != "" && !isSalvageOf(in.Session, in.Salvage):
-		return WorkspaceResult{}, classify(BadInput("salvage %q is not one of %s/%s's salvage refs (%s)", clipName(in.Salvage), in.Session.Group, in.Session.Name, SalvageRef(in.Session, 1)))
+		return WorkspaceResult{}, classify(agents.BadInput("salvage %q is not one of %s/%s's salvage refs (%s)", clip.Runes(in.Salvage, 80), in.Session.Group, in.Session.Name, SalvageRef(in.Session, 1)))
 	}
 	repo, err := a.repoDir(ctx, in.Session, p)
 	if err != nil {
@@ -59,32 +61,32 @@ func (a *Activities) PrepareWorkspace(ctx context.Context, in WorkspaceInput) (W
 	return res, err
 }
 
-func (a *Activities) prepareWorktree(ctx context.Context, ref SessionRef, p place, repo string) (WorkspaceResult, gitDirsRecord, error) {
+func (a *Activities) prepareWorktree(ctx context.Context, ref agents.SessionRef, p place, repo string) (WorkspaceResult, agents.GitDirsRecord, error) {
 	res := WorkspaceResult{Worktree: p.worktree, Branch: p.branch(ref)}
 	// Ask the repository, never git inside the worktree: the agent may
 	// have rewritten what the worktree says of itself (see gitDirs).
 	if branch, ok, err := worktreeBranch(ctx, repo, res.Worktree); err != nil {
-		return res, gitDirsRecord{}, classify(AgentFailed("%s: %v", repo, err))
+		return res, agents.GitDirsRecord{}, classify(agents.AgentFailed("%s: %v", repo, err))
 	} else if ok {
 		if branch != res.Branch {
-			return res, gitDirsRecord{}, classify(AgentFailed("%s is a worktree on branch %s, not %s: move it away and nid makes a new one", res.Worktree, branch, res.Branch))
+			return res, agents.GitDirsRecord{}, classify(agents.AgentFailed("%s is a worktree on branch %s, not %s: move it away and nid makes a new one", res.Worktree, branch, res.Branch))
 		}
 		return a.recordGitDirs(ctx, ref, p, repo, a.branchBase(ctx, ref, repo, res))
 	}
 	if _, err := os.Lstat(res.Worktree); err == nil {
-		return res, gitDirsRecord{}, classify(AgentFailed("%s exists but is not a git worktree: move it away and nid makes a new one", res.Worktree))
+		return res, agents.GitDirsRecord{}, classify(agents.AgentFailed("%s exists but is not a git worktree: move it away and nid makes a new one", res.Worktree))
 	}
 	if err := os.MkdirAll(filepath.Dir(res.Worktree), statedir.DirMode); err != nil {
-		return res, gitDirsRecord{}, classify(err)
+		return res, agents.GitDirsRecord{}, classify(err)
 	}
 	defer a.lockRepo(repo)()
 	// A worktree removed by hand stays registered until pruned.
-	if _, err := repoGit(ctx, repo, "worktree", "prune"); err != nil {
-		return res, gitDirsRecord{}, classify(AgentFailed("%s: %v", repo, err))
+	if _, err := agents.RepoGit(ctx, repo, "worktree", "prune"); err != nil {
+		return res, agents.GitDirsRecord{}, classify(agents.AgentFailed("%s: %v", repo, err))
 	}
 	var args []string
 	base := ""
-	if _, err := repoGit(ctx, repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+res.Branch); err == nil {
+	if _, err := agents.RepoGit(ctx, repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+res.Branch); err == nil {
 		args = []string{"worktree", "add", "--", res.Worktree, res.Branch}
 		if _, ok := leftOnAnotherHost(ctx, repo, ref, res); ok {
 			// The session's work goes on here, from what the branch
@@ -98,13 +100,13 @@ func (a *Activities) prepareWorktree(ctx context.Context, ref SessionRef, p plac
 		// The branch starts at the commit named here, not at whatever
 		// HEAD is by the time git reads it, so that the base recorded is
 		// the one it left from.
-		if head, err := repoGit(ctx, repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err == nil {
+		if head, err := agents.RepoGit(ctx, repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err == nil {
 			base = head
 			args = append(args, head)
 		}
 	}
-	if _, err := repoGit(ctx, repo, args...); err != nil {
-		return res, gitDirsRecord{}, classify(AgentFailed("creating the worktree of %s/%s: %v", ref.Group, ref.Name, err))
+	if _, err := agents.RepoGit(ctx, repo, args...); err != nil {
+		return res, agents.GitDirsRecord{}, classify(agents.AgentFailed("creating the worktree of %s/%s: %v", ref.Group, ref.Name, err))
 	}
 	return a.recordGitDirs(ctx, ref, p, repo, base)
 }
@@ -113,13 +115,13 @@ func (a *Activities) prepareWorktree(ctx context.Context, ref SessionRef, p plac
 // repository's line from: what the session's record already says, else
 // where the branch and the repository's HEAD last met. Empty when neither
 // is known (unrelated histories, an unborn HEAD).
-func (a *Activities) branchBase(ctx context.Context, ref SessionRef, repo string, ws WorkspaceResult) string {
+func (a *Activities) branchBase(ctx context.Context, ref agents.SessionRef, repo string, ws WorkspaceResult) string {
 	if state, err := a.stateDir(); err == nil && state != "" {
-		if rec, ok := readGitDirs(gitDirsFile(state, ref)); ok && rec.Worktree == ws.Worktree && rec.Base != "" {
+		if rec, ok := agents.ReadGitDirs(agents.GitDirsFile(state, ref)); ok && rec.Worktree == ws.Worktree && rec.Base != "" {
 			return rec.Base
 		}
 	}
-	base, err := repoGit(ctx, repo, "merge-base", "HEAD", "refs/heads/"+ws.Branch)
+	base, err := agents.RepoGit(ctx, repo, "merge-base", "HEAD", "refs/heads/"+ws.Branch)
 	if err != nil {
 		return ""
 	}
@@ -143,7 +145,7 @@ func worktreeBranch(ctx context.Context, repo, worktree string) (branch string, 
 type aWorktree struct{ path, branch string }
 
 func listWorktrees(ctx context.Context, repo string) ([]aWorktree, error) {
-	out, err := repoGit(ctx, repo, "worktree", "list", "--porcelain")
+	out, err := agents.RepoGit(ctx, repo, "worktree", "list", "--porcelain")
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +171,7 @@ func listWorktrees(ctx context.Context, repo string) ([]aWorktree, error) {
 // state directory, when that one has its branch checked out: a session
 // moved off a host that was down could not take its worktree away, and a
 // repository every host reaches by one path still lists it.
-func leftOnAnotherHost(ctx context.Context, repo string, ref SessionRef, res WorkspaceResult) (string, bool) {
+func leftOnAnotherHost(ctx context.Context, repo string, ref agents.SessionRef, res WorkspaceResult) (string, bool) {
 	trees, err := listWorktrees(ctx, repo)
 	if err != nil {
 		return "", false
@@ -187,23 +189,23 @@ func leftOnAnotherHost(ctx context.Context, repo string, ref SessionRef, res Wor
 // worktree keeps its git directories, as the repository says, the commit
 // its branch left from, and the repository it was made from: gitDirs,
 // GatherFacts and SaveWork read this rather than anything in the worktree.
-func (a *Activities) recordGitDirs(ctx context.Context, ref SessionRef, p place, repo, base string) (WorkspaceResult, gitDirsRecord, error) {
+func (a *Activities) recordGitDirs(ctx context.Context, ref agents.SessionRef, p place, repo, base string) (WorkspaceResult, agents.GitDirsRecord, error) {
 	res := WorkspaceResult{Worktree: p.worktree, Branch: p.branch(ref)}
-	common, err := repoGit(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	common, err := agents.RepoGit(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	if err != nil {
-		return res, gitDirsRecord{}, classify(AgentFailed("%s: %v", repo, err))
+		return res, agents.GitDirsRecord{}, classify(agents.AgentFailed("%s: %v", repo, err))
 	}
-	rec, ok := readWorktreeGitDirs(p.worktree)
+	rec, ok := agents.ReadWorktreeGitDirs(p.worktree)
 	if !ok || rec.Common != filepath.Clean(common) {
-		return res, gitDirsRecord{}, classify(AgentFailed("%s does not point back into %s's git directory as a worktree of it should: move it away and nid makes a new one", p.worktree, repo))
+		return res, agents.GitDirsRecord{}, classify(agents.AgentFailed("%s does not point back into %s's git directory as a worktree of it should: move it away and nid makes a new one", p.worktree, repo))
 	}
 	rec.Base, rec.Repo, rec.RepoDir = base, p.repo, p.repoDir
-	if alt, err := readSmall(filepath.Join(rec.Common, "objects", "info", "alternates"), 64<<10); err == nil {
+	if alt, err := agents.ReadSmall(filepath.Join(rec.Common, "objects", "info", "alternates"), 64<<10); err == nil {
 		rec.Alternates = string(alt)
 	}
 	state, err := a.stateDir()
 	if err != nil {
 		return res, rec, classify(err)
 	}
-	return res, rec, classify(writeGitDirs(gitDirsFile(state, ref), rec))
+	return res, rec, classify(agents.WriteGitDirs(agents.GitDirsFile(state, ref), rec))
 }

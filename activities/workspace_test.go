@@ -10,18 +10,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 )
 
-var webLead = activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
+var webLead = agents.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
 
 // placed gives group web's sessions repo, as a worker's nid.yaml would.
-func placed(repo string) func(activities.SessionRef) (string, string, bool) {
-	return func(ref activities.SessionRef) (string, string, bool) { return repo, "", ref.Group == "web" }
+func placed(repo string) func(agents.SessionRef) (string, string, bool) {
+	return func(ref agents.SessionRef) (string, string, bool) { return repo, "", ref.Group == "web" }
 }
 
 // sharedDir gives group web's sessions the working directory dir.
-func sharedDir(dir string) func(activities.SessionRef) (string, string, bool) {
-	return func(ref activities.SessionRef) (string, string, bool) { return "", dir, ref.Group == "web" }
+func sharedDir(dir string) func(agents.SessionRef) (string, string, bool) {
+	return func(ref agents.SessionRef) (string, string, bool) { return "", dir, ref.Group == "web" }
 }
 
 // newRepo is a repository on main with one commit, "start", of README.md.
@@ -73,7 +74,7 @@ func TestPrepareWorkspaceRecordsTheBase(t *testing.T) {
 	require.Equal(t, start, base("lead"))
 
 	commit(t, repo, "Main moves on")
-	other := activities.SessionRef{Group: "web", Name: "other"}
+	other := agents.SessionRef{Group: "web", Name: "other"}
 	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other})
 	require.NoError(t, err)
 	require.Equal(t, start, base("other"), "an existing branch left where it and main last met")
@@ -96,7 +97,7 @@ func TestSessionsPrepareTheirWorktreesOfOneRepoAtOnce(t *testing.T) {
 		errs := make(chan error, 8)
 		for i := range cap(errs) {
 			go func() {
-				ref := activities.SessionRef{Group: "web", Name: fmt.Sprintf("s%d", i)}
+				ref := agents.SessionRef{Group: "web", Name: fmt.Sprintf("s%d", i)}
 				_, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: ref})
 				errs <- err
 			}()

@@ -26,7 +26,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/worker"
@@ -280,7 +280,7 @@ func (a *app) loadOptions(cCtx *cli.Context, worker bool) config.LoadOptions {
 	if cCtx.IsSet("max-sessions") {
 		flags["worker.maxSessions"] = cCtx.Int("max-sessions")
 	}
-	return config.LoadOptions{File: file, Environ: a.environ(), Flags: flags, Worker: worker, Kinds: activities.ConfigKinds()}
+	return config.LoadOptions{File: file, Environ: a.environ(), Flags: flags, Worker: worker, Kinds: agents.ConfigKinds()}
 }
 
 func (a *app) logger(cCtx *cli.Context) (*slog.Logger, error) {

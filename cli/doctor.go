@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/worker"
 )
@@ -76,9 +76,9 @@ func runDoctor(ctx context.Context, opts doctorOptions, stdout io.Writer) error 
 	if opts.Rungs {
 		return runRungs(ctx, opts, stdout)
 	}
-	var checks []activities.Check
+	var checks []agents.Check
 	for _, p := range opts.Problems {
-		checks = append(checks, activities.Check{Name: "config", Status: activities.CheckFail, Text: p})
+		checks = append(checks, agents.Check{Name: "config", Status: agents.CheckFail, Text: p})
 	}
 	checks = append(checks, worker.Doctor(ctx, opts.Doctor)...)
 	if temporalAnswers(opts, checks) {
@@ -101,7 +101,7 @@ func runDoctor(ctx context.Context, opts doctorOptions, stdout io.Writer) error 
 			return err
 		}
 	}
-	if failed := activities.Failing(checks); len(failed) > 0 {
+	if failed := agents.Failing(checks); len(failed) > 0 {
 		return fmt.Errorf("%d of %d checks failed: mend what %s, then run nid doctor again", len(failed), len(checks), says(len(failed)))
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/nidclient"
@@ -35,7 +35,7 @@ func writeYAML(t *testing.T, yaml string) string {
 func doctorChecks(t *testing.T, file string) (map[string]string, error) {
 	t.Helper()
 	out, _, err := runApp(t, Deps{Dial: worker.Dial}, "doctor", "--json", "--config", file)
-	var checks []activities.Check
+	var checks []agents.Check
 	require.NoError(t, json.Unmarshal([]byte(out), &checks), "%s", out)
 	got := map[string]string{}
 	for _, c := range checks {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -63,7 +63,7 @@ func TestContextText(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := workflows.ContextRecord{Usage: activities.Usage{WindowTokens: tt.window}, Percent: tt.percent, Rotations: tt.rotations}
+			rec := workflows.ContextRecord{Usage: agents.Usage{WindowTokens: tt.window}, Percent: tt.percent, Rotations: tt.rotations}
 			require.Equal(t, tt.want, contextText(rec, tt.color))
 		})
 	}
@@ -110,7 +110,7 @@ func TestEventLine(t *testing.T) {
 	}{
 		{
 			"turn with context",
-			withContext(ev(workflows.EventTurn, "turn 12"), workflows.ContextRecord{Usage: activities.Usage{WindowTokens: 200_000}, Percent: pct(62.5)}),
+			withContext(ev(workflows.EventTurn, "turn 12"), workflows.ContextRecord{Usage: agents.Usage{WindowTokens: 200_000}, Percent: pct(62.5)}),
 			0,
 			"15:04:05 web/lead  turn 12  62% of 200k",
 		},

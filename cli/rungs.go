@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -15,13 +15,13 @@ import (
 // temporalAnswers says nid doctor found a Temporal server running: a
 // cluster that answers, or the embedded server of the nid running here
 // (before nid up there is no server, only its ports).
-func temporalAnswers(opts doctorOptions, checks []activities.Check) bool {
+func temporalAnswers(opts doctorOptions, checks []agents.Check) bool {
 	cfg := opts.Doctor.Config
 	if cfg == nil || (cfg.Embedded() && opts.Doctor.Running == 0) {
 		return false
 	}
 	for _, c := range checks {
-		if c.Name == "temporal" && c.Status != activities.CheckOK {
+		if c.Name == "temporal" && c.Status != agents.CheckOK {
 			return false
 		}
 	}
@@ -42,13 +42,13 @@ func readRungs(ctx context.Context, opts doctorOptions) (nidclient.Rungs, error)
 }
 
 // rungsCheck is nid doctor's line about the rungs running workflows follow.
-func rungsCheck(ctx context.Context, opts doctorOptions) activities.Check {
+func rungsCheck(ctx context.Context, opts doctorOptions) agents.Check {
 	r, err := readRungs(ctx, opts)
 	if err != nil {
-		return activities.Check{Name: "rungs", Status: activities.CheckWarn,
+		return agents.Check{Name: "rungs", Status: agents.CheckWarn,
 			Text: fmt.Sprintf("which rungs of the version ladder the running workflows follow is unknown: %v", err)}
 	}
-	return activities.Check{Name: "rungs", Status: activities.CheckOK, Text: rungsText(r, opts.Doctor.Config.Temporal.Namespace)}
+	return agents.Check{Name: "rungs", Status: agents.CheckOK, Text: rungsText(r, opts.Doctor.Config.Temporal.Namespace)}
 }
 
 // rungsText says which rungs the running workflows follow, the oldest

@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 )
 
 // Modules whose versions nid version reports, as the build records them.
@@ -143,8 +143,8 @@ func readVersions(info *debug.BuildInfo) versions {
 			v.TemporalUI = version
 		}
 	}
-	for _, k := range activities.Kinds() {
-		if tv := activities.TestedVersion(k); tv != "" {
+	for _, k := range agents.Kinds() {
+		if tv := agents.TestedVersion(k); tv != "" {
 			v.Tested = append(v.Tested, testedAgent{Agent: k.Name, Title: k.Title, Package: k.Package, Version: tv})
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 )
 
 // nid version reads every version from the build: nid's own with the
@@ -30,7 +30,7 @@ func TestVersion(t *testing.T) {
 		},
 	}
 	build := func() (*debug.BuildInfo, bool) { return info, true }
-	claude, codex := activities.KindOf(activities.KindClaude), activities.KindOf(activities.KindCodex)
+	claude, codex := agents.KindOf(agents.KindClaude), agents.KindOf(agents.KindCodex)
 	var out bytes.Buffer
 	require.NoError(t, runVersion(versionOptions{Build: build}, &out))
 	require.Equal(t, ""+
@@ -39,7 +39,7 @@ func TestVersion(t *testing.T) {
 		"Temporal SDK     v1.50.0\n"+
 		"Temporal server  v1.32.2-patched (embedded)\n"+
 		"Temporal Web UI  v2.55.0 (embedded)\n"+
-		"Tested with      Claude Code "+activities.TestedVersion(claude)+", Codex "+activities.TestedVersion(codex)+"\n", out.String())
+		"Tested with      Claude Code "+agents.TestedVersion(claude)+", Codex "+agents.TestedVersion(codex)+"\n", out.String())
 
 	out.Reset()
 	require.NoError(t, runVersion(versionOptions{Build: build, JSON: true}, &out))
@@ -47,8 +47,8 @@ func TestVersion(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out.Bytes(), &v))
 	require.Equal(t, versions{Nid: "v1.4.0", Commit: "abaf552e1b9c", CommitTime: "2026-01-05T10:00:00Z", Modified: true, Go: "go1.26.8",
 		TemporalSDK: "v1.50.0", TemporalServer: "v1.32.2-patched", TemporalUI: "v2.55.0", Tested: []testedAgent{
-			{Agent: "claude", Title: "Claude Code", Package: "@anthropic-ai/claude-code", Version: activities.TestedVersion(claude)},
-			{Agent: "codex", Title: "Codex", Package: "@openai/codex", Version: activities.TestedVersion(codex)},
+			{Agent: "claude", Title: "Claude Code", Package: "@anthropic-ai/claude-code", Version: agents.TestedVersion(claude)},
+			{Agent: "codex", Title: "Codex", Package: "@openai/codex", Version: agents.TestedVersion(codex)},
 		}}, v)
 
 	// A build from a plain checkout, without the server (as this test

@@ -21,7 +21,7 @@ groups:
       - {agent: claude, name: lead, model: claude-opus-4-1, env: {ANTHROPIC_API_KEY: sk-lead}, permissions: full}
       - {agent: claude, name: plain}
       - {agent: codex, name: worker, args: [-c, model_reasoning_effort=high], turnTimeout: 5m}
-      - {agent: exec, name: script, command: ./agent.sh, permissions: full}
+      - {agent: exec, name: script, command: ./agent.sh, permissions: full, window: 128000}
   api:
     repo: ./api
     permissions: readonly
@@ -49,8 +49,9 @@ func TestAgentFor(t *testing.T) {
 		// No command: the kind's default, which the worker resolves.
 		{"web", "worker", config.AgentSettings{Args: []string{"-c", "model_reasoning_effort=high"},
 			Env: map[string]string{"OPENAI_API_KEY": "sk-openai"}, TurnTimeout: config.Duration(5 * time.Minute), Permissions: config.PermissionsReadonly}},
+		// A session's window is its own.
 		{"web", "script", config.AgentSettings{Command: filepath.Join(filepath.Dir(file), "agent.sh"), Env: map[string]string{}, TurnTimeout: config.Duration(config.DefaultTurnTimeout),
-			Permissions: config.PermissionsFull}},
+			Permissions: config.PermissionsFull, Window: 128000}},
 		// The group's setting wins over the agents: entry, the session's
 		// over the group's.
 		{"api", "lead", config.AgentSettings{Command: "/opt/claude/bin/claude", Args: []string{"--verbose-mcp"},
@@ -118,6 +119,13 @@ func TestAgentSettingsProblems(t *testing.T) {
 			[]string{`groups.web.sessions[0]: this claude session could write, in /srv/app, the configuration the codex session groups.api.sessions[0] reads there`}},
 		{"sim has no sandbox settings", group("    sessions:\n      - {agent: sim, permissions: full, network: true}\n"),
 			[]string{`groups.web.sessions[0].permissions: only allowed with agent: claude, codex, exec`, `groups.web.sessions[0].network: only allowed with agent: claude, codex, exec`}},
+		{"a window is a number of tokens", group("    sessions:\n      - {agent: exec, command: ./a.sh, permissions: full, window: -1}\n      - {agent: codex, name: b, window: 2000000000000}\n"),
+			[]string{`groups.web.sessions[0].window: -1 must be more than 0 tokens (or unset: the window the agent reports)`,
+				`groups.web.sessions[1].window: 2000000000000 must be at most 1099511627776 tokens`}},
+		{"the sim's window is its own", group("    sessions:\n      - {agent: sim, window: 1000}\n"),
+			[]string{`groups.web.sessions[0].window: only allowed with agent: claude, codex, exec`}},
+		{"a window belongs to a session", "agents:\n  exec: {command: ./a.sh, window: 1000}\n" + group(oneSim),
+			[]string{`agents.exec.window: unknown key (allowed: command, args, env, model, turnTimeout, permissions, network)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,11 +6,11 @@
 // at once by Validate, each naming its key path and what is allowed.
 //
 // Config knows no agent kind of its own: each kind is one entry in
-// activities.Kinds(), and the caller hands their config part in, so that a
+// agents.Kinds(), and the caller hands their config part in, so that a
 // fact about a kind (its default command, the permissions it can enforce,
 // whether a sim: block configures it) lives in that entry only.
 //
-//	cfg, err := config.Load(config.LoadOptions{File: path, Environ: os.Environ(), Kinds: activities.ConfigKinds()})
+//	cfg, err := config.Load(config.LoadOptions{File: path, Environ: os.Environ(), Kinds: agents.ConfigKinds()})
 //
 // A group's rotate policy can also change on a running group:
 // ApplyRotateJSON lays the JSON typed after `nid group set GROUP rotate=`
@@ -42,7 +42,7 @@ func Modes() []string { return []string{ModeAuto, ModeCompact, ModeHandoff, Mode
 
 // Kind is what the configuration must know of an agent kind. The kinds
 // and every other fact about them are one entry each in
-// activities.Kinds(); since config imports nothing of nid's own, whoever
+// agents.Kinds(); since config imports nothing of nid's own, whoever
 // loads or validates a configuration hands them in (LoadOptions.Kinds,
 // Validate).
 type Kind struct {
@@ -301,6 +301,11 @@ type Session struct {
 	TurnTimeout Duration          `koanf:"turnTimeout" json:"turnTimeout,omitempty"`
 	Permissions string            `koanf:"permissions" json:"permissions,omitempty"`
 	Network     *bool             `koanf:"network" json:"network,omitempty"`
+	// Window is the context window in tokens of a session whose agent
+	// reports what its conversation holds but not its window (an exec
+	// command's usage line without "window"); 0: only what the agent
+	// reports. A window the agent reports wins.
+	Window int64 `koanf:"window" json:"window,omitempty"`
 	// Host pins the session to a host when nid first places it; empty
 	// lets nid choose the live host with the most room.
 	Host string `koanf:"host" json:"host,omitempty"`
@@ -322,8 +327,11 @@ type AgentSettings struct {
 	Permissions string `koanf:"permissions" json:"permissions,omitempty"`
 	// Network says whether the agent's commands may reach the network;
 	// nil means what the kind's sandbox does by default, which its entry in
-	// activities.Kinds() says. It is resolved like Permissions.
+	// agents.Kinds() says. It is resolved like Permissions.
 	Network *bool `koanf:"network" json:"network,omitempty"`
+	// Window is the session's own window (Session.Window); an agents:
+	// entry has none, since a window belongs to one session's model.
+	Window int64 `koanf:"-" json:"window,omitempty"`
 }
 
 // DefaultTurnTimeout bounds a turn of a process agent whose settings give no
@@ -388,6 +396,7 @@ func (c *Config) AgentFor(group, session string) (s AgentSettings, ok bool) {
 	}
 	s.Permissions, _ = c.permissions(group, sess)
 	s.Network, _ = c.network(group, sess)
+	s.Window = sess.Window
 	return s, true
 }
 

@@ -11,12 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
 // kinds are the agent kinds nid has, which config is handed by its caller.
-func kinds() []config.Kind { return activities.ConfigKinds() }
+func kinds() []config.Kind { return agents.ConfigKinds() }
 
 // writeFile writes a nid.yaml into a fresh directory and returns its path.
 func writeFile(t *testing.T, yaml string) string {

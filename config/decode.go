@@ -171,6 +171,10 @@ func keys(t reflect.Type) structKeys {
 	k := structKeys{index: make(map[string]int, t.NumField())}
 	for i := range t.NumField() {
 		name := t.Field(i).Tag.Get("koanf")
+		if name == "-" {
+			// Filled in by nid, never read from a file.
+			continue
+		}
 		k.names = append(k.names, name)
 		k.index[name] = i
 	}

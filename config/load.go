@@ -55,7 +55,7 @@ type LoadOptions struct {
 	// a repo they never use cannot stop them.
 	Worker bool
 	// Kinds are the agent kinds sessions may name, with what the
-	// configuration must know of each: activities.ConfigKinds(). Without
+	// configuration must know of each: agents.ConfigKinds(). Without
 	// them, a session names no known agent.
 	Kinds []Kind
 	// Partial returns an invalid configuration as far as it was read,

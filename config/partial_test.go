@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestLoadPartial(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "nid.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("state: st\ngroups:\n  web:\n    rotate: {mode: sometimes}\n    sessions:\n      - {agent: sim, name: lead}\n"), 0o600))
-	opts := config.LoadOptions{File: file, Environ: []string{}, Kinds: activities.ConfigKinds()}
+	opts := config.LoadOptions{File: file, Environ: []string{}, Kinds: agents.ConfigKinds()}
 	cfg, err := config.Load(opts)
 	require.Nil(t, cfg, "an invalid configuration is not handed back unless asked")
 	require.Error(t, err)

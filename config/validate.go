@@ -13,7 +13,7 @@ import (
 
 // Validate reports every problem in c at once, one line each, naming its key
 // path and what is allowed, with sessions checked against the agent kinds
-// given (activities.Kinds() has them). Load calls it; a Config built in code
+// given (agents.Kinds() has them). Load calls it; a Config built in code
 // should be checked with it too.
 func (c *Config) Validate(ks []Kind) error { return joinLines(c.problems(ks)) }
 
@@ -286,15 +286,25 @@ func (s Session) problems(path string, ks kinds) []problem {
 	if ok && !k.Process {
 		only := "only allowed with agent: " + ks.names(runsProcess)
 		for key, set := range map[string]bool{"command": s.Command != "", "args": s.Args != nil, "env": s.Env != nil, "model": s.Model != "", "turnTimeout": s.TurnTimeout != 0,
-			"permissions": s.Permissions != "", "network": s.Network != nil} {
+			"permissions": s.Permissions != "", "network": s.Network != nil, "window": s.Window != 0} {
 			if set {
 				ps = append(ps, problem{path + "." + key, only})
 			}
 		}
 	}
 	ps = append(ps, AgentSettings{Env: s.Env, TurnTimeout: s.TurnTimeout, Permissions: s.Permissions}.problems(path)...)
+	switch {
+	case s.Window < 0:
+		ps = append(ps, problem{path + ".window", fmt.Sprintf("%d must be more than 0 tokens (or unset: the window the agent reports)", s.Window)})
+	case s.Window > maxWindow:
+		ps = append(ps, problem{path + ".window", fmt.Sprintf("%d must be at most %d tokens", s.Window, int64(maxWindow))})
+	}
 	return ps
 }
+
+// maxWindow is the largest context window a session may be given, far
+// beyond any real model's: a typo of a few zeros is caught.
+const maxWindow = 1 << 40
 
 // maxSimWindow is the largest window a sim session may claim, far beyond
 // any real model's.

@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/fakemodel"
 	"github.com/nid-dev/nid/worker"
@@ -32,7 +33,7 @@ import (
 )
 
 // BenchmarkAgents compares a turn of the real Claude Code and Codex CLIs,
-// pinned in activities/testdata/agents, run by hand with the same turn run
+// pinned in agents/testdata/agents, run by hand with the same turn run
 // through nid up, against a fake model on 127.0.0.1 that answers at once,
 // so the CLI's own work is all a turn costs. By hand is `claude -p
 // --resume` once per turn, and one `codex app-server` thread over JSON-RPC;
@@ -123,7 +124,7 @@ func privateDirs(b *testing.B) (home, tmp string) {
 // CA bundle SSL_CERT_FILE names for every model call, about 7 ms a turn
 // here, which a person's shell and nid's worker both pay.
 func environ(kind string, env map[string]string) []string {
-	all := activities.ProcessEnv(activities.Process{Kind: kind, Env: env}, nil)
+	all := agents.ProcessEnv(agents.Process{Kind: kind, Env: env}, nil)
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(all)) {
 		out = append(out, k+"="+all[k])
@@ -132,7 +133,7 @@ func environ(kind string, env map[string]string) []string {
 }
 
 func claudeBench() benchAgent {
-	a := benchAgent{kind: activities.KindClaude, goal: 1.03, model: "claude-sonnet-4-5", settings: "    model: claude-sonnet-4-5\n"}
+	a := benchAgent{kind: agents.KindClaude, goal: 1.03, model: "claude-sonnet-4-5", settings: "    model: claude-sonnet-4-5\n"}
 	a.env = func(home, tmp string, model *fakemodel.Model) map[string]string {
 		env := model.ClaudeEnv()
 		env["HOME"], env["TMPDIR"], env["CLAUDE_CODE_TMPDIR"] = home, tmp, tmp
@@ -173,7 +174,7 @@ func (c *bareClaude) turn(b *testing.B, prompt string) time.Duration {
 }
 
 func codexBench() benchAgent {
-	a := benchAgent{kind: activities.KindCodex, goal: 1.10}
+	a := benchAgent{kind: agents.KindCodex, goal: 1.10}
 	a.env = func(home, tmp string, model *fakemodel.Model) map[string]string {
 		codexHome := filepath.Join(home, ".codex")
 		cfg := model.CodexConfig()
@@ -414,20 +415,20 @@ func additions(b *testing.B, a benchAgent, turns int) {
 	bin := agentCLI(b, a.kind)
 	model := fakemodel.Start(b)
 	mcp := benchMCP(b)
-	ref := activities.SessionRef{Group: "bench", Name: "one", WorkflowID: workflows.SessionID("bench", "one")}
+	ref := agents.SessionRef{Group: "bench", Name: "one", WorkflowID: workflows.SessionID("bench", "one")}
 	adapter := func(permissions string, withMCP bool) func(b *testing.B, prompt string) time.Duration {
 		home, tmp := privateDirs(b)
-		p := activities.Process{Command: bin, Env: a.env(home, tmp, model), Model: a.model, WorkDir: b.TempDir(), Permissions: permissions,
+		p := agents.Process{Command: bin, Env: a.env(home, tmp, model), Model: a.model, WorkDir: b.TempDir(), Permissions: permissions,
 			TempDir: filepath.Join(tmp, "session")}
-		access := activities.MCPAccess{}
+		access := agents.MCPAccess{}
 		if withMCP {
 			access = mcp.Access(ref, 0)
 		}
-		agent, conv := activities.KindOf(a.kind).New(), ""
-		b.Cleanup(func() { _ = agent.Stop(context.Background(), activities.StopRequest{Session: ref, Conversation: conv}) })
+		agent, conv := agents.KindOf(a.kind).New(), ""
+		b.Cleanup(func() { _ = agent.Stop(context.Background(), agents.StopRequest{Session: ref, Conversation: conv}) })
 		return func(b *testing.B, prompt string) time.Duration {
 			start := time.Now()
-			rep, err := agent.Turn(context.Background(), activities.TurnRequest{Session: ref, Conversation: conv, Prompt: prompt, Kind: activities.TurnWork, MCP: access, Process: p})
+			rep, err := agent.Turn(context.Background(), agents.TurnRequest{Session: ref, Conversation: conv, Prompt: prompt, Kind: agents.TurnWork, MCP: access, Process: p})
 			took := time.Since(start)
 			if err != nil {
 				b.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/workflows"
@@ -42,7 +43,7 @@ func crashSite(t *testing.T, turnDelay string) (*site, *upProcess) {
 `)
 	up := s.up()
 	s.eventually("lead to claim t1", time.Minute, func() bool { return s.board("web").Tasks[0].Holder == "lead" })
-	res := s.mcpCall("web", "lead", activities.ToolLockAcquire, map[string]any{"name": crashLock})
+	res := s.mcpCall("web", "lead", agents.ToolLockAcquire, map[string]any{"name": crashLock})
 	require.False(t, res.IsError, "lead takes the lock")
 	return s, up
 }
@@ -350,7 +351,7 @@ func (s *site) requireGone(pidOf func(string) int) {
 
 func (s *site) recordedAgents() []os.DirEntry {
 	s.t.Helper()
-	pids, err := os.ReadDir(activities.PidDir(filepath.Join(s.dir, ".nid")))
+	pids, err := os.ReadDir(agents.PidDir(filepath.Join(s.dir, ".nid")))
 	require.NoError(s.t, err)
 	return pids
 }

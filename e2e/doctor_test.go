@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -77,7 +77,7 @@ func TestDoctorSim(t *testing.T) {
 func TestDoctorRealCLIs(t *testing.T) {
 	bin := func(name string) string { return agentCLI(t, name) }
 	codexHome, repo := t.TempDir(), gitRepo(t)
-	agents := fmt.Sprintf(`agents:
+	agentsYAML := fmt.Sprintf(`agents:
   claude: {command: %s, env: {ANTHROPIC_API_KEY: sk-ant-e2e-secret, HOME: %s}}
   codex: {command: %s, env: {OPENAI_API_KEY: sk-e2e-secret, CODEX_HOME: %s}}
 `, bin("claude"), t.TempDir(), bin("codex"), codexHome)
@@ -90,14 +90,14 @@ func TestDoctorRealCLIs(t *testing.T) {
     sessions:
       - {agent: claude, name: lead}
       - {agent: codex, name: worker}
-`+agents)
+`+agentsYAML)
 	out, errOut, code := s.nid("doctor")
 	require.Equal(t, 0, code, "%s%s", out, errOut)
-	claude, codex := activities.KindOf(activities.KindClaude), activities.KindOf(activities.KindCodex)
-	doctorLine(t, out, "ok", "web/lead cli", bin("claude")+", version "+activities.TestedVersion(claude)+": the version nid is tested with")
+	claude, codex := agents.KindOf(agents.KindClaude), agents.KindOf(agents.KindCodex)
+	doctorLine(t, out, "ok", "web/lead cli", bin("claude")+", version "+agents.TestedVersion(claude)+": the version nid is tested with")
 	doctorLine(t, out, "ok", "web/lead credentials", "ANTHROPIC_API_KEY is set")
 	doctorLine(t, out, "ok", "web/lead sandbox", "bubblewrap runs a sandbox here")
-	doctorLine(t, out, "ok", "web/worker cli", bin("codex")+", version "+activities.TestedVersion(codex)+": the version nid is tested with")
+	doctorLine(t, out, "ok", "web/worker cli", bin("codex")+", version "+agents.TestedVersion(codex)+": the version nid is tested with")
 	doctorLine(t, out, "ok", "web/worker credentials", "OPENAI_API_KEY is set")
 	doctorLine(t, out, "ok", "web/worker sandbox", "it ran `true` here")
 	require.NotContains(t, out, "secret", "nid doctor prints no secret")
@@ -111,11 +111,11 @@ func TestDoctorRealCLIs(t *testing.T) {
     sessions:
       - {agent: claude, name: lead, command: ` + missing + `}
       - {agent: sim, name: sim, sim: {turnDelay: 200ms}}
-` + agents
+` + agentsYAML
 	s.writeConfig()
 	out, errOut, code = s.nid("doctor")
 	require.Equal(t, 1, code, "%s%s", out, errOut)
-	says := `claude: command "` + missing + `" not found: install Claude Code (npm install -g ` + claude.Package + "@" + activities.TestedVersion(claude) +
+	says := `claude: command "` + missing + `" not found: install Claude Code (npm install -g ` + claude.Package + "@" + agents.TestedVersion(claude) +
 		", the version nid is tested with), or set agents.claude.command to where it is"
 	doctorLine(t, out, "fail", "web/lead cli", says)
 	require.Contains(t, errOut, "1 of 11 checks failed")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/internal/fakemodel"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
@@ -24,10 +24,10 @@ import (
 // saying how to install it.
 func agentCLI(t testing.TB, name string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "activities", "testdata", "agents", "node_modules", ".bin", name))
+	p, err := filepath.Abs(filepath.Join("..", "agents", "testdata", "agents", "node_modules", ".bin", name))
 	require.NoError(t, err)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the %s CLI is not installed: run `npm ci` in activities/testdata/agents (make deps does)", name)
+		t.Fatalf("the %s CLI is not installed: run `npm ci` in agents/testdata/agents (make deps does)", name)
 	}
 	return p
 }
@@ -100,11 +100,11 @@ func handoffModel(t *testing.T) *fakemodel.Model {
 		text, toolResult := lastAsk(r.Body)
 		mu.Lock()
 		defer mu.Unlock()
-		switch tasks, asked := activities.AckRequested(text); {
+		switch tasks, asked := agents.AckRequested(text); {
 		case toolResult:
 			return fakemodel.Reply{Text: "done", Input: 3000, Output: 10}, true
 		case asked:
-			return fakemodel.Reply{Tool: activities.ToolHandoffAck, ToolInput: map[string]any{"tasks": tasks}, Input: 2000, Output: 10}, true
+			return fakemodel.Reply{Tool: agents.ToolHandoffAck, ToolInput: map[string]any{"tasks": tasks}, Input: 2000, Output: 10}, true
 		case strings.Contains(text, workflows.HandoffRequestPrompt):
 			return fakemodel.Reply{Text: "The toggle is half done; the stylesheet is next.", Input: 5000, Output: 20}, true
 		case !wrote:
@@ -129,11 +129,11 @@ func sessionYAML(t *testing.T, kind string, m *fakemodel.Model) string {
 	env := map[string]string{"HOME": home, "TMPDIR": tmp}
 	model := ""
 	switch kind {
-	case activities.KindClaude:
+	case agents.KindClaude:
 		model = "claude-sonnet-4-5"
 		maps.Copy(env, m.ClaudeEnv())
 		env["CLAUDE_CODE_TMPDIR"] = tmp
-	case activities.KindCodex:
+	case agents.KindCodex:
 		codexHome := filepath.Join(home, ".codex")
 		require.NoError(t, os.MkdirAll(codexHome, 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(m.CodexProvider()), 0o644))
@@ -154,7 +154,7 @@ func sessionYAML(t *testing.T, kind string, m *fakemodel.Model) string {
 // the fresh conversation's handoff_ack with the task it holds makes the
 // rotation verified: true.
 func TestRealAgentsHandoffNidVouchesFor(t *testing.T) {
-	for _, kind := range []string{activities.KindClaude, activities.KindCodex} {
+	for _, kind := range []string{agents.KindClaude, agents.KindCodex} {
 		t.Run(kind, func(t *testing.T) {
 			m := handoffModel(t)
 			s := newSite(t, fmt.Sprintf(`  real:
@@ -183,7 +183,7 @@ func TestRealAgentsHandoffNidVouchesFor(t *testing.T) {
 			require.Positive(t, r.Facts.Changed, "the file the agent wrote is uncommitted")
 			require.Equal(t, workflows.VerifiedTrue, r.Verified, r.VerifyNote)
 			require.Positive(t, r.CostTokens, "the handoff request and the fresh turn cost tokens")
-			if kind == activities.KindClaude {
+			if kind == agents.KindClaude {
 				require.Positive(t, r.CostUSD, "Claude Code reports what its turns cost")
 			}
 			require.Positive(t, r.SummaryBytes)

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/workflows"
@@ -162,9 +162,9 @@ func (p *upProcess) kill() {
 // Code or Codex, whose stdin the dead nid closed, would still be saving its
 // files in directories the test is about to remove.
 func (s *site) reapAgents() {
-	dir := activities.PidDir(filepath.Join(s.dir, ".nid"))
+	dir := agents.PidDir(filepath.Join(s.dir, ".nid"))
 	entries, _ := os.ReadDir(dir) // none recorded: nothing to reap
-	if _, err := activities.ReapOrphans(dir); err != nil {
+	if _, err := agents.ReapOrphans(dir); err != nil {
 		s.t.Logf("reaping the agents nid left: %v", err)
 	}
 	for _, e := range entries {

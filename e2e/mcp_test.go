@@ -11,7 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -32,14 +32,14 @@ func TestContextStatusThroughMCP(t *testing.T) {
 	s.eventually("the message turn", time.Minute, func() bool { return s.ls()["api/solo"].Turns == 1 })
 
 	v := s.session(s.client(), "api", "solo")
-	res := s.mcpCall("api", "solo", activities.ToolContextStatus, nil)
+	res := s.mcpCall("api", "solo", agents.ToolContextStatus, nil)
 	require.False(t, res.IsError, "%v", res.Content)
 	st := contextStatusOf(t, res)
 	require.Equal(t, worker.NewContextStatus(v), st, "the session's own record")
 	require.Equal(t, "api/solo", st.Session)
 	require.Equal(t, s.ls()["api/solo"].Context.UsedTokens, st.UsedTokens, "what nid ls shows")
 	require.Equal(t, int64(200000), st.WindowTokens)
-	require.Equal(t, activities.SourceReported, st.Source)
+	require.Equal(t, agents.SourceReported, st.Source)
 	require.Equal(t, int64(160000), st.Threshold.Tokens)
 	require.Equal(t, "80% = 160k of 200k (contextPercent)", st.Threshold.Text)
 	require.Equal(t, 40, st.MaxTurns)
@@ -82,13 +82,13 @@ func TestOldConversationCannotActAfterAHandoff(t *testing.T) {
 		tool string
 		args map[string]any
 	}{
-		{activities.ToolHandoffWrite, map[string]any{"summary": "late: my context is cluttered"}},
-		{activities.ToolLockAcquire, map[string]any{"name": "src/limiter.go"}},
-		{activities.ToolContextStatus, nil},
+		{agents.ToolHandoffWrite, map[string]any{"summary": "late: my context is cluttered"}},
+		{agents.ToolLockAcquire, map[string]any{"name": "src/limiter.go"}},
+		{agents.ToolContextStatus, nil},
 	} {
 		res := s.mcpCallAs("api", "solo", 0, call.tool, call.args)
 		require.True(t, res.IsError, call.tool)
-		require.Equal(t, refused, activities.ToolText(res), call.tool)
+		require.Equal(t, refused, agents.ToolText(res), call.tool)
 	}
 	require.Equal(t, signals, handoffSignals(t, c, "api", "solo"), "no handoff_write signal reached the session")
 	require.Empty(t, s.board("api").Locks, "the board took no lock")
@@ -96,24 +96,24 @@ func TestOldConversationCannotActAfterAHandoff(t *testing.T) {
 	require.False(t, v.HandoffPending)
 	require.Equal(t, 1, v.Context.Rotations)
 
-	res := s.mcpCallAs("api", "solo", 1, activities.ToolLockAcquire, map[string]any{"name": "src/limiter.go"})
-	require.False(t, res.IsError, activities.ToolText(res))
-	require.Equal(t, `lock "src/limiter.go" is yours`, activities.ToolText(res))
+	res := s.mcpCallAs("api", "solo", 1, agents.ToolLockAcquire, map[string]any{"name": "src/limiter.go"})
+	require.False(t, res.IsError, agents.ToolText(res))
+	require.Equal(t, `lock "src/limiter.go" is yours`, agents.ToolText(res))
 	locks := s.board("api").Locks
 	require.Len(t, locks, 1)
 	require.Equal(t, "solo", locks[0].Holder)
-	st := contextStatusOf(t, s.mcpCallAs("api", "solo", 1, activities.ToolContextStatus, nil))
+	st := contextStatusOf(t, s.mcpCallAs("api", "solo", 1, agents.ToolContextStatus, nil))
 	require.Equal(t, 1, st.Rotations)
 }
 
 func contextStatusOf(t *testing.T, res *mcp.CallToolResult) worker.ContextStatus {
 	t.Helper()
-	require.False(t, res.IsError, activities.ToolText(res))
+	require.False(t, res.IsError, agents.ToolText(res))
 	b, err := json.Marshal(res.StructuredContent)
 	require.NoError(t, err)
 	var st worker.ContextStatus
 	require.NoError(t, json.Unmarshal(b, &st))
-	require.Equal(t, st.Summary, activities.ToolText(res))
+	require.Equal(t, st.Summary, agents.ToolText(res))
 	return st
 }
 

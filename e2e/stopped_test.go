@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -105,7 +105,7 @@ func TestASessionThatCannotStartIsListedAsNeedingAttention(t *testing.T) {
 // said after the stop.
 func TestARemovedClaudeSessionIsStoppedInWords(t *testing.T) {
 	m := handoffModel(t)
-	claude := sessionYAML(t, activities.KindClaude, m)
+	claude := sessionYAML(t, agents.KindClaude, m)
 	repo := gitRepo(t)
 	s := newSite(t, `  real:
     repo: `+repo+`

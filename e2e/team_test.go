@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -53,7 +53,7 @@ func (s *site) mcpCallAs(group, name string, generation int, tool string, args m
 	s.t.Helper()
 	key, err := os.ReadFile(filepath.Join(s.dir, ".nid", "mcp.key"))
 	require.NoError(s.t, err)
-	url := worker.NewMCPEndpoint(key, nil, "http://127.0.0.1:"+strconv.Itoa(s.http)).URL(activities.SessionRef{Group: group, Name: name}, generation)
+	url := worker.NewMCPEndpoint(key, nil, "http://127.0.0.1:"+strconv.Itoa(s.http)).URL(agents.SessionRef{Group: group, Name: name}, generation)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil).
@@ -139,10 +139,10 @@ func TestHandoffKeepsClaimAndLockAndBriefsWithTheBoard(t *testing.T) {
 		return t1.Holder != ""
 	})
 	holder := s.board("web").Tasks[0].Holder
-	res := s.mcpCall("web", holder, activities.ToolLockAcquire, map[string]any{"name": "src/settings.tsx"})
+	res := s.mcpCall("web", holder, agents.ToolLockAcquire, map[string]any{"name": "src/settings.tsx"})
 	require.False(t, res.IsError)
 	other := map[string]string{"lead": "worker", "worker": "lead"}[holder]
-	refused := s.mcpCall("web", other, activities.ToolLockAcquire, map[string]any{"name": "src/settings.tsx"})
+	refused := s.mcpCall("web", other, agents.ToolLockAcquire, map[string]any{"name": "src/settings.tsx"})
 	require.True(t, refused.IsError, "another session cannot take the lock")
 
 	c := s.client()

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -188,7 +188,7 @@ func compactForAll(ctx context.Context, c client.Client, group string, p config.
 		if s.Status == workflows.StatusStopped {
 			continue
 		}
-		if !activities.KindOf(s.Agent).Compacts {
+		if !agents.KindOf(s.Agent).Compacts {
 			return &InvalidError{Field: "rotate", Message: "rotate: mode: " + config.CompactNever(s.Name, s.Agent)}
 		}
 	}

@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -126,7 +126,7 @@ func Rotations(ctx context.Context, c client.Client, group, name string) ([]Sess
 // asked to acknowledge: sessions before workflows.VersionLostTurns said
 // none of them, as if the agent had been asked and had not answered.
 func notAsked(receipts []workflows.RotationEvent, kind string) []workflows.RotationEvent {
-	if activities.KindOf(kind).Tools {
+	if agents.KindOf(kind).Tools {
 		return receipts
 	}
 	out := slices.Clone(receipts)

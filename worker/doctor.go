@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -35,8 +36,8 @@ type DoctorOptions struct {
 }
 
 // Doctor runs every check, host first, then each session in group and
-// session order; activities.Failing says which failed.
-func Doctor(ctx context.Context, opts DoctorOptions) []activities.Check {
+// session order; agents.Failing says which failed.
+func Doctor(ctx context.Context, opts DoctorOptions) []agents.Check {
 	cfg := opts.Config
 	checks := temporalChecks(ctx, opts)
 	checks = append(checks, credentialChecks(ctx, opts)...)
@@ -49,30 +50,30 @@ func Doctor(ctx context.Context, opts DoctorOptions) []activities.Check {
 // SessionChecks checks what each session of cfg needs of this host, as its
 // turns will run it; deep also asks each CLI its version and tries each
 // sandbox.
-func SessionChecks(ctx context.Context, cfg *config.Config, deep bool) []activities.Check {
+func SessionChecks(ctx context.Context, cfg *config.Config, deep bool) []agents.Check {
 	acts := &activities.Activities{Agents: Agents(), Settings: AgentSettings(cfg)}
-	var checks []activities.Check
+	var checks []agents.Check
 	for _, group := range cfg.GroupNames() {
 		for _, s := range cfg.Groups[group].Sessions {
-			ref := activities.SessionRef{Group: group, Name: s.Name, WorkflowID: workflows.SessionID(group, s.Name)}
+			ref := agents.SessionRef{Group: group, Name: s.Name, WorkflowID: workflows.SessionID(group, s.Name)}
 			checks = append(checks, acts.CheckAgent(ctx, ref, AgentSpec(cfg, group, s), deep)...)
 		}
 	}
 	return checks
 }
 
-func ok(name, format string, args ...any) activities.Check {
-	return activities.Check{Name: name, Status: activities.CheckOK, Text: fmt.Sprintf(format, args...)}
+func ok(name, format string, args ...any) agents.Check {
+	return agents.Check{Name: name, Status: agents.CheckOK, Text: fmt.Sprintf(format, args...)}
 }
 
-func failed(name, format string, args ...any) activities.Check {
-	return activities.Check{Name: name, Status: activities.CheckFail, Text: fmt.Sprintf(format, args...)}
+func failed(name, format string, args ...any) agents.Check {
+	return agents.Check{Name: name, Status: agents.CheckFail, Text: fmt.Sprintf(format, args...)}
 }
 
 // temporalChecks checks the Temporal server the configuration names
 // answers, or, for the embedded one, that its ports are free (or held by
 // the nid running on this state directory, whose server then answers).
-func temporalChecks(ctx context.Context, opts DoctorOptions) []activities.Check {
+func temporalChecks(ctx context.Context, opts DoctorOptions) []agents.Check {
 	cfg := opts.Config
 	address := cfg.Address()
 	answers := func() error {
@@ -85,18 +86,18 @@ func temporalChecks(ctx context.Context, opts DoctorOptions) []activities.Check 
 	}
 	if !cfg.Embedded() {
 		if err := answers(); err != nil {
-			return []activities.Check{failed("temporal", "%v", err)}
+			return []agents.Check{failed("temporal", "%v", err)}
 		}
-		return []activities.Check{ok("temporal", "Temporal at %s answers (namespace %s)", address, cfg.Temporal.Namespace)}
+		return []agents.Check{ok("temporal", "Temporal at %s answers (namespace %s)", address, cfg.Temporal.Namespace)}
 	}
 	if opts.Running != 0 {
 		if err := answers(); err != nil {
-			return []activities.Check{failed("temporal", "nid (process %d) runs on %s, but its Temporal server does not answer: %v; stop it and start nid up again",
+			return []agents.Check{failed("temporal", "nid (process %d) runs on %s, but its Temporal server does not answer: %v; stop it and start nid up again",
 				opts.Running, cfg.State, err)}
 		}
-		return []activities.Check{ok("temporal", "the embedded Temporal server of the running nid (process %d) answers at %s", opts.Running, address)}
+		return []agents.Check{ok("temporal", "the embedded Temporal server of the running nid (process %d) answers at %s", opts.Running, address)}
 	}
-	var checks []activities.Check
+	var checks []agents.Check
 	ports := []struct {
 		key  string
 		port int
@@ -125,7 +126,7 @@ func temporalChecks(ctx context.Context, opts DoctorOptions) []activities.Check 
 // file is there once a server has started on the state directory, private,
 // and the server, when one runs, accepts it. With temporal.apiKey set, or a
 // cluster elsewhere, the temporal check's dial is the whole test.
-func credentialChecks(ctx context.Context, opts DoctorOptions) []activities.Check {
+func credentialChecks(ctx context.Context, opts DoctorOptions) []agents.Check {
 	cfg := opts.Config
 	if cfg.Temporal.APIKey != "" || !ownServer(cfg) {
 		return nil
@@ -135,24 +136,24 @@ func credentialChecks(ctx context.Context, opts DoctorOptions) []activities.Chec
 	info, err := os.Stat(file)
 	switch {
 	case os.IsNotExist(err) && !serverUp:
-		return []activities.Check{ok("credential", "%s does not exist yet: nid up makes it when its Temporal server first starts", file)}
+		return []agents.Check{ok("credential", "%s does not exist yet: nid up makes it when its Temporal server first starts", file)}
 	case os.IsNotExist(err):
-		return []activities.Check{failed("credential", "%s is missing, and the Temporal server at %s refuses clients without the credential its nid up or nid server made: set state to that nid's state directory, or temporal.apiKey to the content of its temporal-token",
+		return []agents.Check{failed("credential", "%s is missing, and the Temporal server at %s refuses clients without the credential its nid up or nid server made: set state to that nid's state directory, or temporal.apiKey to the content of its temporal-token",
 			file, cfg.Address())}
 	case err != nil:
-		return []activities.Check{failed("credential", "%v", err)}
+		return []agents.Check{failed("credential", "%v", err)}
 	case info.Mode().Perm()&0o077 != 0:
-		return []activities.Check{failed("credential", "%s is readable by other users (mode %04o), and whoever reads it controls every session: chmod 600 %s (nid up tightens it too)",
+		return []agents.Check{failed("credential", "%s is readable by other users (mode %04o), and whoever reads it controls every session: chmod 600 %s (nid up tightens it too)",
 			file, info.Mode().Perm(), file)}
 	case !serverUp:
-		return []activities.Check{ok("credential", "%s is private; nid up's Temporal server will require it", file)}
+		return []agents.Check{ok("credential", "%s is private; nid up's Temporal server will require it", file)}
 	}
 	c, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return []activities.Check{failed("credential", "%v", err)}
+		return []agents.Check{failed("credential", "%v", err)}
 	}
 	c.Close()
-	return []activities.Check{ok("credential", "%s is private and the Temporal server at %s accepts it", file, cfg.Address())}
+	return []agents.Check{ok("credential", "%s is private and the Temporal server at %s accepts it", file, cfg.Address())}
 }
 
 // portFree says whether addr can be listened on now.
@@ -166,7 +167,7 @@ func portFree(addr string) error {
 
 // stateCheck checks the state directory is one nid can write, or can be
 // made in a directory nid can write.
-func stateCheck(state string) activities.Check {
+func stateCheck(state string) agents.Check {
 	dir := state
 	for {
 		fi, err := os.Stat(dir)
@@ -196,7 +197,7 @@ func stateCheck(state string) activities.Check {
 
 // gitChecks checks git is installed when a group has repo:, and that each
 // repo is a git repository.
-func gitChecks(cfg *config.Config) []activities.Check {
+func gitChecks(cfg *config.Config) []agents.Check {
 	var groups []string
 	for _, name := range cfg.GroupNames() {
 		if cfg.Groups[name].Repo != "" {
@@ -209,13 +210,13 @@ func gitChecks(cfg *config.Config) []activities.Check {
 	uses := "the repo: of " + strings.Join(groups, ", ")
 	path, err := exec.LookPath("git")
 	if err != nil {
-		return []activities.Check{failed("git", "git is not installed, and %s needs it for the sessions' worktrees: install git (on Debian or Ubuntu: apt-get install git)", uses)}
+		return []agents.Check{failed("git", "git is not installed, and %s needs it for the sessions' worktrees: install git (on Debian or Ubuntu: apt-get install git)", uses)}
 	}
-	version, err := activities.GitVersion(context.Background())
+	version, err := agents.GitVersion(context.Background())
 	if err != nil {
-		return []activities.Check{failed("git", "%s does not run (%v), and %s needs it: reinstall git", path, err, uses)}
+		return []agents.Check{failed("git", "%s does not run (%v), and %s needs it: reinstall git", path, err, uses)}
 	}
-	checks := []activities.Check{ok("git", "%s (%s), for %s", version, path, uses)}
+	checks := []agents.Check{ok("git", "%s (%s), for %s", version, path, uses)}
 	for _, name := range groups {
 		key := "groups." + name + ".repo"
 		if repo := cfg.Groups[name].Repo; config.IsRepoURL(repo) {
@@ -236,7 +237,7 @@ func gitChecks(cfg *config.Config) []activities.Check {
 }
 
 // httpCheck checks nid's HTTP server can listen where http.listen says.
-func httpCheck(cfg *config.Config, running int) activities.Check {
+func httpCheck(cfg *config.Config, running int) agents.Check {
 	listen := cfg.HTTP.Listen
 	if cfg.HTTP.Token == "" && !config.LoopbackAddress(listen) {
 		return failed("http", "http.listen %s is not a loopback address: set http.token (or NID_HTTP_TOKEN) to serve the API and dashboard there", listen)

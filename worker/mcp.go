@@ -19,7 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -91,14 +91,14 @@ func NewMCPEndpoint(key []byte, sessions SessionSignaler, baseURL string) *MCPEn
 // Access is the session's own MCP endpoint and the token of its
 // conversation of that generation. Give it only to that conversation's
 // agent.
-func (e *MCPEndpoint) Access(ref activities.SessionRef, generation int) activities.MCPAccess {
-	return activities.MCPAccess{URL: e.baseURL + "/mcp/" + ref.Group + "/" + ref.Name, Token: e.token(ref.Group, ref.Name, generation)}
+func (e *MCPEndpoint) Access(ref agents.SessionRef, generation int) agents.MCPAccess {
+	return agents.MCPAccess{URL: e.baseURL + "/mcp/" + ref.Group + "/" + ref.Name, Token: e.token(ref.Group, ref.Name, generation)}
 }
 
 // URL is the session's own MCP endpoint with the token of its conversation
 // of that generation in the path. Give it only to that conversation's
 // agent.
-func (e *MCPEndpoint) URL(ref activities.SessionRef, generation int) string {
+func (e *MCPEndpoint) URL(ref agents.SessionRef, generation int) string {
 	return e.Access(ref, generation).TokenURL()
 }
 
@@ -192,49 +192,49 @@ func (e *MCPEndpoint) newServer(c caller) *mcp.Server {
 		Instructions: fmt.Sprintf("nid's tools for session %s/%s. Call %s(summary) when your context is "+
 			"cluttered or when nid asks for a handoff; call %s to see the group's goal and tasks, "+
 			"%s to see how full your context is and when nid rotates it.",
-			c.group, c.name, activities.ToolHandoffWrite, activities.ToolBoardRead, activities.ToolContextStatus),
+			c.group, c.name, agents.ToolHandoffWrite, agents.ToolBoardRead, agents.ToolContextStatus),
 	})
 	s.AddReceivingMiddleware(e.currentOnly(c))
 	mcp.AddTool(s, &mcp.Tool{
-		Name: activities.ToolHandoffWrite,
+		Name: agents.ToolHandoffWrite,
 		Description: "Write your handoff: a self-contained summary a fresh conversation can continue from " +
 			"(tasks held, what is done, next steps, decisions, gotchas). Called outside a rotation it means " +
 			"\"my context is cluttered\": nid starts this session fresh from the summary when the current turn ends.",
 	}, e.handoffWrite(c, id))
 	mcp.AddTool(s, &mcp.Tool{
-		Name: activities.ToolHandoffAck,
+		Name: agents.ToolHandoffAck,
 		Description: "After a handoff, say which tasks you resume: the ids of the tasks you hold (an empty list when " +
 			"you hold none). nid checks them against the board and records whether you picked up where you left off.",
 	}, e.handoffAck(c, id))
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        activities.ToolBoardRead,
+		Name:        agents.ToolBoardRead,
 		Description: "Read the group's board: its goal, its tasks, who claimed each, and the locks sessions hold.",
 	}, e.boardRead(c))
 	mcp.AddTool(s, &mcp.Tool{
-		Name: activities.ToolContextStatus,
+		Name: agents.ToolContextStatus,
 		Description: "See how full your context window is (tokens used, the window, percent, where the numbers came from), " +
 			"where nid rotates this conversation (the threshold in percent and tokens, and what set it), " +
 			"turns since the last rotation and how many rotations there were.",
 		OutputSchema: contextStatusSchema(),
 	}, contextStatus)
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        activities.ToolTaskClaim,
+		Name:        agents.ToolTaskClaim,
 		Description: "Claim a task on the board by its id (e.g. t3). Refused, with the holder named, when another session holds it.",
 	}, e.boardTool(c, workflows.UpdateTaskClaim, func(r *workflows.BoardResult) string {
 		return fmt.Sprintf("task %s is yours: %s", r.Task.ID, r.Task.Title)
 	}))
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        activities.ToolTaskDone,
+		Name:        agents.ToolTaskDone,
 		Description: "Mark a task you hold as done, by its id. nid then gives you the next open task.",
 	}, e.boardTool(c, workflows.UpdateTaskDone, func(r *workflows.BoardResult) string {
 		return fmt.Sprintf("task %s is done", r.Task.ID)
 	}))
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        activities.ToolLockAcquire,
+		Name:        agents.ToolLockAcquire,
 		Description: "Take a named lock (typically a path) before changing what other sessions might change. Refused, with the holder named, when another session holds it.",
 	}, e.lockTool(c, workflows.UpdateLockAcquire, "lock %q is yours"))
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        activities.ToolLockRelease,
+		Name:        agents.ToolLockRelease,
 		Description: "Release a named lock you hold.",
 	}, e.lockTool(c, workflows.UpdateLockRelease, "lock %q released"))
 	return s
@@ -332,7 +332,7 @@ func (e *MCPEndpoint) handoffWrite(c caller, sessionID string) mcp.ToolHandlerFo
 		}
 		if len(summary) > workflows.MaxSummaryBytes {
 			return nil, nil, fmt.Errorf("summary is %d bytes; the limit is %d bytes: shorten it and call %s again",
-				len(summary), workflows.MaxSummaryBytes, activities.ToolHandoffWrite)
+				len(summary), workflows.MaxSummaryBytes, agents.ToolHandoffWrite)
 		}
 		if err := e.sessions.HandoffWrite(ctx, sessionID, summary); err != nil {
 			return nil, nil, fmt.Errorf("handoff not recorded for %s/%s: %v", c.group, c.name, err)
@@ -362,7 +362,7 @@ func (e *MCPEndpoint) handoffAck(c caller, sessionID string) mcp.ToolHandlerFor[
 		v, _ := ctx.Value(viewKey{}).(workflows.SessionView)
 		if v.Rotating == nil || c.generation != v.Generation+1 {
 			return textResult("nothing to acknowledge: no handoff into this conversation is waiting for its " +
-				activities.ToolHandoffAck + "; carry on"), nil, nil
+				agents.ToolHandoffAck + "; carry on"), nil, nil
 		}
 		if err := e.sessions.HandoffAck(ctx, sessionID, workflows.HandoffAck{Tasks: tasks, Generation: c.generation}); err != nil {
 			return nil, nil, fmt.Errorf("acknowledgement not recorded for %s/%s: %v", c.group, c.name, err)

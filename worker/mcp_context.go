@@ -10,7 +10,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -27,7 +27,7 @@ type ContextStatus struct {
 	// Usage is the context record's: the agent's report of its context as
 	// nid keeps it, in the same shape from the agent to here. Its fields'
 	// descriptions are in usageDescriptions.
-	activities.Usage
+	agents.Usage
 	Percent *float64 `json:"percent,omitempty" jsonschema:"usedTokens as a percent of windowTokens; absent when either is unknown"`
 	// Threshold is where the policy rotates the conversation.
 	Threshold ThresholdStatus `json:"threshold" jsonschema:"where nid's policy rotates this conversation"`
@@ -80,7 +80,7 @@ func NewContextStatus(v workflows.SessionView) ContextStatus {
 }
 
 // usageDescriptions describe the fields ContextStatus takes from
-// activities.Usage, which carries no schema of its own, for the agent
+// agents.Usage, which carries no schema of its own, for the agent
 // reading context_status's output schema.
 var usageDescriptions = map[string]string{
 	"usedTokens":   "tokens in the context after the last turn",
@@ -115,7 +115,7 @@ func (st ContextStatus) line() string {
 	var b strings.Builder
 	b.WriteString(st.Session + ": ")
 	switch {
-	case st.Source == activities.SourceUnknown:
+	case st.Source == agents.SourceUnknown:
 		b.WriteString("context size unknown (the agent reports no token numbers)")
 	case st.Percent != nil:
 		fmt.Fprintf(&b, "context %.0f%% full (%s of %s tokens, %s)", math.Floor(*st.Percent),
@@ -126,7 +126,7 @@ func (st ContextStatus) line() string {
 	b.WriteString("; ")
 	switch {
 	case st.Mode == config.ModeOff:
-		b.WriteString("nid's policy is off: it rotates only when the human asks or you call " + activities.ToolHandoffWrite)
+		b.WriteString("nid's policy is off: it rotates only when the human asks or you call " + agents.ToolHandoffWrite)
 	case st.PolicyHalted != "":
 		b.WriteString("nid's policy rotations are halted: " + st.PolicyHalted)
 	default:

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -106,8 +106,8 @@ func (s *recordingSignaler) Handoffs() []handoffCall {
 }
 
 var (
-	webLead   = activities.SessionRef{Group: "web", Name: "lead", WorkflowID: workflows.SessionID("web", "lead")}
-	webWorker = activities.SessionRef{Group: "web", Name: "worker", WorkflowID: workflows.SessionID("web", "worker")}
+	webLead   = agents.SessionRef{Group: "web", Name: "lead", WorkflowID: workflows.SessionID("web", "lead")}
+	webWorker = agents.SessionRef{Group: "web", Name: "worker", WorkflowID: workflows.SessionID("web", "worker")}
 )
 
 // startMCP serves an endpoint on 127.0.0.1 mounted as the worker mounts it.
@@ -127,11 +127,11 @@ func startMCP(t *testing.T, sig SessionSignaler) *MCPEndpoint {
 // client, then tools/call.
 func callTool(t *testing.T, url, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	t.Helper()
-	return callToolAs(t, activities.MCPAccess{URL: url}, tool, args)
+	return callToolAs(t, agents.MCPAccess{URL: url}, tool, args)
 }
 
 // callToolAs calls a tool sending the token, if any, as a bearer token.
-func callToolAs(t *testing.T, access activities.MCPAccess, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+func callToolAs(t *testing.T, access agents.MCPAccess, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	t.Helper()
 	ctx := context.Background()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
@@ -261,7 +261,7 @@ func TestMCPHandoffAck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sig := &recordingSignaler{signalErr: tc.signalErr, view: tc.view}
 			e := startMCP(t, sig)
-			res, err := callTool(t, e.URL(webLead, tc.generation), activities.ToolHandoffAck, map[string]any{"tasks": tc.tasks})
+			res, err := callTool(t, e.URL(webLead, tc.generation), agents.ToolHandoffAck, map[string]any{"tasks": tc.tasks})
 			require.NoError(t, err)
 			require.Equal(t, tc.isError, res.IsError, resultText(res))
 			require.Equal(t, tc.text, resultText(res))
@@ -292,23 +292,23 @@ func TestMCPRefusesOtherTokens(t *testing.T) {
 	lead := e.Access(webLead, 0)
 	for _, tc := range []struct {
 		name   string
-		access activities.MCPAccess
+		access agents.MCPAccess
 		status int
 	}{
-		{"no token", activities.MCPAccess{URL: lead.URL}, http.StatusUnauthorized},
-		{"empty token", activities.MCPAccess{URL: lead.URL + "/"}, http.StatusUnauthorized},
-		{"empty bearer token", activities.MCPAccess{URL: lead.URL, Token: " "}, http.StatusUnauthorized},
-		{"wrong token", activities.MCPAccess{URL: lead.URL + "/00000000000000000000000000000000"}, http.StatusForbidden},
-		{"wrong bearer token", activities.MCPAccess{URL: lead.URL, Token: "00000000000000000000000000000000"}, http.StatusForbidden},
-		{"another session's token", activities.MCPAccess{URL: lead.URL + "/" + workerToken}, http.StatusForbidden},
-		{"another session's bearer token", activities.MCPAccess{URL: lead.URL, Token: workerToken}, http.StatusForbidden},
+		{"no token", agents.MCPAccess{URL: lead.URL}, http.StatusUnauthorized},
+		{"empty token", agents.MCPAccess{URL: lead.URL + "/"}, http.StatusUnauthorized},
+		{"empty bearer token", agents.MCPAccess{URL: lead.URL, Token: " "}, http.StatusUnauthorized},
+		{"wrong token", agents.MCPAccess{URL: lead.URL + "/00000000000000000000000000000000"}, http.StatusForbidden},
+		{"wrong bearer token", agents.MCPAccess{URL: lead.URL, Token: "00000000000000000000000000000000"}, http.StatusForbidden},
+		{"another session's token", agents.MCPAccess{URL: lead.URL + "/" + workerToken}, http.StatusForbidden},
+		{"another session's bearer token", agents.MCPAccess{URL: lead.URL, Token: workerToken}, http.StatusForbidden},
 		{"token from another key", other.Access(webLead, 0), http.StatusForbidden},
-		{"another session's URL with the lead's token", activities.MCPAccess{URL: e.Access(webWorker, 0).URL, Token: lead.Token}, http.StatusForbidden},
-		{"another conversation's token relabelled", activities.MCPAccess{URL: lead.URL, Token: "0." + strings.SplitN(e.Access(webLead, 1).Token, ".", 2)[1]}, http.StatusForbidden},
-		{"a token without its generation", activities.MCPAccess{URL: lead.URL, Token: strings.SplitN(lead.Token, ".", 2)[1]}, http.StatusForbidden},
-		{"a negative generation", activities.MCPAccess{URL: lead.URL, Token: "-1." + strings.SplitN(lead.Token, ".", 2)[1]}, http.StatusForbidden},
-		{"extra path", activities.MCPAccess{URL: e.URL(webLead, 0) + "/x"}, http.StatusNotFound},
-		{"not a session name", activities.MCPAccess{URL: base + "/mcp/web/..%2Flead/" + workerToken}, http.StatusNotFound},
+		{"another session's URL with the lead's token", agents.MCPAccess{URL: e.Access(webWorker, 0).URL, Token: lead.Token}, http.StatusForbidden},
+		{"another conversation's token relabelled", agents.MCPAccess{URL: lead.URL, Token: "0." + strings.SplitN(e.Access(webLead, 1).Token, ".", 2)[1]}, http.StatusForbidden},
+		{"a token without its generation", agents.MCPAccess{URL: lead.URL, Token: strings.SplitN(lead.Token, ".", 2)[1]}, http.StatusForbidden},
+		{"a negative generation", agents.MCPAccess{URL: lead.URL, Token: "-1." + strings.SplitN(lead.Token, ".", 2)[1]}, http.StatusForbidden},
+		{"extra path", agents.MCPAccess{URL: e.URL(webLead, 0) + "/x"}, http.StatusNotFound},
+		{"not a session name", agents.MCPAccess{URL: base + "/mcp/web/..%2Flead/" + workerToken}, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A bare tools/call is enough for a stateless endpoint; the same
@@ -324,14 +324,14 @@ func TestMCPRefusesOtherTokens(t *testing.T) {
 
 	// The token works in the path (exec agents) and as a bearer token
 	// (Claude Code, Codex).
-	require.Equal(t, http.StatusOK, postToolsCall(t, activities.MCPAccess{URL: e.URL(webLead, 0)}))
+	require.Equal(t, http.StatusOK, postToolsCall(t, agents.MCPAccess{URL: e.URL(webLead, 0)}))
 	require.Equal(t, http.StatusOK, postToolsCall(t, lead))
 	require.Equal(t, []handoffCall{{"nid/web/lead", "I am lead now"}, {"nid/web/lead", "I am lead now"}}, sig.Handoffs())
 }
 
 // postToolsCall sends one raw JSON-RPC handoff_write call and returns the
 // HTTP status.
-func postToolsCall(t *testing.T, access activities.MCPAccess) int {
+func postToolsCall(t *testing.T, access agents.MCPAccess) int {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"handoff_write","arguments":{"summary":"I am lead now"}}}`
 	req, err := http.NewRequest(http.MethodPost, access.URL, strings.NewReader(body))
@@ -380,19 +380,19 @@ func TestLoadOrCreateKey(t *testing.T) {
 func TestMCPSimAgentWritesItsHandoff(t *testing.T) {
 	sig := &recordingSignaler{}
 	e := startMCP(t, sig)
-	sim := activities.NewSim()
-	req := activities.TurnRequest{
+	sim := agents.NewSim()
+	req := agents.TurnRequest{
 		Session:  webLead,
-		Spec:     activities.AgentSpec{Kind: activities.KindSim},
+		Spec:     agents.AgentSpec{Kind: agents.KindSim},
 		Prompt:   "Add dark mode to the settings page",
-		Kind:     activities.TurnWork,
+		Kind:     agents.TurnWork,
 		MCP:      e.Access(webLead, 0),
 		StateDir: t.TempDir(),
 	}
 	rep, err := sim.Turn(context.Background(), req)
 	require.NoError(t, err)
 
-	req.Conversation, req.Kind, req.Prompt = rep.Conversation, activities.TurnHandoffRequest, "Call handoff_write."
+	req.Conversation, req.Kind, req.Prompt = rep.Conversation, agents.TurnHandoffRequest, "Call handoff_write."
 	_, err = sim.Turn(context.Background(), req)
 	require.NoError(t, err)
 	got := sig.Handoffs()
@@ -406,14 +406,14 @@ func TestMCPBoardToolsActAsTheCallingSession(t *testing.T) {
 	e := startMCP(t, sig)
 	url := e.URL(webWorker, 0)
 
-	res, err := callTool(t, url, activities.ToolTaskClaim, map[string]any{"task_id": "t1"})
+	res, err := callTool(t, url, agents.ToolTaskClaim, map[string]any{"task_id": "t1"})
 	require.NoError(t, err)
 	require.False(t, res.IsError, resultText(res))
 	require.Equal(t, "task t1 is yours: Dark mode toggle", resultText(res))
-	res, err = callTool(t, url, activities.ToolLockAcquire, map[string]any{"name": "src/app.go"})
+	res, err = callTool(t, url, agents.ToolLockAcquire, map[string]any{"name": "src/app.go"})
 	require.NoError(t, err)
 	require.Equal(t, `lock "src/app.go" is yours`, resultText(res))
-	res, err = callTool(t, url, activities.ToolTaskDone, map[string]any{"task_id": " "})
+	res, err = callTool(t, url, agents.ToolTaskDone, map[string]any{"task_id": " "})
 	require.NoError(t, err)
 	require.True(t, res.IsError, "an empty task id is the agent's mistake, told as such")
 	require.Contains(t, resultText(res), "task_id is empty")
@@ -424,7 +424,7 @@ func TestMCPBoardToolsActAsTheCallingSession(t *testing.T) {
 	}, sig.updates, "the group hears the token's session, whatever the agent claims to be")
 
 	sig.refuse = errors.New("task t1 is claimed by lead")
-	res, err = callTool(t, url, activities.ToolTaskClaim, map[string]any{"task_id": "t1"})
+	res, err = callTool(t, url, agents.ToolTaskClaim, map[string]any{"task_id": "t1"})
 	require.NoError(t, err)
 	require.True(t, res.IsError)
 	require.Equal(t, "task t1 is claimed by lead", resultText(res), "a refusal names the holder")
@@ -484,11 +484,11 @@ func TestMCPOnlyTheCurrentConversationActs(t *testing.T) {
 				tool string
 				args map[string]any
 			}{
-				{activities.ToolHandoffWrite, map[string]any{"summary": "Goal: dark mode."}},
-				{activities.ToolTaskClaim, map[string]any{"task_id": "t1"}},
-				{activities.ToolLockAcquire, map[string]any{"name": "src/app.go"}},
-				{activities.ToolBoardRead, nil},
-				{activities.ToolContextStatus, nil},
+				{agents.ToolHandoffWrite, map[string]any{"summary": "Goal: dark mode."}},
+				{agents.ToolTaskClaim, map[string]any{"task_id": "t1"}},
+				{agents.ToolLockAcquire, map[string]any{"name": "src/app.go"}},
+				{agents.ToolBoardRead, nil},
+				{agents.ToolContextStatus, nil},
 			}
 			for _, c := range calls {
 				res, err := callToolAs(t, access, c.tool, c.args)
@@ -518,7 +518,7 @@ func TestMCPOnlyTheCurrentConversationActs(t *testing.T) {
 func TestMCPRefusesWhatItCannotCheck(t *testing.T) {
 	sig := &recordingSignaler{viewErr: errors.New("workflow not found for ID: nid/web/lead")}
 	e := startMCP(t, sig)
-	res, err := callTool(t, e.URL(webLead, 0), activities.ToolHandoffWrite, map[string]any{"summary": "Goal: dark mode."})
+	res, err := callTool(t, e.URL(webLead, 0), agents.ToolHandoffWrite, map[string]any{"summary": "Goal: dark mode."})
 	require.NoError(t, err)
 	require.True(t, res.IsError)
 	require.Equal(t, "refused: nid could not check that this conversation is still the current one of web/lead "+
@@ -540,11 +540,11 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "reported",
 			view: workflows.SessionView{
 				Policy: config.Rotate{Mode: config.ModeAuto, ContextPercent: 85, MaxTurns: 40},
-				Context: workflows.ContextRecord{Usage: activities.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: activities.SourceReported, Model: "claude-opus-4"}, Percent: &pct,
+				Context: workflows.ContextRecord{Usage: agents.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: agents.SourceReported, Model: "claude-opus-4"}, Percent: &pct,
 					Turns: 7, Rotations: 2, Threshold: &workflows.Threshold{Tokens: 160000, Percent: 80, By: "learned"}},
 				HandoffNext: true,
 			},
-			want: ContextStatus{Session: "web/lead", Usage: activities.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: "reported", Model: "claude-opus-4"}, Percent: ptr(62.0),
+			want: ContextStatus{Session: "web/lead", Usage: agents.Usage{UsedTokens: 124080, WindowTokens: 200000, Source: "reported", Model: "claude-opus-4"}, Percent: ptr(62.0),
 				Threshold: ThresholdStatus{Tokens: 160000, Percent: 80, By: "learned", Text: "80% = 160k of 200k (learned)"},
 				Mode:      "auto", MaxTurns: 40, TurnsSinceRotation: 7, Rotations: 2, HandoffNext: true},
 			text: "web/lead: context 62% full (124.1k of 200k tokens, reported); nid rotates at 80% = 160k of 200k (learned) or after 40 turns, " +
@@ -554,10 +554,10 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "unknown, halted",
 			view: workflows.SessionView{
 				Policy:       config.Rotate{Mode: config.ModeHandoff, ContextPercent: 85},
-				Context:      workflows.ContextRecord{Usage: activities.Usage{Source: activities.SourceUnknown}, Turns: 3},
+				Context:      workflows.ContextRecord{Usage: agents.Usage{Source: agents.SourceUnknown}, Turns: 3},
 				PolicyHalted: "the fresh conversation started above the threshold",
 			},
-			want: ContextStatus{Session: "web/lead", Usage: activities.Usage{Source: "unknown"},
+			want: ContextStatus{Session: "web/lead", Usage: agents.Usage{Source: "unknown"},
 				Threshold: ThresholdStatus{Text: "unknown until the agent reports its window"},
 				Mode:      "handoff", TurnsSinceRotation: 3, PolicyHalted: "the fresh conversation started above the threshold"},
 			text: "web/lead: context size unknown (the agent reports no token numbers); nid's policy rotations are halted: " +
@@ -567,9 +567,9 @@ func TestMCPContextStatus(t *testing.T) {
 			name: "policy off, window unknown",
 			view: workflows.SessionView{
 				Policy:  config.Rotate{Mode: config.ModeOff, ContextPercent: 85, ContextTokens: 150000},
-				Context: workflows.ContextRecord{Usage: activities.Usage{UsedTokens: 9000, Source: activities.SourceReported}, Threshold: &workflows.Threshold{Tokens: 150000, By: "contextTokens"}},
+				Context: workflows.ContextRecord{Usage: agents.Usage{UsedTokens: 9000, Source: agents.SourceReported}, Threshold: &workflows.Threshold{Tokens: 150000, By: "contextTokens"}},
 			},
-			want: ContextStatus{Session: "web/lead", Usage: activities.Usage{UsedTokens: 9000, Source: "reported"},
+			want: ContextStatus{Session: "web/lead", Usage: agents.Usage{UsedTokens: 9000, Source: "reported"},
 				Threshold: ThresholdStatus{Tokens: 150000, By: "contextTokens", Text: "150k tokens (contextTokens)"}, Mode: "off"},
 			text: "web/lead: context 9k tokens of a window of unknown size (reported); nid's policy is off: it rotates only when the human asks " +
 				"or you call handoff_write; 0 turns since the last rotation, 0 rotations.",
@@ -578,7 +578,7 @@ func TestMCPContextStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sig := &recordingSignaler{view: tc.view}
 			e := startMCP(t, sig)
-			res, err := callTool(t, e.URL(webLead, 0), activities.ToolContextStatus, nil)
+			res, err := callTool(t, e.URL(webLead, 0), agents.ToolContextStatus, nil)
 			require.NoError(t, err)
 			require.False(t, res.IsError, resultText(res))
 			require.Equal(t, tc.text, resultText(res))
@@ -608,9 +608,9 @@ func TestDefaultBriefingsNameContextStatus(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	require.Contains(t, names, activities.ToolContextStatus)
+	require.Contains(t, names, agents.ToolContextStatus)
 	for _, tool := range tools.Tools {
-		if tool.Name != activities.ToolContextStatus {
+		if tool.Name != agents.ToolContextStatus {
 			continue
 		}
 		// The agent reads what each number means from the schema.
@@ -627,6 +627,6 @@ func TestDefaultBriefingsNameContextStatus(t *testing.T) {
 		}
 	}
 	for _, briefing := range []string{config.DefaultPrompts().Task, config.DefaultPrompts().Goal} {
-		require.Contains(t, briefing, activities.ToolContextStatus+" shows how full your context is")
+		require.Contains(t, briefing, agents.ToolContextStatus+" shows how full your context is")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/transcript"
@@ -177,12 +178,12 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 
 	// Agents a killed worker left running would go on editing the
 	// worktrees while their turns run again here.
-	killed, err := activities.ReapOrphans(activities.PidDir(cfg.State))
+	killed, err := agents.ReapOrphans(agents.PidDir(cfg.State))
 	if len(killed) > 0 {
 		logger.Warn("Killed agent processes left running by a worker that did not stop cleanly", "processes", strings.Join(killed, ", "))
 	}
 	if err != nil {
-		logger.Warn("Could not check every recorded agent process", "dir", activities.PidDir(cfg.State), "error", err)
+		logger.Warn("Could not check every recorded agent process", "dir", agents.PidDir(cfg.State), "error", err)
 	}
 
 	// Before any worker starts: an activity waiting in this host's queue
@@ -323,7 +324,7 @@ func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved 
 	if err := StartGroups(ctx, n.Client, cfg); err != nil {
 		return plan, err
 	}
-	plan.Attention = activities.Failing(SessionChecks(ctx, cfg, false))
+	plan.Attention = agents.Failing(SessionChecks(ctx, cfg, false))
 	n.tellCannotStart(ctx, cfg.Worker.Host, plan.Attention)
 	return plan, StopRemoved(ctx, n.Client, plan)
 }
@@ -332,7 +333,7 @@ func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved 
 // cannot run on host, so that it needs attention now, as the plan says,
 // rather than showing idle until a turn tries. A session that did not
 // hear it learns the same at its first turn.
-func (n *Node) tellCannotStart(ctx context.Context, host string, failing []activities.Check) {
+func (n *Node) tellCannotStart(ctx context.Context, host string, failing []agents.Check) {
 	told := map[string]bool{}
 	for _, c := range failing {
 		group, name, err := workflows.ParseSessionRef(c.Session)

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/transcript"
 	"github.com/nid-dev/nid/worker/metrics"
 	"github.com/nid-dev/nid/workflows"
@@ -31,8 +32,8 @@ func TestHandoffActivitiesAreRegistered(t *testing.T) {
 	logs := transcript.New(state)
 	dir := t.TempDir()
 	RegisterActivities(activityOnly{env}, &activities.Activities{StateDir: state, Transcripts: logs,
-		Places: func(activities.SessionRef) (string, string, bool) { return "", dir, true }})
-	ref := activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
+		Places: func(agents.SessionRef) (string, string, bool) { return "", dir, true }})
+	ref := agents.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
 
 	val, err := env.ExecuteActivity(activities.FactsName, activities.FactsInput{Session: ref})
 	require.NoError(t, err)

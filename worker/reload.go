@@ -11,7 +11,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
@@ -40,7 +40,7 @@ type Plan struct {
 	// was applied (see SessionChecks): each such session's first turn
 	// stops there, and it waits in needs-attention with the check's words
 	// in the inbox.
-	Attention []activities.Check `json:"attention,omitempty"`
+	Attention []agents.Check `json:"attention,omitempty"`
 }
 
 // Lines are the plan's changes as sentences, then what needs attention.
@@ -313,9 +313,9 @@ func sessionNames(g config.Group) []string {
 }
 
 // specText says what a session's workflow carries of its agent.
-func specText(s activities.AgentSpec) string {
+func specText(s agents.AgentSpec) string {
 	text := s.Kind
-	if s.Kind == activities.KindSim {
+	if s.Kind == agents.KindSim {
 		text += fmt.Sprintf(" (window %s, %s a turn, %s per turn)", workflows.TokensText(s.Sim.Window), workflows.TokensText(s.Sim.TokensPerTurn), s.Sim.TurnDelay.D())
 	}
 	if s.TurnTimeout > 0 {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -78,25 +79,25 @@ func TestContextFullForcesAHandoff(t *testing.T) {
 	require.Equal(t, "conv-2", rots[0].NewConversation)
 	require.Equal(t, SummaryFromLastOutput, rots[0].SummarySource)
 	require.Equal(t, "output of turn in conv-1", rots[0].Summary)
-	require.Empty(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), "the full conversation is not asked for a handoff")
+	require.Empty(t, h.agent.turnsOfKind(agents.TurnHandoffRequest), "the full conversation is not asked for a handoff")
 	require.Equal(t, []string{"conv-1"}, h.agent.stops)
 	require.Contains(t, eventTexts(v, EventTurnFailed)[0], "prompt_too_long")
 	require.Empty(t, h.inbox, "a forced handoff that worked needs no human")
 	require.Equal(t, StatusIdle, v.Status)
 	require.Equal(t, "conv-2", v.Conversation)
 	// The next message went to the fresh conversation.
-	work := h.agent.turnsOfKind(activities.TurnWork)
+	work := h.agent.turnsOfKind(agents.TurnWork)
 	require.Equal(t, "conv-2", work[len(work)-1].Conversation)
 }
 
 func TestTurnTimeoutComesFromTheSpec(t *testing.T) {
 	tests := []struct {
-		spec activities.AgentSpec
+		spec agents.AgentSpec
 		want time.Duration
 	}{
-		{activities.AgentSpec{Kind: activities.KindSim, Sim: config.Sim{TurnDelay: config.Duration(time.Second)}}, time.Second + 2*time.Minute},
-		{activities.AgentSpec{Kind: activities.KindClaude, TurnTimeout: config.Duration(5 * time.Minute)}, 6 * time.Minute},
-		{activities.AgentSpec{Kind: activities.KindCodex}, config.DefaultTurnTimeout + time.Minute},
+		{agents.AgentSpec{Kind: agents.KindSim, Sim: config.Sim{TurnDelay: config.Duration(time.Second)}}, time.Second + 2*time.Minute},
+		{agents.AgentSpec{Kind: agents.KindClaude, TurnTimeout: config.Duration(5 * time.Minute)}, 6 * time.Minute},
+		{agents.AgentSpec{Kind: agents.KindCodex}, config.DefaultTurnTimeout + time.Minute},
 	}
 	for _, tt := range tests {
 		h := newHarness(t)

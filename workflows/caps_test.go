@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -42,7 +43,7 @@ func TestWorkflowsRefuseNamesThatAreNotNames(t *testing.T) {
 		{"an empty name", SessionWorkflowName, SessionInput{Group: "web"}, `name ""`},
 		{"a group", GroupWorkflowName, GroupInput{Name: "..", Sessions: []string{"lead"}}, `name ".."`},
 		{"a group's session", GroupWorkflowName, GroupInput{Name: "web", Sessions: []string{"lead", "../x"}}, `sessions "../x"`},
-		{"a rotation", RotationWorkflowName, RotationInput{Session: activities.SessionRef{Group: "web", Name: "/root"}}, `session.name "/root"`},
+		{"a rotation", RotationWorkflowName, RotationInput{Session: agents.SessionRef{Group: "web", Name: "/root"}}, `session.name "/root"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var suite testsuite.WorkflowTestSuite
@@ -89,7 +90,7 @@ func TestSessionSignalsPastTheCapsAreRefused(t *testing.T) {
 		h.env.SignalWorkflow(SignalHandoffAck, HandoffAck{Tasks: []string{strings.Repeat("t", MaxTaskIDBytes+1)}})
 		h.env.SignalWorkflow(SignalBoard, hugeBoard)
 		h.env.SignalWorkflow(SignalPolicy, PolicyChange{Rotate: config.Rotate{Mode: "fast", ContextPercent: 0}})
-		h.env.SignalWorkflow(SignalConfig, SessionConfig{Goal: strings.Repeat("g", config.MaxGoalBytes+1), Spec: activities.AgentSpec{Kind: "fake"}})
+		h.env.SignalWorkflow(SignalConfig, SessionConfig{Goal: strings.Repeat("g", config.MaxGoalBytes+1), Spec: agents.AgentSpec{Kind: "fake"}})
 	})
 	h.at(20*time.Minute, func() { h.env.SignalWorkflow(SignalMessage, Message{Text: "second"}) })
 	h.at(30*time.Minute, func() { h.env.SignalWorkflow(SignalStop, StopRequest{Why: strings.Repeat("w", 10<<10)}) })

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -102,7 +102,7 @@ func DecideRotate(mode string, v SessionView) RotateDecision {
 		d.When, d.Mode = RotateNow, EffectiveMode(mode, v.Policy)
 	}
 	if v.ladder().has(VersionFailuresSettle) && d.Refused == "" && d.join != joinRunning && d.join != joinHandoff &&
-		d.Mode == config.ModeCompact && !activities.KindOf(v.Agent).Compacts {
+		d.Mode == config.ModeCompact && !agents.KindOf(v.Agent).Compacts {
 		d = RotateDecision{status: v.Status, Refused: fmt.Sprintf("runs agent kind %s, which cannot compact: rotate it by handoff or auto", v.Agent)}
 	}
 	return d

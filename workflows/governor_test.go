@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -78,5 +78,5 @@ func TestAManualRotationSkipsTheQueue(t *testing.T) {
 	require.Equal(t, ReasonManual, rots[0].Reason)
 	require.Equal(t, StatusIdle, v.Status)
 	require.Empty(t, h.group.board.Queue, "its place in the queue was given back")
-	require.Len(t, h.agent.turnsOfKind(activities.TurnWork), 3)
+	require.Len(t, h.agent.turnsOfKind(agents.TurnWork), 3)
 }

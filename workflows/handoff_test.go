@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -47,7 +48,7 @@ func rotateAt(h *harness, d time.Duration) {
 
 func freshPrompt(t *testing.T, h *harness) string {
 	t.Helper()
-	fresh := h.agent.turnsOfKind(activities.TurnFresh)
+	fresh := h.agent.turnsOfKind(agents.TurnFresh)
 	require.Len(t, fresh, 1)
 	return fresh[0].Prompt
 }
@@ -69,7 +70,7 @@ func TestAHandoffCarriesTheFactsAndWhatTheSessionHolds(t *testing.T) {
 		"Handoff from your previous conversation:\nhandoff from conv-1",
 		"What nid reads of your work now (facts, not the handoff's words):\n" + darkModeFacts.Text(),
 		"You hold task t1 and the locks src/settings.tsx.",
-		activities.AckRequest([]string{"t1"}),
+		agents.AckRequest([]string{"t1"}),
 	} {
 		require.Contains(t, prompt, want)
 	}
@@ -150,7 +151,7 @@ func TestNidRescuesAHandoffTheAgentDidNotWrite(t *testing.T) {
 
 			require.Contains(t, freshPrompt(t, h), tc.says)
 			require.Contains(t, freshPrompt(t, h), darkModeFacts.Text(), "a rescued handoff has the facts too")
-			require.Equal(t, []activities.RescueInput{{Session: activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}, Conversation: "conv-1"}}, h.agent.rescues)
+			require.Equal(t, []activities.RescueInput{{Session: agents.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}, Conversation: "conv-1"}}, h.agent.rescues)
 			rots := rotations(v)
 			require.Len(t, rots, 1)
 			require.Equal(t, tc.source, rots[0].SummarySource)
@@ -200,10 +201,10 @@ func TestAToollessAgentIsNotAskedToAcknowledge(t *testing.T) {
 	h.send(time.Minute, 2)
 	rotateAt(h, 10*time.Minute)
 	in := sessionInput(policy(config.ModeHandoff, 90, 0))
-	in.Spec.Kind = activities.KindExec
+	in.Spec.Kind = agents.KindExec
 	v := h.run(in, time.Hour)
 
-	require.NotContains(t, freshPrompt(t, h), activities.ToolHandoffAck)
+	require.NotContains(t, freshPrompt(t, h), agents.ToolHandoffAck)
 	rots := rotations(v)
 	require.Len(t, rots, 1)
 	require.Equal(t, VerifiedNotAsked, rots[0].Verified, "nothing asked it: not a handoff that went unverified")
@@ -294,13 +295,13 @@ func TestNidRescuesWhenTheAgentCannotHandOff(t *testing.T) {
 			return nil
 		}, ReasonContextFull},
 		{"the request turn fails", func(in activities.TurnInput) error {
-			if in.Kind == activities.TurnHandoffRequest {
+			if in.Kind == agents.TurnHandoffRequest {
 				return temporal.NewNonRetryableApplicationError("claude exited with status 1", activities.ErrAgentFailed, nil)
 			}
 			return nil
 		}, ReasonManual},
 		{"the request turn times out", func(in activities.TurnInput) error {
-			if in.Kind == activities.TurnHandoffRequest {
+			if in.Kind == agents.TurnHandoffRequest {
 				// What an adapter says of a turn past its turnTimeout.
 				return temporal.NewNonRetryableApplicationError("claude: the turn ran past its timeout of 30m0s; its process group was killed", activities.ErrAgentFailed, nil)
 			}

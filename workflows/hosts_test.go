@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -290,7 +291,7 @@ func TestMoveHandsOffOntoTheOtherHostWithTheWork(t *testing.T) {
 	require.Equal(t, "b", r.ToHost)
 	require.Equal(t, "refs/nid/salvage/web/lead/1", r.Salvage)
 	require.Equal(t, []string{HostQueue("a")}, h.queues["save"], "the work is saved where it was")
-	require.Equal(t, []activities.SaveWorkInput{{Session: activities.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}, Number: 1}}, h.saves)
+	require.Equal(t, []activities.SaveWorkInput{{Session: agents.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}, Number: 1}}, h.saves)
 	require.Equal(t, []string{HostQueue("a"), HostQueue("b")}, h.queues["prepare"])
 	require.Equal(t, "refs/nid/salvage/web/lead/1", h.prepares[1].Salvage, "the salvage is laid over the fresh worktree")
 	require.Equal(t, []HostAssign{{Session: "web/lead", Host: "a"}, {Session: "web/lead", Host: "b"}}, h.assigned)
@@ -300,7 +301,7 @@ func TestMoveHandsOffOntoTheOtherHostWithTheWork(t *testing.T) {
 		kinds = append(kinds, turn.Kind)
 		queues = append(queues, h.agent.queues[i])
 	}
-	require.Equal(t, []string{activities.TurnWork, activities.TurnWork, activities.TurnHandoffRequest, activities.TurnFresh, activities.TurnWork}, kinds)
+	require.Equal(t, []string{agents.TurnWork, agents.TurnWork, agents.TurnHandoffRequest, agents.TurnFresh, agents.TurnWork}, kinds)
 	require.Equal(t, []string{HostQueue("a"), HostQueue("a"), HostQueue("a"), HostQueue("b"), HostQueue("b")}, queues,
 		"the handoff is asked on the old host, the fresh conversation and what follows run on the new one")
 	require.Contains(t, eventTexts(v, EventRotation), "↻ handoff (move) host a → b")
@@ -323,7 +324,7 @@ func TestMoveOffAHostThatIsDown(t *testing.T) {
 	require.Equal(t, 2, v.Context.TotalTurns)
 	require.Empty(t, h.saves, "nothing can be saved on a host that is down")
 	for i, turn := range h.agent.turns {
-		require.NotEqual(t, activities.TurnHandoffRequest, turn.Kind, "a host that is down is asked nothing")
+		require.NotEqual(t, agents.TurnHandoffRequest, turn.Kind, "a host that is down is asked nothing")
 		if i > 0 {
 			require.Equal(t, HostQueue("b"), h.agent.queues[i])
 		}

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/clip"
 )
@@ -72,8 +73,8 @@ func TestAMoveOffAHostThatIsDownCutsTheTurnLostThere(t *testing.T) {
 		}
 	}
 	require.Len(t, onB, 2, "the fresh conversation, then the human's message the lost turn had")
-	require.True(t, strings.HasPrefix(onB[0], activities.TurnFresh))
-	require.Equal(t, activities.TurnWork+": message 2", onB[1], "the message is not lost with the turn")
+	require.True(t, strings.HasPrefix(onB[0], agents.TurnFresh))
+	require.Equal(t, agents.TurnWork+": message 2", onB[1], "the message is not lost with the turn")
 	require.Equal(t, 2, v.Context.TotalTurns, "the lost turn is not counted")
 }
 
@@ -178,7 +179,7 @@ func TestARotationTheStopCancelledKeepsItsReceipt(t *testing.T) {
 	stopped := false
 	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
-			if in.Kind == activities.TurnHandoffRequest && !stopped {
+			if in.Kind == agents.TurnHandoffRequest && !stopped {
 				stopped = true
 				h.env.SignalWorkflow(SignalStop, StopRequest{})
 			}
@@ -201,7 +202,7 @@ func TestARotationTheStopCancelledKeepsItsReceipt(t *testing.T) {
 }
 
 func TestRotateOnASessionWhoseHostIsDownWaitsForIt(t *testing.T) {
-	v := SessionView{Status: StatusHostDown, Host: "a", Conversation: "c1", Context: ContextRecord{TotalTurns: 3}, Agent: activities.KindSim}
+	v := SessionView{Status: StatusHostDown, Host: "a", Conversation: "c1", Context: ContextRecord{TotalTurns: 3}, Agent: agents.KindSim}
 	a := DecideRotate("", v).Answer("web/lead")
 	require.Equal(t, RotateWhenHostBack, a.When)
 	require.Equal(t, "web/lead's host a is down, so nothing runs: it rotates (auto) when the host is back; nid move web/lead HOST hands it off onto another host at once", a.Text)

@@ -16,7 +16,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -42,7 +42,7 @@ func HostQueue(host string) string { return "nid@" + host }
 const HostsID = "nid/hosts"
 
 // SessionID is the workflow id of a session: nid/<group>/<session>.
-func SessionID(group, name string) string { return activities.SessionWorkflowID(group, name) }
+func SessionID(group, name string) string { return agents.SessionWorkflowID(group, name) }
 
 // GroupID is the workflow id of a group: nid/<group>.
 func GroupID(group string) string { return "nid/" + group }
@@ -163,8 +163,8 @@ type Message struct {
 // SessionConfig is a session's goal and agent settings as the file says
 // them; a running session takes them from its next turn on.
 type SessionConfig struct {
-	Goal string               `json:"goal,omitempty"`
-	Spec activities.AgentSpec `json:"spec"`
+	Goal string           `json:"goal,omitempty"`
+	Spec agents.AgentSpec `json:"spec"`
 }
 
 // RateLimit says whether a session's running turn is held up by the
@@ -182,11 +182,11 @@ type PolicyChange struct {
 
 // SessionInput starts (or continues as new) a session workflow.
 type SessionInput struct {
-	Group  string               `json:"group"`
-	Name   string               `json:"name"`
-	Goal   string               `json:"goal,omitempty"`
-	Spec   activities.AgentSpec `json:"spec"`
-	Policy config.Rotate        `json:"policy"`
+	Group  string           `json:"group"`
+	Name   string           `json:"name"`
+	Goal   string           `json:"goal,omitempty"`
+	Spec   agents.AgentSpec `json:"spec"`
+	Policy config.Rotate    `json:"policy"`
 	// Learned is what the group has learned of vendors that compact by
 	// themselves when the session starts: a session that joins later
 	// rotates before them as its siblings do. Read on first start only.

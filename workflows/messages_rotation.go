@@ -3,20 +3,20 @@ package workflows
 // The rotation child workflow's input and result.
 
 import (
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 )
 
 // ======== Rotation: nid/<group>/<session>/rotation-<n> ========
 
 // RotationInput is what a rotation child workflow needs.
 type RotationInput struct {
-	Number        int                   `json:"number"`
-	Session       activities.SessionRef `json:"session"`
-	Spec          activities.AgentSpec  `json:"spec"`
-	ActivityQueue string                `json:"activityQueue"`
-	Conversation  string                `json:"conversation"`
-	Method        string                `json:"method"` // auto | compact | handoff
-	Reason        string                `json:"reason"`
+	Number        int               `json:"number"`
+	Session       agents.SessionRef `json:"session"`
+	Spec          agents.AgentSpec  `json:"spec"`
+	ActivityQueue string            `json:"activityQueue"`
+	Conversation  string            `json:"conversation"`
+	Method        string            `json:"method"` // auto | compact | handoff
+	Reason        string            `json:"reason"`
 	// Summary is the handoff the agent already wrote, if any.
 	Summary string `json:"summary,omitempty"`
 	// LastOutput stands in for a summary the agent never writes.
@@ -55,7 +55,7 @@ type MoveSpec struct {
 type RotationResult struct {
 	RotationEvent
 	// Usage is the context after the rotation, as the agent reported it.
-	Usage activities.Usage `json:"usage"`
+	Usage agents.Usage `json:"usage"`
 	// Output is the fresh conversation's first answer, if there was one.
 	Output string `json:"output,omitempty"`
 	// CompactError says why a compaction failed before an auto fallback.

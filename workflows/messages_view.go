@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -18,12 +18,12 @@ type SessionView struct {
 	// Spec is what the session's workflow carries of its agent (the kind,
 	// the sim's settings, the turn timeout); how the agent runs is the
 	// worker's nid.yaml's.
-	Spec          activities.AgentSpec `json:"spec"`
-	Status        string               `json:"status"`
-	Conversation  string               `json:"conversation,omitempty"`
-	Context       ContextRecord        `json:"context"`
-	Policy        config.Rotate        `json:"policy"`
-	PendingRotate *RotateRequest       `json:"pendingRotate,omitempty"`
+	Spec          agents.AgentSpec `json:"spec"`
+	Status        string           `json:"status"`
+	Conversation  string           `json:"conversation,omitempty"`
+	Context       ContextRecord    `json:"context"`
+	Policy        config.Rotate    `json:"policy"`
+	PendingRotate *RotateRequest   `json:"pendingRotate,omitempty"`
 	// Rotating is the rotation running now, if any.
 	Rotating *RotateRequest `json:"rotating,omitempty"`
 	// HandoffPending is true when the agent wrote a handoff that the next
@@ -112,7 +112,7 @@ type ContextRecord struct {
 	// the window, where the numbers came from, and the model the
 	// conversation runs on, when known. Embedded, so its fields are the
 	// record's in JSON.
-	activities.Usage
+	agents.Usage
 	// Percent is nil when the window or the use is unknown: a meter never
 	// shows a guess as a fact (see UsedPercent).
 	Percent *float64 `json:"percent,omitempty"`
@@ -128,8 +128,8 @@ type ContextRecord struct {
 // UsedPercent is the part of its window u says the context fills, in
 // percent: nil when the window or the use is unknown. It is the one place
 // the percent nid shows (nid ls, the dashboard, context_status) is made.
-func UsedPercent(u activities.Usage) *float64 {
-	if u.Source == "" || u.Source == activities.SourceUnknown || u.WindowTokens <= 0 {
+func UsedPercent(u agents.Usage) *float64 {
+	if u.Source == "" || u.Source == agents.SourceUnknown || u.WindowTokens <= 0 {
 		return nil
 	}
 	p := float64(u.UsedTokens) * 100 / float64(u.WindowTokens)

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/clip"
 )
@@ -25,7 +26,7 @@ type rotation struct {
 	handoff workflow.ReceiveChannel
 	ack     workflow.ReceiveChannel
 	// kind is what the session's agent kind can do.
-	kind activities.Kind
+	kind agents.Kind
 	ladder
 	// queue is the host the agent runs on: the session's, until a move
 	// puts the fresh conversation on its new host. Where on that host is
@@ -39,7 +40,7 @@ type rotation struct {
 // reached and the rotation happens exactly once.
 func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, error) {
 	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite), ack: workflow.GetSignalChannel(ctx, SignalHandoffAck),
-		kind: activities.KindOf(in.Spec.Kind), ladder: ladder{versionOf(ctx)}, queue: in.ActivityQueue}
+		kind: agents.KindOf(in.Spec.Kind), ladder: ladder{versionOf(ctx)}, queue: in.ActivityQueue}
 	if r.has(VersionCheckedInput) {
 		if err := checkNames("session.group", in.Session.Group, "session.name", in.Session.Name); err != nil {
 			return RotationResult{}, err
@@ -109,7 +110,7 @@ func (r *rotation) compact(ctx workflow.Context) bool {
 		r.res.Error = "no conversation to compact yet"
 		return false
 	}
-	var rep activities.CompactReport
+	var rep agents.CompactReport
 	err := workflow.ExecuteActivity(r.activityCtx(ctx), activities.CompactName, activities.CompactInput{
 		Session: r.in.Session, Spec: r.in.Spec, Conversation: r.in.Conversation,
 		Generation: r.in.Generation,
@@ -128,7 +129,7 @@ func (r *rotation) compact(ctx workflow.Context) bool {
 			r.res.Error += ": " + rep.Detail
 		}
 		return false
-	case rep.AfterTokens >= rep.BeforeTokens && rep.Usage.Source != activities.SourceUnknown:
+	case rep.AfterTokens >= rep.BeforeTokens && rep.Usage.Source != agents.SourceUnknown:
 		r.res.Error = fmt.Sprintf("the context did not shrink (%d → %d tokens)", rep.BeforeTokens, rep.AfterTokens)
 		return false
 	}
@@ -233,7 +234,7 @@ func (r *rotation) startFresh(ctx workflow.Context, message Fresh) bool {
 		Session:    r.in.Session,
 		Spec:       r.in.Spec,
 		Prompt:     message.Text(),
-		Kind:       activities.TurnFresh,
+		Kind:       agents.TurnFresh,
 		Generation: r.in.Generation + 1,
 	}).Get(ctx, &fresh)
 	if err != nil {
@@ -385,7 +386,7 @@ func (r *rotation) requestHandoff(ctx workflow.Context) (string, string) {
 			Spec:         r.in.Spec,
 			Conversation: r.in.Conversation,
 			Prompt:       HandoffRequestPrompt,
-			Kind:         activities.TurnHandoffRequest,
+			Kind:         agents.TurnHandoffRequest,
 			Generation:   r.in.Generation,
 		}).Get(ctx, &tr)
 		if err == nil {

@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 )
 
 // A session is split by concern (see doc.go): this file is the running
@@ -123,7 +123,7 @@ func newSession(in SessionInput) *session {
 		st = &SessionState{
 			Status:            StatusIdle,
 			RotationState:     RotationState{Policy: in.Policy, Learned: in.Learned},
-			ConversationState: ConversationState{Context: ContextRecord{Usage: activities.Usage{Source: activities.SourceUnknown}}},
+			ConversationState: ConversationState{Context: ContextRecord{Usage: agents.Usage{Source: agents.SourceUnknown}}},
 		}
 	}
 	in.State, in.Learned = nil, nil
@@ -161,8 +161,8 @@ func (s *session) setup(ctx workflow.Context) error {
 	return nil
 }
 
-func (s *rules) ref() activities.SessionRef {
-	return activities.SessionRef{Group: s.in.Group, Name: s.in.Name, WorkflowID: SessionID(s.in.Group, s.in.Name)}
+func (s *rules) ref() agents.SessionRef {
+	return agents.SessionRef{Group: s.in.Group, Name: s.in.Name, WorkflowID: SessionID(s.in.Group, s.in.Name)}
 }
 
 // run is the session's loop: wait until there is something to do, then do

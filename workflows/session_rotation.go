@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -177,7 +177,7 @@ func (s *rules) heldLocks() []string {
 // before nid's threshold, nid learns its point and rotates a margin before
 // it from then on (VersionThresholds), for this session at once and, through
 // the group, for every session of the same kind and model.
-func (s *session) vendorCompacted(ctx workflow.Context, v activities.VendorCompaction, u activities.Usage) {
+func (s *session) vendorCompacted(ctx workflow.Context, v agents.VendorCompaction, u agents.Usage) {
 	s.st.Context.rotated(RotationMark{Method: config.ModeCompact, Reason: ReasonVendor, At: workflow.Now(ctx), OK: true})
 	ev := RotationEvent{
 		Number: s.st.Context.Rotations, Method: config.ModeCompact, Reason: ReasonVendor, OK: true,
@@ -220,7 +220,7 @@ func (s *session) judgeRotation(ctx workflow.Context, res RotationResult) {
 	ref := s.in.Group + "/" + s.in.Name
 	c := s.st.Context
 	t := s.st.threshold(s.in.Spec.Kind)
-	helped := c.Source == activities.SourceUnknown || t.helped(c.UsedTokens, c.WindowTokens)
+	helped := c.Source == agents.SourceUnknown || t.helped(c.UsedTokens, c.WindowTokens)
 	switch {
 	case helped && res.Method == config.ModeHandoff:
 		s.st.HandoffNext = false
@@ -299,7 +299,7 @@ func (s *session) rotationFailed(ctx workflow.Context, res RotationResult, ev Ro
 // failing.
 func (s *rules) rotationAdvice(res RotationResult) string {
 	ref := s.in.Group + "/" + s.in.Name
-	if res.Method == config.ModeCompact && !activities.KindOf(s.in.Spec.Kind).Compacts {
+	if res.Method == config.ModeCompact && !agents.KindOf(s.in.Spec.Kind).Compacts {
 		return fmt.Sprintf("%s agents cannot compact, so set the group's rotate mode to handoff or auto (nid group set %s rotate='{\"mode\":\"auto\"}') and send %s a message to resume",
 			s.in.Spec.Kind, s.in.Group, ref)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -141,9 +142,9 @@ type FeedState struct {
 // The state's own rules: each part's methods change that part alone;
 // SessionState's methods are the few rules that read more than one.
 
-func (st *SessionState) applyUsage(u activities.Usage, kind string, thresholds bool) {
+func (st *SessionState) applyUsage(u agents.Usage, kind string, thresholds bool) {
 	c := &st.Context
-	c.Source = cmpOr(u.Source, activities.SourceUnknown)
+	c.Source = cmpOr(u.Source, agents.SourceUnknown)
 	c.UsedTokens, c.WindowTokens = u.UsedTokens, u.WindowTokens
 	c.Percent = UsedPercent(c.Usage)
 	if thresholds {

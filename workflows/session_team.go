@@ -3,7 +3,7 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 )
 
 // A session's place in its team: the board the group pushes, the task it
@@ -104,7 +104,7 @@ func (s *groupLink) flushCharge(ctx workflow.Context) {
 
 // turnCharge is what one turn cost: the tokens the agent was billed for, or
 // the context it sent when it reports no bill.
-func turnCharge(r activities.TurnReport) Charge {
+func turnCharge(r agents.TurnReport) Charge {
 	tokens := r.BilledTokens
 	if tokens == 0 {
 		tokens = r.Usage.UsedTokens

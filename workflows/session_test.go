@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -115,11 +116,11 @@ func (f *fakeAgent) RunTurn(ctx context.Context, in activities.TurnInput) (activ
 			f.used[conv] = f.freshTokens
 		}
 	}
-	var vendor *activities.VendorCompaction
+	var vendor *agents.VendorCompaction
 	if f.vendorAt > 0 && f.used[conv] >= f.vendorAt {
 		// Like Claude Code, it compacts at the start of a turn, when what
 		// it would send is past its own point.
-		vendor = &activities.VendorCompaction{BeforeTokens: f.used[conv], AfterTokens: f.used[conv] / 10}
+		vendor = &agents.VendorCompaction{BeforeTokens: f.used[conv], AfterTokens: f.used[conv] / 10}
 		f.used[conv] /= 10
 	}
 	f.used[conv] += f.perTurn
@@ -128,7 +129,7 @@ func (f *fakeAgent) RunTurn(ctx context.Context, in activities.TurnInput) (activ
 	noHandoff := f.noHandoff
 	cut := f.cut
 	f.mu.Unlock()
-	if cut != nil && in.Kind == activities.TurnWork {
+	if cut != nil && in.Kind == agents.TurnWork {
 		if err := cut(ctx, in); err != nil {
 			return activities.TurnResult{}, err
 		}
@@ -136,22 +137,22 @@ func (f *fakeAgent) RunTurn(ctx context.Context, in activities.TurnInput) (activ
 
 	out := fmt.Sprintf("output of turn in %s", conv)
 	switch in.Kind {
-	case activities.TurnHandoffRequest:
+	case agents.TurnHandoffRequest:
 		if !noHandoff {
 			f.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "handoff from " + conv})
 			out = "handoff written"
 		}
-	case activities.TurnWork:
+	case agents.TurnWork:
 		if onTurn != nil {
 			onTurn(in)
 		}
-	case activities.TurnFresh:
+	case agents.TurnFresh:
 		f.acknowledge(in)
 	}
-	return activities.TurnResult{TurnReport: activities.TurnReport{
+	return activities.TurnResult{TurnReport: agents.TurnReport{
 		Conversation: conv,
 		Output:       out,
-		Usage:        activities.Usage{UsedTokens: used, WindowTokens: f.window, Source: activities.SourceReported, Model: "fake-1"},
+		Usage:        agents.Usage{UsedTokens: used, WindowTokens: f.window, Source: agents.SourceReported, Model: "fake-1"},
 		Vendor:       vendor,
 	}}, nil
 }
@@ -159,7 +160,7 @@ func (f *fakeAgent) RunTurn(ctx context.Context, in activities.TurnInput) (activ
 // acknowledge calls handoff_ack, as the MCP endpoint would signal it, the
 // way the sim does.
 func (f *fakeAgent) acknowledge(in activities.TurnInput) {
-	tasks, asked := activities.AckRequested(in.Prompt)
+	tasks, asked := agents.AckRequested(in.Prompt)
 	f.mu.Lock()
 	mode := f.ack
 	f.mu.Unlock()
@@ -175,7 +176,7 @@ func (f *fakeAgent) acknowledge(in activities.TurnInput) {
 	f.env.SignalWorkflow(SignalHandoffAck, HandoffAck{Tasks: tasks, Generation: in.Generation})
 }
 
-func (f *fakeAgent) Compact(_ context.Context, in activities.CompactInput) (activities.CompactReport, error) {
+func (f *fakeAgent) Compact(_ context.Context, in activities.CompactInput) (agents.CompactReport, error) {
 	if f.onCompact != nil {
 		f.onCompact()
 	}
@@ -183,15 +184,15 @@ func (f *fakeAgent) Compact(_ context.Context, in activities.CompactInput) (acti
 	defer f.mu.Unlock()
 	before := f.used[in.Conversation]
 	if f.failCompact {
-		return activities.CompactReport{OK: false, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: before, Detail: "refused"}, nil
+		return agents.CompactReport{OK: false, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: before, Detail: "refused"}, nil
 	}
 	after := before / 10
 	if f.compactTo > 0 {
 		after = int64(float64(before) * f.compactTo)
 	}
 	f.used[in.Conversation] = after
-	return activities.CompactReport{OK: true, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: after,
-		Usage: activities.Usage{UsedTokens: after, WindowTokens: f.window, Source: activities.SourceReported}}, nil
+	return agents.CompactReport{OK: true, Conversation: in.Conversation, BeforeTokens: before, AfterTokens: after,
+		Usage: agents.Usage{UsedTokens: after, WindowTokens: f.window, Source: agents.SourceReported}}, nil
 }
 
 func (f *fakeAgent) Stop(_ context.Context, in activities.StopInput) (activities.StopResult, error) {
@@ -381,7 +382,7 @@ func sessionInput(policy config.Rotate) SessionInput {
 	return SessionInput{
 		Group:         "web",
 		Name:          "lead",
-		Spec:          activities.AgentSpec{Kind: "fake"},
+		Spec:          agents.AgentSpec{Kind: "fake"},
 		Policy:        policy,
 		ActivityQueue: "host-a",
 	}
@@ -473,7 +474,7 @@ func TestPolicyRotatesByContextPercent(t *testing.T) {
 	require.Equal(t, 10, v.Context.TotalTurns)
 	require.Equal(t, 2, v.Context.Turns, "the count starts again after a rotation")
 	require.Equal(t, StatusIdle, v.Status)
-	require.Equal(t, activities.SourceReported, v.Context.Source)
+	require.Equal(t, agents.SourceReported, v.Context.Source)
 	require.NotNil(t, v.Context.LastRotation)
 	require.True(t, v.Context.LastRotation.OK)
 }
@@ -520,7 +521,7 @@ func TestManualRotateWhileIdleRunsAtOnce(t *testing.T) {
 	require.Len(t, rots, 1)
 	require.Equal(t, config.ModeCompact, rots[0].Method, "an off group rotates with auto, which compacts first")
 	require.Equal(t, ReasonManual, rots[0].Reason)
-	require.Len(t, h.agent.turnsOfKind(activities.TurnWork), 2, "a manual rotation sends no work turn")
+	require.Len(t, h.agent.turnsOfKind(agents.TurnWork), 2, "a manual rotation sends no work turn")
 }
 
 func TestManualRotateWhileWorkingWaitsForTheTurn(t *testing.T) {
@@ -540,7 +541,7 @@ func TestManualRotateWhileWorkingWaitsForTheTurn(t *testing.T) {
 	require.Equal(t, config.ModeHandoff, rots[0].Method)
 	// The rotation ran between message 2 and message 3: message 3 went to
 	// the fresh conversation.
-	work := h.agent.turnsOfKind(activities.TurnWork)
+	work := h.agent.turnsOfKind(agents.TurnWork)
 	require.Len(t, work, 3)
 	require.Equal(t, "conv-1", work[1].Conversation)
 	require.Equal(t, "conv-2", work[2].Conversation)
@@ -566,8 +567,8 @@ func TestAgentInitiatedHandoffRotatesWithoutAsking(t *testing.T) {
 	require.Equal(t, config.ModeHandoff, rots[0].Method, "the agent's handoff overrides the group's compact mode")
 	require.Equal(t, ReasonAgent, rots[0].Reason)
 	require.Equal(t, "cluttered: done A, next B", rots[0].Summary)
-	require.Empty(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), "nid does not ask again")
-	fresh := h.agent.turnsOfKind(activities.TurnFresh)
+	require.Empty(t, h.agent.turnsOfKind(agents.TurnHandoffRequest), "nid does not ask again")
+	fresh := h.agent.turnsOfKind(agents.TurnFresh)
 	require.Len(t, fresh, 1)
 	require.Contains(t, fresh[0].Prompt, "cluttered: done A, next B")
 	require.Contains(t, fresh[0].Prompt, "The board")
@@ -625,7 +626,7 @@ func TestHandoffWithoutSummaryUsesLastOutput(t *testing.T) {
 	require.Len(t, rots, 1)
 	require.Equal(t, SummaryFromLastOutput, rots[0].SummarySource)
 	require.Equal(t, "output of turn in conv-1", rots[0].Summary)
-	fresh := h.agent.turnsOfKind(activities.TurnFresh)
+	fresh := h.agent.turnsOfKind(agents.TurnFresh)
 	require.Len(t, fresh, 1)
 	require.Contains(t, fresh[0].Prompt, "wrote no handoff")
 	require.Contains(t, fresh[0].Prompt, "output of turn in conv-1")
@@ -674,8 +675,8 @@ func TestFailingTurnsNeedAttentionUntilTheHumanWrites(t *testing.T) {
 			if in.Prompt != "are you there?" {
 				return activities.TurnResult{}, temporal.NewNonRetryableApplicationError("agent crashed", activities.ErrAgentFailed, nil)
 			}
-			return activities.TurnResult{TurnReport: activities.TurnReport{Conversation: "c", Output: "yes",
-				Usage: activities.Usage{UsedTokens: 10, WindowTokens: 100, Source: activities.SourceReported}}}, nil
+			return activities.TurnResult{TurnReport: agents.TurnReport{Conversation: "c", Output: "yes",
+				Usage: agents.Usage{UsedTokens: 10, WindowTokens: 100, Source: agents.SourceReported}}}, nil
 		})
 	in := sessionInput(policy(config.ModeAuto, 85, 0))
 	var stuck SessionView
@@ -702,16 +703,16 @@ func TestConfigSignalChangesTheGoalFromTheNextTurn(t *testing.T) {
 	h.agent.onTurn = func(in activities.TurnInput) {
 		if strings.Contains(in.Prompt, "Ship dark mode") {
 			// Without a goal the session stops after this turn.
-			h.env.SignalWorkflow(SignalConfig, SessionConfig{Goal: "", Spec: activities.AgentSpec{Kind: "fake"}})
+			h.env.SignalWorkflow(SignalConfig, SessionConfig{Goal: "", Spec: agents.AgentSpec{Kind: "fake"}})
 		}
 	}
 	h.send(time.Minute, 1)
 	h.at(10*time.Minute, func() {
-		h.env.SignalWorkflow(SignalConfig, SessionConfig{Goal: "Ship dark mode", Spec: activities.AgentSpec{Kind: "fake"}})
+		h.env.SignalWorkflow(SignalConfig, SessionConfig{Goal: "Ship dark mode", Spec: agents.AgentSpec{Kind: "fake"}})
 	})
 	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
 
-	work := h.agent.turnsOfKind(activities.TurnWork)
+	work := h.agent.turnsOfKind(agents.TurnWork)
 	require.Len(t, work, 2)
 	require.Contains(t, work[1].Prompt, "Goal: Ship dark mode", "the new goal briefs the session")
 	kinds := eventTexts(v, EventConfig)
@@ -722,14 +723,14 @@ func TestUnknownUsageRotatesOnlyOnMaxTurns(t *testing.T) {
 	h := newHarness(t)
 	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.TurnInput) (activities.TurnResult, error) {
-			return activities.TurnResult{TurnReport: activities.TurnReport{Conversation: "x", Output: "ok",
-				Usage: activities.Usage{Source: activities.SourceUnknown}}}, nil
+			return activities.TurnResult{TurnReport: agents.TurnReport{Conversation: "x", Output: "ok",
+				Usage: agents.Usage{Source: agents.SourceUnknown}}}, nil
 		})
 	h.send(time.Minute, 5)
 	v := h.run(sessionInput(policy(config.ModeHandoff, 1, 3)), time.Hour)
 
 	require.Nil(t, v.Context.Percent, "no percent without numbers")
-	require.Equal(t, activities.SourceUnknown, v.Context.Source)
+	require.Equal(t, agents.SourceUnknown, v.Context.Source)
 	rots := rotations(v)
 	require.Len(t, rots, 1)
 	require.Equal(t, ReasonMaxTurns, rots[0].Reason)
@@ -793,7 +794,7 @@ func TestContinueAsNewKeepsState(t *testing.T) {
 	v := h2.run(next, time.Hour)
 	require.Equal(t, 3, v.Context.Rotations)
 	require.Equal(t, 11, v.Context.TotalTurns)
-	work := h2.agent.turnsOfKind(activities.TurnWork)
+	work := h2.agent.turnsOfKind(agents.TurnWork)
 	require.Len(t, work, 2)
 	require.Equal(t, "queued before continuing", work[0].Prompt)
 	require.Equal(t, "conv-2", work[0].Conversation)
@@ -816,7 +817,7 @@ func decodeFirst(can *workflow.ContinueAsNewError, out interface{}) error {
 }
 
 func TestFreshMessageSaysWhereTheSummaryCameFrom(t *testing.T) {
-	ref := activities.SessionRef{Group: "web", Name: "lead"}
+	ref := agents.SessionRef{Group: "web", Name: "lead"}
 	board := BoardText(BoardView{Group: "web", Goal: "Add dark mode"}, "lead")
 	own := FreshMessage(ref, ReasonContext, "done A; next B", SummaryFromAgent, board)
 	require.Contains(t, own, "Handoff from your previous conversation:\ndone A; next B")
@@ -843,7 +844,7 @@ func TestSessionWorksThroughTheBoard(t *testing.T) {
 	in.Goal = "Add dark mode"
 	v := h.run(in, time.Hour)
 
-	work := h.agent.turnsOfKind(activities.TurnWork)
+	work := h.agent.turnsOfKind(agents.TurnWork)
 	require.Len(t, work, 4, "brief and continue each of the two tasks, then idle")
 	require.Contains(t, work[0].Prompt, "Your task: task t1: Dark mode toggle\na switch in settings")
 	require.Contains(t, work[0].Prompt, "t1 [claimed] Dark mode toggle (claimed by lead) <- yours", "the board comes with the task")
@@ -966,7 +967,7 @@ func TestPendingRequestJoinsTheAgentsHandoff(t *testing.T) {
 	require.Equal(t, ReasonAgent, rots[0].Reason)
 	require.Equal(t, "done A, next B", rots[0].Summary)
 	require.Nil(t, v.PendingRotate)
-	work := h.agent.turnsOfKind(activities.TurnWork)
+	work := h.agent.turnsOfKind(agents.TurnWork)
 	require.Equal(t, "conv-2", work[2].Conversation, "message 3 goes to the fresh conversation")
 }
 
@@ -1227,7 +1228,7 @@ func TestStopDuringARotationCancelsIt(t *testing.T) {
 	stopped := false
 	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
-			if in.Kind == activities.TurnHandoffRequest && !stopped {
+			if in.Kind == agents.TurnHandoffRequest && !stopped {
 				stopped = true
 				h.env.SignalWorkflow(SignalStop, struct{}{})
 			}
@@ -1238,7 +1239,7 @@ func TestStopDuringARotationCancelsIt(t *testing.T) {
 	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
 
 	require.True(t, stopped)
-	require.Empty(t, h.agent.turnsOfKind(activities.TurnFresh), "no fresh conversation after the stop")
+	require.Empty(t, h.agent.turnsOfKind(agents.TurnFresh), "no fresh conversation after the stop")
 	require.Empty(t, rotations(v))
 	require.Equal(t, StatusStopped, v.Status)
 	require.Empty(t, h.inbox, "a cancelled rotation is not a failure")
@@ -1253,7 +1254,7 @@ func TestAStopCuttingARotationWarnsNobody(t *testing.T) {
 	h := newHarnessLogging(t, &logs)
 	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
-			if in.Kind != activities.TurnHandoffRequest {
+			if in.Kind != agents.TurnHandoffRequest {
 				return h.agent.RunTurn(ctx, in)
 			}
 			h.env.SignalWorkflow(SignalStop, StopRequest{})
@@ -1275,7 +1276,7 @@ func TestAKindThatCannotCompactHandsOffInAuto(t *testing.T) {
 	h.agent.noHandoff = true
 	h.send(time.Minute, 9)
 	in := sessionInput(policy(config.ModeAuto, 80, 0))
-	in.Spec.Kind = activities.KindExec
+	in.Spec.Kind = agents.KindExec
 	v := h.run(in, time.Hour)
 
 	require.Empty(t, failures(v), "no compaction was tried, so none failed")
@@ -1303,7 +1304,7 @@ func TestRotationsThatKeepFailingSettleAndSayWhatToChange(t *testing.T) {
 	h.agent.perTurn = 20_000
 	h.send(time.Minute, 15)
 	in := sessionInput(policy(config.ModeCompact, 50, 0))
-	in.Spec.Kind = activities.KindExec
+	in.Spec.Kind = agents.KindExec
 	v := h.run(in, time.Hour)
 
 	fails := failures(v)
@@ -1393,7 +1394,7 @@ func TestRotationsReserveTheirTurnOfBudget(t *testing.T) {
 			require.EqualValues(t, tt.budget, chargedTurns(h.group.charges), "exactly the budget")
 			require.Equal(t, tt.turns, v.Context.TotalTurns)
 			require.Equal(t, tt.rotations, v.Context.Rotations)
-			require.Len(t, h.agent.turnsOfKind(activities.TurnHandoffRequest), tt.rotations)
+			require.Len(t, h.agent.turnsOfKind(agents.TurnHandoffRequest), tt.rotations)
 			require.Equal(t, StatusPaused, v.Status)
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/clip"
 )
@@ -112,8 +113,8 @@ func activityOptions(queue string, timeout time.Duration) workflow.ActivityOptio
 // agent has its turnTimeout (config.DefaultTurnTimeout when unset), which
 // its adapter enforces by killing the process group. The activity gets a
 // minute more, so that the adapter's clear error is what the session sees.
-func turnTimeout(spec activities.AgentSpec) time.Duration {
-	if spec.Kind == activities.KindSim {
+func turnTimeout(spec agents.AgentSpec) time.Duration {
+	if spec.Kind == agents.KindSim {
 		return spec.Sim.TurnDelay.D() + 2*time.Minute
 	}
 	if spec.TurnTimeout > 0 {
@@ -226,7 +227,7 @@ func (s *rules) turnInput(prompt string) activities.TurnInput {
 		Spec:         s.in.Spec,
 		Conversation: s.st.Conversation,
 		Prompt:       prompt,
-		Kind:         activities.TurnWork,
+		Kind:         agents.TurnWork,
 		Generation:   s.st.Generation,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -26,7 +27,7 @@ func TestAStoppedSessionStartsAgain(t *testing.T) {
 		require.Equal(t, StatusStopped, stopped.Status)
 		require.Equal(t, StatusIdle, v.Status)
 		require.Equal(t, 3, v.Context.TotalTurns, "it takes turns again")
-		work := h.agent.turnsOfKind(activities.TurnWork)
+		work := h.agent.turnsOfKind(agents.TurnWork)
 		if fresh {
 			rots := rotations(v)
 			require.Len(t, rots, 1)
@@ -89,7 +90,7 @@ func TestAStoppedSessionKeepsNoHandoff(t *testing.T) {
 		v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
 
 		require.Empty(t, rotations(v), "after=%v: no rotation after the start", after)
-		work := h.agent.turnsOfKind(activities.TurnWork)
+		work := h.agent.turnsOfKind(agents.TurnWork)
 		require.Len(t, work, 2)
 		require.Equal(t, "conv-1", work[1].Conversation, "the same conversation")
 		if after {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -86,7 +87,7 @@ const HandoffRequestPrompt = "nid is rotating your conversation: you will contin
 // from summary, as a session before VersionVouchedHandoff wrote it: the
 // handoff (or, said plainly, the last output standing in for one) and the
 // board.
-func FreshMessage(ref activities.SessionRef, reason, summary, source, board string) string {
+func FreshMessage(ref agents.SessionRef, reason, summary, source, board string) string {
 	return Fresh{Ref: ref, Reason: reason, Summary: summary, Source: source, Board: board}.Text()
 }
 
@@ -95,7 +96,7 @@ func FreshMessage(ref activities.SessionRef, reason, summary, source, board stri
 // itself, what the session holds, the board, and (Ack) the request to
 // acknowledge what it resumes.
 type Fresh struct {
-	Ref                     activities.SessionRef
+	Ref                     agents.SessionRef
 	Reason, Summary, Source string
 	Board                   string
 	Facts                   *activities.Facts
@@ -130,7 +131,7 @@ func (f Fresh) Text() string {
 	b.WriteString("\n\nThe board (what board_read shows):\n")
 	b.WriteString(f.Board)
 	if f.Ack {
-		b.WriteString("\n" + activities.AckRequest(f.Tasks))
+		b.WriteString("\n" + agents.AckRequest(f.Tasks))
 	}
 	return b.String()
 }

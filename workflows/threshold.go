@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -160,7 +160,7 @@ func LearnedText(l LearnedPoint) string {
 }
 
 // kindTitle is how people name an agent kind.
-func kindTitle(kind string) string { return activities.KindOf(kind).Title }
+func kindTitle(kind string) string { return agents.KindOf(kind).Title }
 
 // LearnedListText lists learned points as nid group show and group set
 // print them: "claude/claude-sonnet-4-5 at 80% (it compacted itself at 83%

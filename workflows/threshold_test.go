@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -197,7 +198,7 @@ func TestAFullContextHandsOffWithTheWaitingHandoff(t *testing.T) {
 				return activities.TurnResult{}, temporal.NewNonRetryableApplicationError("prompt_too_long", activities.ErrContextFull, nil)
 			}
 			res, err := h.agent.RunTurn(ctx, in)
-			if in.Kind == activities.TurnWork && in.Prompt != "message 9" {
+			if in.Kind == agents.TurnWork && in.Prompt != "message 9" {
 				h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "again: " + in.Prompt})
 			}
 			return res, err

@@ -3,7 +3,7 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 )
 
@@ -79,7 +79,7 @@ func (s *rules) triggers() []trigger {
 						*c.Percent >= float64(p.ContextPercent), p.Mode)
 				}
 				t := s.st.threshold(s.in.Spec.Kind)
-				return when(s.policyMayRotate() && c.Source != activities.SourceUnknown && t.Tokens > 0 &&
+				return when(s.policyMayRotate() && c.Source != agents.SourceUnknown && t.Tokens > 0 &&
 					c.UsedTokens >= t.Tokens, s.st.policyMode())
 			},
 			take: takeNothing,

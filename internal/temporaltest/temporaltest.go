@@ -38,7 +38,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -124,7 +124,7 @@ func (e Env) Config(t testing.TB, groups string) *config.Config {
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(config.LoadOptions{File: file, Environ: []string{}, Kinds: activities.ConfigKinds()})
+	cfg, err := config.Load(config.LoadOptions{File: file, Environ: []string{}, Kinds: agents.ConfigKinds()})
 	if err != nil {
 		t.Fatalf("temporaltest: %v", err)
 	}

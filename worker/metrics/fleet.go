@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
-	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/nidclient"
 )
 
@@ -74,7 +74,7 @@ func (f *fleet) Collect(ch chan<- prometheus.Metric) {
 		if c.Percent != nil {
 			ch <- prometheus.MustNewConstMetric(descPercent, prometheus.GaugeValue, *c.Percent, labels...)
 		}
-		if c.Source != "" && c.Source != activities.SourceUnknown {
+		if c.Source != "" && c.Source != agents.SourceUnknown {
 			ch <- prometheus.MustNewConstMetric(descUsed, prometheus.GaugeValue, float64(c.UsedTokens), labels...)
 		}
 		if c.WindowTokens > 0 {

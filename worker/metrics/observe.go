@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -60,7 +61,7 @@ func (a *activityObserver) ExecuteActivity(ctx context.Context, in *interceptor.
 func (m *Metrics) turnEnded(in activities.TurnInput, res any, err error, took time.Duration) {
 	kind := in.Kind
 	if kind == "" {
-		kind = activities.TurnWork
+		kind = agents.TurnWork
 	}
 	m.turnSeconds.WithLabelValues(in.Spec.Kind, kind, outcome(err)).Observe(took.Seconds())
 	if r, ok := res.(activities.TurnResult); ok && err == nil && r.Vendor != nil {

@@ -1,9 +1,13 @@
-// Package activities runs agents for nid's workflows: one turn, one
-// compaction, one stop at a time, each as a Temporal activity.
+// Package activities is the layer Temporal calls for nid's workflows: a
+// turn, a compaction, a stop, a worktree, the facts of a fresh
+// conversation, a move's salvage and push, each as an activity.
 //
-// Build one Activities value in the worker with the agents this host can run
-// and register its methods under the names below. Adapters implement Agent;
-// the built-in sim agent needs nothing but nid's own MCP endpoint.
+// Each activity checks its input (names only: a session's group and name,
+// never a path, a command or a URL), finds what the session needs in the
+// worker's own nid.yaml and records (places.go), calls an adapter or the
+// git runner of package agents, and records the result. Build one
+// Activities value in the worker with the agents this host can run and
+// register its methods under the names below.
 package activities
 
 import "github.com/nid-dev/nid/agents"

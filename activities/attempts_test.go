@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
 
 // An attempt is recorded while it runs; a starting worker finds the ones a
@@ -22,7 +23,7 @@ func TestCutAttemptsAreTheDeadWorkersOnes(t *testing.T) {
 	mine := Attempt{Token: []byte("token-of-a-running-turn"), Activity: RunTurnName, Workflow: "nid/web/lead", Number: 1}
 	done, err := RecordAttempt(dir, mine)
 	require.NoError(t, err)
-	dead := deadPID(t)
+	dead := agenttest.DeadPID(t)
 	left := attemptRecord{Attempt: Attempt{Token: []byte("token-of-a-cut-turn"), Activity: RunTurnName, Workflow: "nid/web/worker", Number: 2}, Owner: dead}
 	require.NoError(t, agents.WriteRecord(dir, filepath.Join(dir, "left.json"), left))
 	require.NoError(t, agents.WriteRecord(dir, filepath.Join(dir, "no-token.json"), attemptRecord{Attempt: Attempt{Activity: RunTurnName}, Owner: dead}))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
 
 // time0 is long ago: a file given it must be read again for git to know
@@ -35,7 +36,7 @@ func newWorked(t *testing.T) worked {
 	t.Helper()
 	repo := newRepo(t)
 	w := worked{repo: repo, acts: &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}}
-	w.start = gitRun(t, w.repo, "rev-parse", "--short", "HEAD")
+	w.start = agenttest.GitRun(t, w.repo, "rev-parse", "--short", "HEAD")
 	ws, err := w.acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	w.tree = ws.Worktree
@@ -103,7 +104,7 @@ Diffstat:
 	})
 
 	t.Run("clean", func(t *testing.T) {
-		gitRun(t, w.tree, "stash", "-q", "-u")
+		agenttest.GitRun(t, w.tree, "stash", "-q", "-u")
 		f := w.facts(t)
 		require.Empty(t, f.Status)
 		require.Empty(t, f.Diffstat)
@@ -138,7 +139,7 @@ func plant(t *testing.T, config, marks string) {
 		{"status.showUntrackedFiles", "no"},
 		{"core.bare", "false"},
 	} {
-		gitRun(t, filepath.Dir(config), "config", "--file", config, kv[0], kv[1])
+		agenttest.GitRun(t, filepath.Dir(config), "config", "--file", config, kv[0], kv[1])
 	}
 }
 
@@ -182,18 +183,18 @@ func TestGatherFactsRunsNothingTheAgentPlanted(t *testing.T) {
 	}{
 		{"the .git file points at a git directory of the agent's", true, func(t *testing.T, w worked) string {
 			evil := filepath.Join(t.TempDir(), "evil.git")
-			gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
+			agenttest.GitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
 			require.NoError(t, os.WriteFile(filepath.Join(w.tree, ".git"), []byte("gitdir: "+evil+"\n"), 0o644))
 			return filepath.Join(evil, "config")
 		}},
 		{"a .git directory replaces the file", true, func(t *testing.T, w worked) string {
 			require.NoError(t, os.Remove(filepath.Join(w.tree, ".git")))
-			gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, filepath.Join(w.tree, ".git"))
+			agenttest.GitRun(t, w.repo, "clone", "-q", "--bare", w.repo, filepath.Join(w.tree, ".git"))
 			return filepath.Join(w.tree, ".git", "config")
 		}},
 		{"commondir points at a common directory of the agent's", true, func(t *testing.T, w worked) string {
 			evil := filepath.Join(t.TempDir(), "common")
-			gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
+			agenttest.GitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
 			gitDir := filepath.Join(w.repo, ".git", "worktrees", "lead")
 			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "commondir"), []byte(evil+"\n"), 0o644))
 			return filepath.Join(evil, "config")
@@ -201,7 +202,7 @@ func TestGatherFactsRunsNothingTheAgentPlanted(t *testing.T) {
 		{"config.worktree in the worktree's git directory", false, func(t *testing.T, w worked) string {
 			// The user turned on per-worktree config; the agent writes
 			// its worktree's.
-			gitRun(t, w.repo, "config", "extensions.worktreeConfig", "true")
+			agenttest.GitRun(t, w.repo, "config", "extensions.worktreeConfig", "true")
 			return filepath.Join(w.repo, ".git", "worktrees", "lead", "config.worktree")
 		}},
 		{"the repository's own config, open to an agent with full permissions", false, func(t *testing.T, w worked) string {
@@ -220,7 +221,7 @@ func TestGatherFactsRunsNothingTheAgentPlanted(t *testing.T) {
 
 			if tc.refused {
 				_, err := w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
-				requireFinal(t, err, activities.ErrAgentFailed, "nid refused")
+				agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "nid refused")
 			} else {
 				require.Equal(t, before, w.facts(t))
 			}
@@ -238,10 +239,10 @@ func TestGatherFactsRunsNothingTheAgentPlanted(t *testing.T) {
 // object format (SHA-256 here) and that file modes do not count.
 func TestGatherFactsOfAPlainRepository(t *testing.T) {
 	dir := t.TempDir()
-	gitRun(t, dir, "init", "-q", "-b", "main", "--object-format=sha256")
-	gitRun(t, dir, "config", "user.name", "nid test")
-	gitRun(t, dir, "config", "user.email", "nid@example.com")
-	gitRun(t, dir, "config", "core.filemode", "false")
+	agenttest.GitRun(t, dir, "init", "-q", "-b", "main", "--object-format=sha256")
+	agenttest.GitRun(t, dir, "config", "user.name", "nid test")
+	agenttest.GitRun(t, dir, "config", "user.email", "nid@example.com")
+	agenttest.GitRun(t, dir, "config", "core.filemode", "false")
 	writeFile(t, dir, "README.md", "the project\n")
 	writeFile(t, dir, "run.sh", "echo run\n")
 	commit(t, dir, "Start")
@@ -280,7 +281,7 @@ func TestGatherFactsWithoutARepository(t *testing.T) {
 	require.Equal(t, "Git: the session's directory is not a git work tree, so nid has no branch, commits or changes to show.\n", f.Text())
 
 	_, err = acts.GatherFacts(t.Context(), activities.FactsInput{Session: agents.SessionRef{Group: "..", Name: "lead"}})
-	requireFinal(t, err, activities.ErrBadInput, `group ".." is not a name`)
+	agenttest.RequireFinal(t, err, activities.ErrBadInput, `group ".." is not a name`)
 }
 
 // Many commits, many changes, long names, a megabyte subject and one with
@@ -300,7 +301,7 @@ func TestGatherFactsAreBounded(t *testing.T) {
 	commit(t, w.tree, "Colour \x1b[31mred\x1b[0m and a bell\a")
 	msg := filepath.Join(t.TempDir(), "msg")
 	require.NoError(t, os.WriteFile(msg, []byte(strings.Repeat("subject ", 128<<10)), 0o644))
-	gitRun(t, w.tree, "commit", "-q", "--allow-empty", "-F", msg)
+	agenttest.GitRun(t, w.tree, "commit", "-q", "--allow-empty", "-F", msg)
 	for i := range 60 {
 		writeFile(t, w.tree, fmt.Sprintf("%sfile-%02d.txt", long, i), "one\ntwo\n")
 	}
@@ -341,7 +342,7 @@ func TestGatherFactsDoesNotWait(t *testing.T) {
 	require.NoError(t, os.Remove(index))
 	require.NoError(t, syscall.Mkfifo(index, 0o600))
 	_, err = w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
-	requireFinal(t, err, activities.ErrAgentFailed, "index is not a regular file")
+	agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "index is not a regular file")
 
 	w = newWorked(t)
 	head := filepath.Join(w.repo, ".git", "worktrees", "lead", "HEAD")
@@ -349,5 +350,5 @@ func TestGatherFactsDoesNotWait(t *testing.T) {
 	require.NoError(t, os.Rename(head, elsewhere))
 	require.NoError(t, os.Symlink(elsewhere, head))
 	_, err = w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
-	requireFinal(t, err, activities.ErrAgentFailed, "HEAD")
+	agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "HEAD")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
 
 // A move saves the session's work and makes its worktree again on the new
@@ -26,7 +27,7 @@ func TestMoveRunsNothingTheAgentPlanted(t *testing.T) {
 		plant func(t *testing.T, w worked, marks string)
 	}{
 		{"config.worktree in the worktree's git directory", func(t *testing.T, w worked, marks string) {
-			gitRun(t, w.repo, "config", "extensions.worktreeConfig", "true")
+			agenttest.GitRun(t, w.repo, "config", "extensions.worktreeConfig", "true")
 			plant(t, filepath.Join(w.repo, ".git", "worktrees", "lead", "config.worktree"), marks)
 		}},
 		{"the repository's own config, open to an agent with full permissions", func(t *testing.T, w worked, marks string) {
@@ -79,16 +80,16 @@ func TestMoveRefusesAWorktreeThatPointsElsewhere(t *testing.T) {
 	marks := filepath.Join(t.TempDir(), "marks")
 	require.NoError(t, os.MkdirAll(marks, 0o755))
 	evil := filepath.Join(t.TempDir(), "common")
-	gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
+	agenttest.GitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
 	plant(t, filepath.Join(evil, "config"), marks)
 	require.NoError(t, os.WriteFile(filepath.Join(w.repo, ".git", "worktrees", "lead", "commondir"), []byte(evil+"\n"), 0o644))
 
 	_, err := w.acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
-	requireFinal(t, err, activities.ErrAgentFailed, "nid refused to follow it and ran nothing", "git run there by hand would follow it")
+	agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "nid refused to follow it and ran nothing", "git run there by hand would follow it")
 	require.Empty(t, marked(t, marks))
 	_, err = os.Stat(filepath.Join(w.tree, "notes.md"))
 	require.NoError(t, err, "the worktree is left as it was")
-	require.NotContains(t, gitRun(t, w.repo, "for-each-ref"), "salvage")
+	require.NotContains(t, agenttest.GitRun(t, w.repo, "for-each-ref"), "salvage")
 }
 
 // Anything that reaches Temporal can send an activity of nid's a session
@@ -114,21 +115,21 @@ func TestActivitiesActOnlyOnSessionsTheWorkerKnows(t *testing.T) {
 	}
 	for _, tc := range bad {
 		_, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: tc.ref})
-		requireFinal(t, err, activities.ErrBadInput, tc.says)
+		agenttest.RequireFinal(t, err, activities.ErrBadInput, tc.says)
 		_, err = acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: tc.ref, Number: 1})
-		requireFinal(t, err, activities.ErrBadInput, tc.says)
+		agenttest.RequireFinal(t, err, activities.ErrBadInput, tc.says)
 		_, err = acts.PushBranch(t.Context(), activities.PushBranchInput{Session: tc.ref})
-		requireFinal(t, err, activities.ErrBadInput, tc.says)
+		agenttest.RequireFinal(t, err, activities.ErrBadInput, tc.says)
 		_, err = acts.GatherFacts(t.Context(), activities.FactsInput{Session: tc.ref})
-		requireFinal(t, err, activities.ErrBadInput, tc.says)
+		agenttest.RequireFinal(t, err, activities.ErrBadInput, tc.says)
 	}
 	entries, err := os.ReadDir(state)
 	require.NoError(t, err)
 	require.Empty(t, entries, "nothing was made")
-	require.Equal(t, "refs/heads/main", gitRun(t, repo, "for-each-ref", "--format=%(refname)"), "the repository is as it was")
+	require.Equal(t, "refs/heads/main", agenttest.GitRun(t, repo, "for-each-ref", "--format=%(refname)"), "the repository is as it was")
 
 	_, err = acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: -1})
-	requireFinal(t, err, activities.ErrBadInput, "move number -1")
+	agenttest.RequireFinal(t, err, activities.ErrBadInput, "move number -1")
 }
 
 // A session nid.yaml no longer lists (removed, or moved to a host whose
@@ -144,7 +145,7 @@ func TestARemovedSessionIsActedOnFromNidsRecord(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "the worktree left the host")
 
 	_, err = w.acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
-	requireFinal(t, err, activities.ErrBadInput, "no longer lists session web/lead")
+	agenttest.RequireFinal(t, err, activities.ErrBadInput, "no longer lists session web/lead")
 }
 
 // A group's repo git would take as an option or hand to a program is
@@ -159,7 +160,7 @@ func TestRepositoriesGitWouldRunAreRefused(t *testing.T) {
 	} {
 		acts := &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
 		_, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
-		requireFinal(t, err, activities.ErrBadInput, "a repo is an https://, ssh:// or file:// URL")
+		agenttest.RequireFinal(t, err, activities.ErrBadInput, "a repo is an https://, ssh:// or file:// URL")
 	}
 	entries, err := os.ReadDir(marks)
 	require.NoError(t, err)
@@ -175,16 +176,16 @@ func TestTheGitDirectoryAnAgentWritesLeadsNidNowhere(t *testing.T) {
 	t.Run("a worktree switched to another branch pushes only the session's", func(t *testing.T) {
 		w := newWorked(t)
 		bare := filepath.Join(t.TempDir(), "origin.git")
-		gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, bare)
-		gitRun(t, w.repo, "remote", "add", "origin", bare)
-		mainBefore := gitRun(t, bare, "rev-parse", "refs/heads/main")
-		gitRun(t, w.repo, "update-ref", "refs/heads/main", "refs/heads/nid/web/lead")
+		agenttest.GitRun(t, w.repo, "clone", "-q", "--bare", w.repo, bare)
+		agenttest.GitRun(t, w.repo, "remote", "add", "origin", bare)
+		mainBefore := agenttest.GitRun(t, bare, "rev-parse", "refs/heads/main")
+		agenttest.GitRun(t, w.repo, "update-ref", "refs/heads/main", "refs/heads/nid/web/lead")
 		require.NoError(t, os.WriteFile(filepath.Join(w.repo, ".git", "worktrees", "lead", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644))
 		saved, err := w.acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
 		require.NoError(t, err)
 		require.Equal(t, "origin", saved.Pushed)
-		require.Equal(t, mainBefore, gitRun(t, bare, "rev-parse", "refs/heads/main"), "the agent's main was not pushed")
-		gitRun(t, bare, "rev-parse", "--verify", "refs/heads/nid/web/lead")
+		require.Equal(t, mainBefore, agenttest.GitRun(t, bare, "rev-parse", "refs/heads/main"), "the agent's main was not pushed")
+		agenttest.GitRun(t, bare, "rev-parse", "--verify", "refs/heads/nid/web/lead")
 	})
 	t.Run("a ref linked to another repository's", func(t *testing.T) {
 		w := newWorked(t)
@@ -194,7 +195,7 @@ func TestTheGitDirectoryAnAgentWritesLeadsNidNowhere(t *testing.T) {
 		require.NoError(t, os.Symlink(filepath.Join(other, ".git", "refs", "heads", "main"), filepath.Join(heads, "x")))
 		require.NoError(t, os.WriteFile(filepath.Join(w.repo, ".git", "worktrees", "lead", "HEAD"), []byte("ref: refs/heads/x\n"), 0o644))
 		_, err := w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
-		requireFinal(t, err, activities.ErrAgentFailed, "is a symbolic link", "nid refused it and ran nothing")
+		agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "is a symbolic link", "nid refused it and ran nothing")
 		require.NotContains(t, err.Error(), "Secret work")
 	})
 	t.Run("an alternates file lending another repository's objects", func(t *testing.T) {
@@ -202,14 +203,14 @@ func TestTheGitDirectoryAnAgentWritesLeadsNidNowhere(t *testing.T) {
 		other := newRepo(t)
 		require.NoError(t, os.WriteFile(filepath.Join(w.repo, ".git", "objects", "info", "alternates"), []byte(filepath.Join(other, ".git", "objects")+"\n"), 0o644))
 		_, err := w.acts.GatherFacts(t.Context(), activities.FactsInput{Session: webLead})
-		requireFinal(t, err, activities.ErrAgentFailed, "alternates is not what it was")
+		agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "alternates is not what it was")
 		_, err = w.acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
-		requireFinal(t, err, activities.ErrAgentFailed, "alternates is not what it was")
+		agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "alternates is not what it was")
 	})
 	t.Run("a remotes file naming an origin of the agent's", func(t *testing.T) {
 		w := newWorked(t)
 		evil := filepath.Join(t.TempDir(), "evil.git")
-		gitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
+		agenttest.GitRun(t, w.repo, "clone", "-q", "--bare", w.repo, evil)
 		marks := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(evil, "hooks", "pre-receive"), []byte("#!/bin/sh\ntouch "+filepath.Join(marks, "pre-receive")+"\n"), 0o755))
 		require.NoError(t, os.MkdirAll(filepath.Join(w.repo, ".git", "remotes"), 0o755))
@@ -224,7 +225,7 @@ func TestTheGitDirectoryAnAgentWritesLeadsNidNowhere(t *testing.T) {
 		outside := t.TempDir()
 		require.NoError(t, os.Symlink(outside, filepath.Join(w.repo, ".git", "refs", "nid")))
 		_, err := w.acts.SaveWork(t.Context(), activities.SaveWorkInput{Session: webLead, Number: 1})
-		requireFinal(t, err, activities.ErrAgentFailed, "is a symbolic link")
+		agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "is a symbolic link")
 		require.Empty(t, marked(t, outside), "nothing was written through the link")
 	})
 }

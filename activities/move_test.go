@@ -9,6 +9,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
 
 // A session leaving a host takes its work along without a commit on its
@@ -24,11 +25,11 @@ func TestMoveCarriesCommittedAndUncommittedWork(t *testing.T) {
 			repo := newRepo(t)
 			if tt.url {
 				bare := filepath.Join(t.TempDir(), "origin.git")
-				gitRun(t, repo, "clone", "-q", "--bare", repo, bare)
+				agenttest.GitRun(t, repo, "clone", "-q", "--bare", repo, bare)
 				repo = "file://" + bare
 			}
 			hostA, hostB, ws, committed := twoHostsOneCommit(t, repo)
-			head := gitRun(t, ws.Worktree, "rev-parse", "HEAD")
+			head := agenttest.GitRun(t, ws.Worktree, "rev-parse", "HEAD")
 			writeFile(t, ws.Worktree, "README.md", "the project, half rewritten\n")
 			writeFile(t, ws.Worktree, "notes/todo.txt", "lexer next\n")
 
@@ -40,7 +41,7 @@ func TestMoveCarriesCommittedAndUncommittedWork(t *testing.T) {
 				require.Equal(t, "origin", saved.Pushed)
 			} else {
 				require.Empty(t, saved.Pushed, "a repository without origin keeps the refs itself")
-				require.Equal(t, head, gitRun(t, repo, "rev-parse", "refs/heads/nid/web/lead"), "nothing was committed on the branch")
+				require.Equal(t, head, agenttest.GitRun(t, repo, "rev-parse", "refs/heads/nid/web/lead"), "nothing was committed on the branch")
 			}
 			_, err = os.Stat(ws.Worktree)
 			require.True(t, os.IsNotExist(err), "the worktree left the host")
@@ -51,8 +52,8 @@ func TestMoveCarriesCommittedAndUncommittedWork(t *testing.T) {
 			moved, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead, Salvage: saved.Salvage})
 			require.NoError(t, err)
 			require.Equal(t, "nid/web/lead", moved.Branch)
-			require.Equal(t, committed, gitRun(t, moved.Worktree, "log", "-1", "--format=%h %s"), "the branch arrived")
-			require.Equal(t, "M README.md\n?? notes/", gitRun(t, moved.Worktree, "status", "--porcelain"), "the uncommitted work arrived uncommitted (git status --porcelain, trimmed)")
+			require.Equal(t, committed, agenttest.GitRun(t, moved.Worktree, "log", "-1", "--format=%h %s"), "the branch arrived")
+			require.Equal(t, "M README.md\n?? notes/", agenttest.GitRun(t, moved.Worktree, "status", "--porcelain"), "the uncommitted work arrived uncommitted (git status --porcelain, trimmed)")
 			b, err := os.ReadFile(filepath.Join(moved.Worktree, "notes", "todo.txt"))
 			require.NoError(t, err)
 			require.Equal(t, "lexer next\n", string(b))
@@ -77,16 +78,16 @@ func TestSaveWorkWithNothingUncommittedMakesNoSalvage(t *testing.T) {
 func TestPushBranchSendsTheBranchToOrigin(t *testing.T) {
 	repo := newRepo(t)
 	bare := filepath.Join(t.TempDir(), "origin.git")
-	gitRun(t, repo, "clone", "-q", "--bare", repo, bare)
+	agenttest.GitRun(t, repo, "clone", "-q", "--bare", repo, bare)
 	url := "file://" + bare
 	acts := &activities.Activities{StateDir: t.TempDir(), Places: placed(url)}
 	ws, err := acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
-	gitRun(t, ws.Worktree, "-c", "user.name=agent", "-c", "user.email=agent@example.com", "commit", "-q", "--allow-empty", "-m", "Task t1 done")
+	agenttest.GitRun(t, ws.Worktree, "-c", "user.name=agent", "-c", "user.email=agent@example.com", "commit", "-q", "--allow-empty", "-m", "Task t1 done")
 	pushed, err := acts.PushBranch(t.Context(), activities.PushBranchInput{Session: webLead})
 	require.NoError(t, err)
 	require.Equal(t, "origin", pushed)
-	require.Equal(t, "Task t1 done", gitRun(t, bare, "log", "-1", "--format=%s", "nid/web/lead"))
+	require.Equal(t, "Task t1 done", agenttest.GitRun(t, bare, "log", "-1", "--format=%s", "nid/web/lead"))
 
 	local := &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
 	_, err = local.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
@@ -109,8 +110,8 @@ func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
 	moved, err := hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	require.NotEqual(t, ws.Worktree, moved.Worktree)
-	require.Equal(t, committed, gitRun(t, moved.Worktree, "log", "-1", "--format=%h %s"), "the branch's commits are there")
-	require.Equal(t, "", gitRun(t, moved.Worktree, "status", "--porcelain"))
+	require.Equal(t, committed, agenttest.GitRun(t, moved.Worktree, "log", "-1", "--format=%h %s"), "the branch's commits are there")
+	require.Equal(t, "", agenttest.GitRun(t, moved.Worktree, "status", "--porcelain"))
 	b, err := os.ReadFile(filepath.Join(ws.Worktree, "notes.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "not committed\n", string(b), "the old worktree keeps its uncommitted work")
@@ -121,8 +122,8 @@ func TestMoveOffAHostThatIsDownWithASharedRepository(t *testing.T) {
 	// The branch of web/other checked out by hand in a directory of the
 	// user's is not nid's to take.
 	other := agents.SessionRef{Group: "web", Name: "other", WorkflowID: "nid/web/other"}
-	gitRun(t, repo, "branch", "nid/web/other")
-	gitRun(t, repo, "worktree", "add", filepath.Join(t.TempDir(), "mine"), "nid/web/other")
+	agenttest.GitRun(t, repo, "branch", "nid/web/other")
+	agenttest.GitRun(t, repo, "worktree", "add", filepath.Join(t.TempDir(), "mine"), "nid/web/other")
 	_, err = hostB.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: other})
 	require.ErrorContains(t, err, "is already checked out at")
 }
@@ -135,8 +136,8 @@ func twoHostsOneCommit(t *testing.T, repo string) (hostA, hostB *activities.Acti
 	hostB = &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
 	ws, err := hostA.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
-	gitRun(t, ws.Worktree, "config", "user.name", "agent")
-	gitRun(t, ws.Worktree, "config", "user.email", "agent@example.com")
+	agenttest.GitRun(t, ws.Worktree, "config", "user.name", "agent")
+	agenttest.GitRun(t, ws.Worktree, "config", "user.email", "agent@example.com")
 	writeFile(t, ws.Worktree, "parser.go", "package parser\n")
 	return hostA, hostB, ws, commit(t, ws.Worktree, "Parser skeleton")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
 
 type notes struct{ limited []bool }
@@ -178,7 +179,7 @@ func TestTheConfiguredWindowFillsWhatTheAgentLeavesOut(t *testing.T) {
 		{"nothing reported", ``, agents.Usage{Source: agents.SourceUnknown}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := script(t, "cat >/dev/null\necho worked\necho '"+tc.line+"'\n")
+			cmd := agenttest.Script(t, "cat >/dev/null\necho worked\necho '"+tc.line+"'\n")
 			acts := &Activities{Agents: map[string]agents.Agent{agents.KindExec: agents.NewExec()}, StateDir: t.TempDir(),
 				Settings: func(agents.SessionRef) (string, config.AgentSettings, bool) {
 					return agents.KindExec, config.AgentSettings{Command: cmd, Permissions: config.PermissionsFull, TurnTimeout: config.Duration(time.Minute), Window: 128000}, true

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
 
 // scriptedAgent answers every turn with fn; it stands in for a vendor whose
@@ -176,7 +177,7 @@ func TestRunTurnErrors(t *testing.T) {
 // conversation (its generation): a later conversation's token would let a
 // rotated-away one act, an earlier one's would be refused.
 func TestRunTurnGivesTheAgentItsEndpointAndStateDir(t *testing.T) {
-	rec := startHandoffRecorder(t, "")
+	rec := agenttest.StartHandoffRecorder(t, "")
 	stateDir := t.TempDir()
 	var generations []int
 	acts := &Activities{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/internal/clip"
 	"github.com/nid-dev/nid/transcript"
 )
@@ -25,7 +26,7 @@ import (
 // spans both conversations with each rotation marked.
 func TestTranscriptAcrossAHandoff(t *testing.T) {
 	ctx := context.Background()
-	rec := startHandoffRecorder(t, "")
+	rec := agenttest.StartHandoffRecorder(t, "")
 	state := t.TempDir()
 	logs := transcript.New(state)
 	acts := &Activities{
@@ -125,7 +126,7 @@ func largestOutput(t *testing.T, kind string) string {
 		require.Equal(t, "result", result["type"])
 		out := strings.Join(lines[:len(lines)-1], "\n") + "\n" + string(fill(t, result, "result"))
 		require.NoError(t, os.WriteFile(stream, []byte(out), 0o600))
-		return fakeClaude(t, `cat '`+stream+`'`)
+		return agenttest.FakeClaude(t, `cat '`+stream+`'`)
 	case agents.KindCodex:
 		// An app-server whose agent message is as long as a line can be.
 		item := map[string]any{"type": "agentMessage", "id": "m1"}
@@ -155,7 +156,7 @@ done`
 		require.NoError(t, os.WriteFile(stream, []byte(strings.Repeat(line, agents.MaxExecOutputBytes/len(line)+10)), 0o600))
 		body = `cat '` + stream + `'`
 	}
-	return script(t, body)
+	return agenttest.Script(t, body)
 }
 
 // The largest output each agent kind can hand over, all `<` (six bytes

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
 
 var webLead = agents.SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
@@ -29,12 +30,12 @@ func sharedDir(dir string) func(agents.SessionRef) (string, string, bool) {
 func newRepo(t *testing.T) string {
 	t.Helper()
 	repo := t.TempDir()
-	gitRun(t, repo, "init", "-q", "-b", "main")
-	gitRun(t, repo, "config", "user.name", "nid test")
-	gitRun(t, repo, "config", "user.email", "nid@example.com")
+	agenttest.GitRun(t, repo, "init", "-q", "-b", "main")
+	agenttest.GitRun(t, repo, "config", "user.name", "nid test")
+	agenttest.GitRun(t, repo, "config", "user.email", "nid@example.com")
 	writeFile(t, repo, "README.md", "the project\n")
-	gitRun(t, repo, "add", ".")
-	gitRun(t, repo, "commit", "-q", "-m", "start")
+	agenttest.GitRun(t, repo, "add", ".")
+	agenttest.GitRun(t, repo, "commit", "-q", "-m", "start")
 	return repo
 }
 
@@ -46,9 +47,9 @@ func writeFile(t *testing.T, dir, name, text string) {
 
 func commit(t *testing.T, dir, subject string) string {
 	t.Helper()
-	gitRun(t, dir, "add", "-A")
-	gitRun(t, dir, "commit", "-q", "--allow-empty", "-m", subject)
-	return gitRun(t, dir, "log", "-1", "--format=%h %s")
+	agenttest.GitRun(t, dir, "add", "-A")
+	agenttest.GitRun(t, dir, "commit", "-q", "--allow-empty", "-m", subject)
+	return agenttest.GitRun(t, dir, "log", "-1", "--format=%h %s")
 }
 
 // The base a session's branch left from is recorded when its worktree is
@@ -58,8 +59,8 @@ func commit(t *testing.T, dir, subject string) string {
 // meet is the branch's tip).
 func TestPrepareWorkspaceRecordsTheBase(t *testing.T) {
 	repo := newRepo(t)
-	start := gitRun(t, repo, "rev-parse", "HEAD")
-	gitRun(t, repo, "branch", "nid/web/other")
+	start := agenttest.GitRun(t, repo, "rev-parse", "HEAD")
+	agenttest.GitRun(t, repo, "branch", "nid/web/other")
 	acts := &activities.Activities{StateDir: t.TempDir(), Places: placed(repo)}
 	base := func(name string) string {
 		t.Helper()
@@ -80,7 +81,7 @@ func TestPrepareWorkspaceRecordsTheBase(t *testing.T) {
 	require.Equal(t, start, base("other"), "an existing branch left where it and main last met")
 
 	commit(t, ws.Worktree, "Work of the session")
-	gitRun(t, repo, "merge", "-q", "--no-edit", "nid/web/lead")
+	agenttest.GitRun(t, repo, "merge", "-q", "--no-edit", "nid/web/lead")
 	_, err = acts.PrepareWorkspace(t.Context(), activities.WorkspaceInput{Session: webLead})
 	require.NoError(t, err)
 	require.Equal(t, start, base("lead"), "a worker restarted keeps the base")

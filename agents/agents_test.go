@@ -435,18 +435,6 @@ func failure(t *testing.T, err error) (string, bool) {
 	return app.Type(), !app.NonRetryable()
 }
 
-// requireFinal checks that err is a failure of type typ that Temporal does
-// not retry, and that its message says each of says.
-func requireFinal(t *testing.T, err error, typ string, says ...string) {
-	t.Helper()
-	got, retried := failure(t, err)
-	require.Equal(t, typ, got, "%v", err)
-	require.False(t, retried, "%v", err)
-	for _, s := range says {
-		require.Contains(t, err.Error(), s)
-	}
-}
-
 func lastRequest(t *testing.T, m *fakemodel.Model) fakemodel.Request {
 	t.Helper()
 	reqs := m.Requests()

@@ -12,18 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
-
-// fakeClaude is a script that stands in for Claude Code in stream-json
-// mode: it takes the first message from its stdin, says that message's
-// turn started, and runs body, which prints the turn's lines.
-func fakeClaude(t *testing.T, body string) string {
-	t.Helper()
-	return script(t, `read -r msg
-id=$(printf '%s' "$msg" | sed -n 's/^{"type":"user","uuid":"\([^"]*\)".*/\1/p')
-echo '{"type":"command_lifecycle","command_uuid":"'"$id"'","state":"started"}'
-`+body)
-}
 
 // A claude whose stream is broken by garbage, a line cut short and a 50 MB
 // line still gives the turn the recorded stream has: those lines are
@@ -31,7 +21,7 @@ echo '{"type":"command_lifecycle","command_uuid":"'"$id"'","state":"started"}'
 func TestClaudeSkipsBadLines(t *testing.T) {
 	rec, err := filepath.Abs(filepath.Join("testdata", "claude", "turn.jsonl"))
 	require.NoError(t, err)
-	cmd := fakeClaude(t, `head -c 20000 /dev/urandom | tr -d '\n'; echo
+	cmd := agenttest.FakeClaude(t, `head -c 20000 /dev/urandom | tr -d '\n'; echo
 printf '{"type":"assistant","message":{"content":[{"text":"cut'; echo
 head -c 50000000 /dev/zero | tr '\0' '{'; echo
 cat '`+rec+`'
@@ -50,7 +40,7 @@ echo 'not json at all'
 // A claude that ends without its result line (killed, or its output cut)
 // is a failed turn a retry may fix, not a turn with no output.
 func TestClaudeWithoutResultLine(t *testing.T) {
-	cmd := fakeClaude(t, `echo '{"type":"system","subtype":"init","session_id":"s1"}'; printf '{"type":"result","subtype":"succ'`)
+	cmd := agenttest.FakeClaude(t, `echo '{"type":"system","subtype":"init","session_id":"s1"}'; printf '{"type":"result","subtype":"succ'`)
 	_, err := NewClaude().Turn(context.Background(), TurnRequest{
 		Session: SessionRef{Group: "web", Name: "lead"}, Prompt: "go", Kind: TurnWork,
 		StateDir: t.TempDir(), Process: Process{Command: cmd},
@@ -80,7 +70,7 @@ func fakeClaudeTurns(t *testing.T, body string) (cmd, starts, messages string) {
 	t.Helper()
 	dir := t.TempDir()
 	starts, messages = filepath.Join(dir, "starts"), filepath.Join(dir, "messages")
-	cmd = script(t, "log='"+messages+"'\necho $$ >> '"+starts+"'\n"+claudeTurnScript+body+"\ntake\n")
+	cmd = agenttest.Script(t, "log='"+messages+"'\necho $$ >> '"+starts+"'\n"+claudeTurnScript+body+"\ntake\n")
 	return cmd, starts, messages
 }
 

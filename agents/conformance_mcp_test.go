@@ -11,6 +11,7 @@ import (
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/internal/fakemodel"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -129,7 +130,7 @@ func conformOldConversationsCannotAct(t *testing.T, kind agents.Kind) {
 		require.NoError(t, err)
 		require.Contains(t, lastRequest(t, r.model).Body, refused, "the agent's model was told why")
 	} else {
-		requireFinal(t, err, activities.ErrAgentFailed, refused)
+		agenttest.RequireFinal(t, err, activities.ErrAgentFailed, refused)
 	}
 	// And the same token straight at the board.
 	res = callWith(t, r.access(0), agents.ToolTaskClaim, map[string]any{"task_id": "t1"})

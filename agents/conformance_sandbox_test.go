@@ -19,6 +19,7 @@ import (
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/internal/fakemodel"
 )
 
@@ -49,7 +50,7 @@ func enforces(kind agents.Kind, permissions string) bool {
 // ran.
 func requireSandboxRefused(t *testing.T, r *agentRig, err error) {
 	t.Helper()
-	requireFinal(t, err, activities.ErrSandboxUnavailable, "cannot enforce", "set permissions: full")
+	agenttest.RequireFinal(t, err, activities.ErrSandboxUnavailable, "cannot enforce", "set permissions: full")
 	require.Empty(t, r.model.Requests(), "the agent never started")
 }
 
@@ -104,14 +105,6 @@ func conformPermissions(t *testing.T, kind agents.Kind) {
 	}
 }
 
-// gitRun runs git in dir and returns its output.
-func gitRun(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
-	require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
-	return strings.TrimSpace(string(out))
-}
-
 // A session's worktree is a linked git worktree, whose commits go into the
 // repository's own git directory: a commit there works under the sandbox
 // (and not in readonly), while the repository's hooks and config, which
@@ -130,12 +123,12 @@ func conformCommits(t *testing.T, kind agents.Kind) {
 			r := newRig(t, kind)
 			r.set.Permissions = tc.permissions
 			repo := t.TempDir()
-			gitRun(t, repo, "init", "-q")
-			gitRun(t, repo, "config", "user.name", "nid test")
-			gitRun(t, repo, "config", "user.email", "nid@example.com")
-			gitRun(t, repo, "commit", "-q", "--allow-empty", "-m", "start")
+			agenttest.GitRun(t, repo, "init", "-q")
+			agenttest.GitRun(t, repo, "config", "user.name", "nid test")
+			agenttest.GitRun(t, repo, "config", "user.email", "nid@example.com")
+			agenttest.GitRun(t, repo, "commit", "-q", "--allow-empty", "-m", "start")
 			r.workDir = filepath.Join(t.TempDir(), "lead")
-			gitRun(t, repo, "worktree", "add", "-q", "-b", "nid/web/lead", r.workDir)
+			agenttest.GitRun(t, repo, "worktree", "add", "-q", "-b", "nid/web/lead", r.workDir)
 			r.restart()
 			hook := filepath.Join(repo, ".git", "hooks", "post-commit")
 			r.model.Script(
@@ -154,8 +147,8 @@ func conformCommits(t *testing.T, kind agents.Kind) {
 					want = "work from the agent"
 				}
 			}
-			require.Equal(t, want, gitRun(t, repo, "log", "-1", "--format=%s", "nid/web/lead"))
-			require.Equal(t, "start", gitRun(t, repo, "log", "-1", "--format=%s", "HEAD"), "the main checkout did not move")
+			require.Equal(t, want, agenttest.GitRun(t, repo, "log", "-1", "--format=%s", "nid/web/lead"))
+			require.Equal(t, "start", agenttest.GitRun(t, repo, "log", "-1", "--format=%s", "HEAD"), "the main checkout did not move")
 			require.NoFileExists(t, hook)
 			_, err = exec.Command("git", "-C", repo, "config", "--local", "core.hooksPath").Output()
 			require.Error(t, err, "the repository's config is unchanged")
@@ -280,7 +273,7 @@ func conformSandboxUnavailable(t *testing.T, kind agents.Kind) {
 				return r, inside, err
 			}
 			_, inside, err := turn("")
-			requireFinal(t, err, activities.ErrSandboxUnavailable, tc.want, "permissions: full")
+			agenttest.RequireFinal(t, err, activities.ErrSandboxUnavailable, tc.want, "permissions: full")
 			require.NoFileExists(t, inside)
 
 			_, inside, err = turn(config.PermissionsFull)

@@ -15,6 +15,7 @@ import (
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/internal/fakemodel"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -239,7 +240,7 @@ func conformContextFull(t *testing.T, kind agents.Kind) {
 	}
 	r.model.Script(fakemodel.Reply{ContextFull: true})
 	_, err := r.turn("", "hello", agents.TurnWork)
-	requireFinal(t, err, r.vendor.contextFull)
+	agenttest.RequireFinal(t, err, r.vendor.contextFull)
 	if r.vendor.contextFull != activities.ErrContextFull {
 		require.Contains(t, err.Error(), "prompt is too long")
 	}
@@ -268,16 +269,16 @@ func conformMissingBinary(t *testing.T, kind agents.Kind) {
 	}
 	r.set.Command = "/nonexistent/" + kind.Name
 	_, err := r.turn("", "hello", agents.TurnWork)
-	requireFinal(t, err, activities.ErrUnknownAgent, `"/nonexistent/`+kind.Name+`" not found`, install, "agents."+kind.Name+".command", "nid doctor")
+	agenttest.RequireFinal(t, err, activities.ErrUnknownAgent, `"/nonexistent/`+kind.Name+`" not found`, install, "agents."+kind.Name+".command", "nid doctor")
 	require.Empty(t, r.model.Requests())
 
 	t.Setenv("PATH", emptyPath)
 	r.set.Command = ""
 	_, err = r.turn("", "hello", agents.TurnWork)
 	if kind.DefaultCommand != "" {
-		requireFinal(t, err, activities.ErrUnknownAgent, fmt.Sprintf("command %q not found on PATH", kind.DefaultCommand), install, "agents."+kind.Name+".command")
+		agenttest.RequireFinal(t, err, activities.ErrUnknownAgent, fmt.Sprintf("command %q not found on PATH", kind.DefaultCommand), install, "agents."+kind.Name+".command")
 	} else {
-		requireFinal(t, err, activities.ErrUnknownAgent, "no command configured", "agents."+kind.Name+".command")
+		agenttest.RequireFinal(t, err, activities.ErrUnknownAgent, "no command configured", "agents."+kind.Name+".command")
 	}
 	require.Empty(t, r.model.Requests())
 }
@@ -303,7 +304,7 @@ func conformNoCredentials(t *testing.T, kind agents.Kind) {
 		r.set.Env[k] = "" // set empty, so the worker's own do not count either
 	}
 	_, err := r.turn("", "hello", agents.TurnWork)
-	requireFinal(t, err, activities.ErrUnknownAgent, r.vendor.noCredentials, "nid doctor")
+	agenttest.RequireFinal(t, err, activities.ErrUnknownAgent, r.vendor.noCredentials, "nid doctor")
 	require.NotContains(t, err.Error(), "test-key", "the check never prints a secret")
 	require.Empty(t, r.model.Requests())
 
@@ -326,17 +327,17 @@ func conformSetupErrors(t *testing.T, kind agents.Kind) {
 		r.stateless = true
 		r.restart()
 		_, err := r.turn("", "hello", agents.TurnWork)
-		requireFinal(t, err, activities.ErrBadInput, "no state directory")
+		agenttest.RequireFinal(t, err, activities.ErrBadInput, "no state directory")
 		return
 	}
 	r.set.Args = []string{"--no-such-flag"}
 	_, err := r.turn("", "hello", agents.TurnWork)
-	requireFinal(t, err, activities.ErrAgentFailed, "--no-such-flag")
+	agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "--no-such-flag")
 
 	r.set.Args = nil
 	r.model.Default = fakemodel.Reply{Status: 401, Body: r.vendor.refusedKey}
 	_, err = r.turn("", "hello", agents.TurnWork)
-	requireFinal(t, err, activities.ErrAgentFailed, "401")
+	agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "401")
 }
 
 // A rate limit or an overload shows while the CLI retries it, and the turn
@@ -377,7 +378,7 @@ func conformRateLimit(t *testing.T, kind agents.Kind) {
 	case agents.KindExec:
 		r.model.Script(fakemodel.Reply{Status: 429, Body: `{"error":{"message":"Rate limit reached"}}`})
 		_, err := r.turn("", "hello", agents.TurnWork)
-		requireFinal(t, err, activities.ErrAgentFailed, "429", "Rate limit reached")
+		agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "429", "Rate limit reached")
 		require.Empty(t, r.rateLimits())
 	default:
 		t.Fatalf("say what a %s turn does when its model is rate limited", kind.Name)
@@ -416,7 +417,7 @@ func conformTurnTimeout(t *testing.T, kind agents.Kind) {
 	r.set.TurnTimeout = config.Duration(15 * time.Second)
 	r.model.Script(fakemodel.Reply{Hang: true}, fakemodel.Reply{Text: "back", Input: 1200, Output: 5})
 	_, err = r.turn(rep.Conversation, "take your time", agents.TurnWork)
-	requireFinal(t, err, activities.ErrAgentFailed, "timeout of 15s", "its process group was killed")
+	agenttest.RequireFinal(t, err, activities.ErrAgentFailed, "timeout of 15s", "its process group was killed")
 	r.requireNoProcesses("the turn's process group was killed")
 	require.Eventually(t, func() bool { return r.model.Abandoned() == 1 }, 10*time.Second, 50*time.Millisecond, "the model call was abandoned")
 

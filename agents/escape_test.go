@@ -16,6 +16,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/internal/fakemodel"
 )
 
@@ -76,12 +77,12 @@ type escapeWorld struct {
 func newEscapeWorld(t *testing.T, r *agentRig) *escapeWorld {
 	t.Helper()
 	origin := t.TempDir()
-	gitRun(t, origin, "init", "-q")
-	gitRun(t, origin, "config", "user.name", "nid test")
-	gitRun(t, origin, "config", "user.email", "nid@example.com")
+	agenttest.GitRun(t, origin, "init", "-q")
+	agenttest.GitRun(t, origin, "config", "user.name", "nid test")
+	agenttest.GitRun(t, origin, "config", "user.email", "nid@example.com")
 	require.NoError(t, os.WriteFile(filepath.Join(origin, "README"), []byte("start\n"), 0o644))
-	gitRun(t, origin, "add", "README")
-	gitRun(t, origin, "commit", "-q", "-m", "start")
+	agenttest.GitRun(t, origin, "add", "README")
+	agenttest.GitRun(t, origin, "commit", "-q", "-m", "start")
 	w := &escapeWorld{repoURL: "file://" + origin, marks: t.TempDir()}
 	r.acts.Places = func(ref agents.SessionRef) (string, string, bool) { return w.repoURL, "", ref == r.ref }
 	ws, err := r.acts.PrepareWorkspace(context.Background(), activities.WorkspaceInput{Session: r.ref})
@@ -90,8 +91,8 @@ func newEscapeWorld(t *testing.T, r *agentRig) *escapeWorld {
 	w.common = filepath.Join(r.state, "repos", r.ref.Group, ".git")
 	w.gitDir = filepath.Join(w.common, "worktrees", filepath.Base(w.worktree))
 	require.DirExists(t, w.gitDir)
-	gitRun(t, w.worktree, "config", "user.name", "nid test")
-	gitRun(t, w.worktree, "config", "user.email", "nid@example.com")
+	agenttest.GitRun(t, w.worktree, "config", "user.name", "nid test")
+	agenttest.GitRun(t, w.worktree, "config", "user.email", "nid@example.com")
 
 	for _, name := range []string{"http-token", "mcp.key", "temporal-token", "temporal.db", "temporal.db-wal"} {
 		require.NoError(t, os.WriteFile(filepath.Join(r.state, name), []byte(secretText+name+"\n"), 0o600))
@@ -219,7 +220,7 @@ func escapeAttempts(t *testing.T, kind agents.Kind, network bool) {
 		now, _ := os.ReadFile(f)
 		require.Equal(t, was, string(now), "%s changed", f)
 	}
-	require.Equal(t, "work from the agent", gitRun(t, w.common, "log", "-1", "--format=%s", activities.WorkspaceBranch(r.ref)),
+	require.Equal(t, "work from the agent", agenttest.GitRun(t, w.common, "log", "-1", "--format=%s", activities.WorkspaceBranch(r.ref)),
 		"a commit in the worktree still works")
 	w.requireNothingRan(t, "in the agent's turn")
 
@@ -281,7 +282,7 @@ func TestCodexRefusesAnotherPermissionProfile(t *testing.T) {
 	inside := filepath.Join(r.workDir, "inside.txt")
 	r.model.Script(fakemodel.Reply{Shell: "echo agent > " + inside, Input: 100, Output: 5}, fakemodel.Reply{Text: "wrote it", Input: 100, Output: 5})
 	_, err := r.turn("", "write a file", agents.TurnWork)
-	requireFinal(t, err, activities.ErrSandboxUnavailable, `permission profile ":workspace"`, "remove sandbox_mode, sandbox_workspace_write and default_permissions", "permissions: full")
+	agenttest.RequireFinal(t, err, activities.ErrSandboxUnavailable, `permission profile ":workspace"`, "remove sandbox_mode, sandbox_workspace_write and default_permissions", "permissions: full")
 	require.NoFileExists(t, inside)
 	require.Empty(t, r.model.Requests(), "the agent never started")
 }

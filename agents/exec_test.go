@@ -14,15 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
-
-// script writes an executable shell script and returns its path.
-func script(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "agent.sh")
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755))
-	return p
-}
 
 func execTurn(t *testing.T, ctx context.Context, cmd, conv string, timeout time.Duration) (TurnReport, error) {
 	t.Helper()
@@ -48,7 +41,7 @@ func TestExecTurn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep, err := execTurn(t, context.Background(), script(t, tt.body), "", 0)
+			rep, err := execTurn(t, context.Background(), agenttest.Script(t, tt.body), "", 0)
 			require.NoError(t, err)
 			require.Equal(t, "exec-1", rep.Conversation)
 			require.Equal(t, tt.output, rep.Output)
@@ -60,7 +53,7 @@ func TestExecTurn(t *testing.T) {
 func TestExecConversations(t *testing.T) {
 	state := t.TempDir()
 	ref := SessionRef{Group: "web", Name: "worker"}
-	cmd := script(t, `echo "$NIDAGENT_CONVERSATION"`)
+	cmd := agenttest.Script(t, `echo "$NIDAGENT_CONVERSATION"`)
 	run := func(conv string) string {
 		rep, err := NewExec().Turn(context.Background(), TurnRequest{Session: ref, Conversation: conv, Prompt: "p", Kind: TurnWork, StateDir: state, Process: Process{Command: cmd, Permissions: config.PermissionsFull}})
 		require.NoError(t, err)
@@ -85,13 +78,13 @@ func TestExecFailures(t *testing.T) {
 		require.Contains(t, err.Error(), "not found")
 	})
 	t.Run("non-zero exit quotes stderr", func(t *testing.T) {
-		_, err := execTurn(t, context.Background(), script(t, `echo "unknown flag --frobnicate" >&2; exit 2`), "", 0)
+		_, err := execTurn(t, context.Background(), agenttest.Script(t, `echo "unknown flag --frobnicate" >&2; exit 2`), "", 0)
 		requireType(t, err, ErrAgentFailed)
 		require.Contains(t, err.Error(), "status 2")
 		require.Contains(t, err.Error(), "unknown flag --frobnicate")
 	})
 	t.Run("killed mid-turn is retryable", func(t *testing.T) {
-		_, err := execTurn(t, context.Background(), script(t, `echo working; kill -9 $$`), "", 0)
+		_, err := execTurn(t, context.Background(), agenttest.Script(t, `echo working; kill -9 $$`), "", 0)
 		require.Error(t, err)
 		var e *Error
 		require.False(t, errors.As(err, &e), "a crash may be retried: %v", err)
@@ -105,7 +98,7 @@ func TestExecKillsProcessGroup(t *testing.T) {
 	for _, how := range []string{"timeout", "cancel"} {
 		t.Run(how, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "child.pid")
-			cmd := script(t, "sleep 300 &\necho $! > "+pidFile+"\nwait\n")
+			cmd := agenttest.Script(t, "sleep 300 &\necho $! > "+pidFile+"\nwait\n")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			timeout := time.Duration(0)
@@ -203,7 +196,7 @@ echo still here`, 0, func(t *testing.T, rep TurnReport, err error) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep, err := execTurn(t, context.Background(), script(t, tt.body), "", tt.timeout)
+			rep, err := execTurn(t, context.Background(), agenttest.Script(t, tt.body), "", tt.timeout)
 			tt.check(t, rep, err)
 		})
 	}

@@ -15,15 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 )
-
-// deadPID is the pid of a process that has ended.
-func deadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("true")
-	require.NoError(t, cmd.Run())
-	return cmd.Process.Pid
-}
 
 // startGroup starts a shell in its own process group that starts a child
 // and waits; it returns the shell and the child's pid.
@@ -64,7 +57,7 @@ func TestReapOrphans(t *testing.T) {
 	t.Run("a dead worker's group is killed, children too", func(t *testing.T) {
 		dir := t.TempDir()
 		cmd, child := startGroup(t)
-		file := record(t, dir, procRecord{PID: cmd.Process.Pid, Start: processStart(cmd.Process.Pid), Owner: deadPID(t), Command: "claude"})
+		file := record(t, dir, procRecord{PID: cmd.Process.Pid, Start: processStart(cmd.Process.Pid), Owner: agenttest.DeadPID(t), Command: "claude"})
 		killed, err := ReapOrphans(dir)
 		require.NoError(t, err)
 		require.Equal(t, []string{"claude (process group " + strconv.Itoa(cmd.Process.Pid) + ")"}, killed)
@@ -74,7 +67,7 @@ func TestReapOrphans(t *testing.T) {
 	t.Run("a group whose leader died is still killed", func(t *testing.T) {
 		dir := t.TempDir()
 		cmd, child := startGroup(t)
-		rec := procRecord{PID: cmd.Process.Pid, Start: processStart(cmd.Process.Pid), Owner: deadPID(t), Command: "codex"}
+		rec := procRecord{PID: cmd.Process.Pid, Start: processStart(cmd.Process.Pid), Owner: agenttest.DeadPID(t), Command: "codex"}
 		require.NoError(t, cmd.Process.Kill())
 		_ = cmd.Wait()
 		record(t, dir, rec)
@@ -109,7 +102,7 @@ func TestReapOrphans(t *testing.T) {
 	t.Run("a pid now used by another process is left alone", func(t *testing.T) {
 		dir := t.TempDir()
 		cmd, child := startGroup(t)
-		file := record(t, dir, procRecord{PID: cmd.Process.Pid, Start: "1", Owner: deadPID(t), Command: "claude"})
+		file := record(t, dir, procRecord{PID: cmd.Process.Pid, Start: "1", Owner: agenttest.DeadPID(t), Command: "claude"})
 		killed, err := ReapOrphans(dir)
 		require.NoError(t, err)
 		require.Empty(t, killed)
@@ -120,7 +113,7 @@ func TestReapOrphans(t *testing.T) {
 		require.NotEmpty(t, OwnStart(), "this test needs /proc")
 		dir := t.TempDir()
 		cmd, child := startGroup(t)
-		file := record(t, dir, procRecord{PID: cmd.Process.Pid, Owner: deadPID(t), Command: "claude"})
+		file := record(t, dir, procRecord{PID: cmd.Process.Pid, Owner: agenttest.DeadPID(t), Command: "claude"})
 		killed, err := ReapOrphans(dir)
 		require.NoError(t, err)
 		require.Empty(t, killed)
@@ -132,7 +125,7 @@ func TestReapOrphans(t *testing.T) {
 	t.Run("a live group is not killed where /proc cannot tell its start time", func(t *testing.T) {
 		dir := t.TempDir()
 		cmd, child := startGroup(t)
-		file := record(t, dir, procRecord{PID: cmd.Process.Pid, Start: processStart(cmd.Process.Pid), Owner: deadPID(t), Command: "claude"})
+		file := record(t, dir, procRecord{PID: cmd.Process.Pid, Start: processStart(cmd.Process.Pid), Owner: agenttest.DeadPID(t), Command: "claude"})
 		killed, err := reapOrphans(dir, noStartTimes)
 		require.NoError(t, err)
 		require.Empty(t, killed)
@@ -143,7 +136,7 @@ func TestReapOrphans(t *testing.T) {
 	t.Run("a record without a start time kills nothing where there is no /proc", func(t *testing.T) {
 		dir := t.TempDir()
 		cmd, child := startGroup(t)
-		record(t, dir, procRecord{PID: cmd.Process.Pid, Owner: deadPID(t), Command: "claude"})
+		record(t, dir, procRecord{PID: cmd.Process.Pid, Owner: agenttest.DeadPID(t), Command: "claude"})
 		killed, err := reapOrphans(dir, noStartTimes)
 		require.NoError(t, err)
 		require.Empty(t, killed)
@@ -153,7 +146,7 @@ func TestReapOrphans(t *testing.T) {
 	t.Run("a record without a start time kills nothing once its leader is gone", func(t *testing.T) {
 		dir := t.TempDir()
 		cmd, child := startGroup(t)
-		rec := procRecord{PID: cmd.Process.Pid, Owner: deadPID(t), Command: "codex"}
+		rec := procRecord{PID: cmd.Process.Pid, Owner: agenttest.DeadPID(t), Command: "codex"}
 		require.NoError(t, cmd.Process.Kill())
 		_ = cmd.Wait()
 		record(t, dir, rec)
@@ -197,7 +190,7 @@ func TestReapOrphans(t *testing.T) {
 func TestTurnProcessIsRecordedWhileItRuns(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pids")
 	// The record is written just after the process starts.
-	cmd := script(t, `for i in $(seq 200); do [ -e "$PIDDIR/$$.json" ] && break; sleep 0.05; done; cat "$PIDDIR/$$.json"`)
+	cmd := agenttest.Script(t, `for i in $(seq 200); do [ -e "$PIDDIR/$$.json" ] && break; sleep 0.05; done; cat "$PIDDIR/$$.json"`)
 	rep, err := NewExec().Turn(context.Background(), TurnRequest{
 		Session: SessionRef{Group: "web", Name: "worker"}, Prompt: "go", Kind: TurnWork, StateDir: t.TempDir(),
 		Process: Process{Command: cmd, PidDir: dir, Env: map[string]string{"PIDDIR": dir}, Permissions: config.PermissionsFull},

@@ -12,6 +12,7 @@ import (
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/worker"
 )
 
@@ -43,13 +44,6 @@ func checkAgent(t *testing.T, kind string, set config.AgentSettings, env map[str
 		out[c.Name] = c
 	}
 	return out
-}
-
-func script(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "cli")
-	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
-	return path
 }
 
 func requireCheck(t *testing.T, c agents.Check, status string, says ...string) {
@@ -115,13 +109,13 @@ func boolInt(b bool) int {
 func TestCheckAgentVersions(t *testing.T) {
 	k := agents.KindOf(agents.KindClaude)
 	keys := map[string]string{"ANTHROPIC_API_KEY": "k"}
-	other := checkAgent(t, k.Name, config.AgentSettings{Command: script(t, `echo "2.0.1 (Claude Code)"`), Permissions: config.PermissionsFull}, keys, true)
+	other := checkAgent(t, k.Name, config.AgentSettings{Command: agenttest.Script(t, `echo "2.0.1 (Claude Code)"`), Permissions: config.PermissionsFull}, keys, true)
 	requireCheck(t, other["cli"], agents.CheckWarn, "version 2.0.1: nid is tested with "+agents.TestedVersion(k), "npm install -g "+k.Package+"@"+agents.TestedVersion(k))
 
-	broken := checkAgent(t, k.Name, config.AgentSettings{Command: script(t, `echo "cannot load libnode" >&2; exit 3`), Permissions: config.PermissionsFull}, keys, true)
+	broken := checkAgent(t, k.Name, config.AgentSettings{Command: agenttest.Script(t, `echo "cannot load libnode" >&2; exit 3`), Permissions: config.PermissionsFull}, keys, true)
 	requireCheck(t, broken["cli"], agents.CheckFail, "does not run", "cannot load libnode", "exit status 3", "reinstall it")
 
-	quick := checkAgent(t, k.Name, config.AgentSettings{Command: script(t, "exit 3"), Permissions: config.PermissionsFull}, keys, false)
+	quick := checkAgent(t, k.Name, config.AgentSettings{Command: agenttest.Script(t, "exit 3"), Permissions: config.PermissionsFull}, keys, false)
 	requireCheck(t, quick["cli"], agents.CheckOK, "found at ")
 }
 

@@ -3,79 +3,18 @@ package agents
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/config"
+	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/internal/clip"
 )
-
-// handoffRecorder is a small MCP server on 127.0.0.1 with a handoff_write
-// tool that records the summaries agents send it, or refuses them.
-type handoffRecorder struct {
-	URL    string
-	server *httptest.Server
-
-	mu        sync.Mutex
-	summaries []string
-	done      []string
-	acks      [][]string
-}
-
-func startHandoffRecorder(t *testing.T, refuse string) *handoffRecorder {
-	t.Helper()
-	r := &handoffRecorder{}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "recorder", Version: "1"}, nil)
-	type args struct {
-		Summary string `json:"summary"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "handoff_write"}, func(_ context.Context, _ *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
-		if refuse != "" {
-			return nil, nil, errors.New(refuse)
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.summaries = append(r.summaries, in.Summary)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "handoff recorded"}}}, nil, nil
-	})
-	type taskArgs struct {
-		TaskID string `json:"task_id"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "task_done"}, func(_ context.Context, _ *mcp.CallToolRequest, in taskArgs) (*mcp.CallToolResult, any, error) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.done = append(r.done, in.TaskID)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
-	})
-	type ackArgs struct {
-		Tasks []string `json:"tasks"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "handoff_ack"}, func(_ context.Context, _ *mcp.CallToolRequest, in ackArgs) (*mcp.CallToolResult, any, error) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.acks = append(r.acks, in.Tasks)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "acknowledged"}}}, nil, nil
-	})
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(ts.Close)
-	r.URL, r.server = ts.URL, ts
-	return r
-}
-
-func (r *handoffRecorder) Summaries() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.summaries...)
-}
 
 var lead = SessionRef{Group: "web", Name: "lead", WorkflowID: "nid/web/lead"}
 
@@ -329,7 +268,7 @@ func TestSimHandoffRequest(t *testing.T) {
 		{"noHandoff only answers", true, "sim turn 3 of conversation sim-1: I will not write a handoff (noHandoff)", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := startHandoffRecorder(t, "")
+			rec := agenttest.StartHandoffRecorder(t, "")
 			s := newSimSession(t, config.Sim{NoHandoff: tc.noHandoff})
 			s.mcpURL = rec.URL
 			s.mustTurn(TurnWork, "Add dark mode to the settings page")
@@ -367,21 +306,19 @@ func TestSimHandoffAck(t *testing.T) {
 		{"not asked", "", "Handoff: ... (an older nid asks nothing)", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := startHandoffRecorder(t, "")
+			rec := agenttest.StartHandoffRecorder(t, "")
 			s := newSimSession(t, config.Sim{Ack: tc.ack})
 			s.mcpURL = rec.URL
 			rep := s.mustTurn(TurnFresh, tc.prompt)
 			require.Equal(t, `sim turn 1 of conversation sim-1: worked on `+strconv.Quote(clip.Runes(tc.prompt, 60))+tc.output, rep.Output)
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			require.Equal(t, tc.acks, rec.acks)
+			require.Equal(t, tc.acks, rec.Acks())
 		})
 	}
 	require.Equal(t, "t1000", wrongTask([]string{"t999"}))
 }
 
 func TestSimHandoffRefusedIsAnAgentFailure(t *testing.T) {
-	rec := startHandoffRecorder(t, "summary is empty: write a self-contained handoff")
+	rec := agenttest.StartHandoffRecorder(t, "summary is empty: write a self-contained handoff")
 	s := newSimSession(t, config.Sim{})
 	s.mcpURL = rec.URL
 	s.mustTurn(TurnWork, "abcd")
@@ -391,11 +328,11 @@ func TestSimHandoffRefusedIsAnAgentFailure(t *testing.T) {
 }
 
 func TestSimHandoffWithoutEndpointIsRetryable(t *testing.T) {
-	rec := startHandoffRecorder(t, "")
+	rec := agenttest.StartHandoffRecorder(t, "")
 	s := newSimSession(t, config.Sim{})
 	s.mcpURL = rec.URL
 	s.mustTurn(TurnWork, "abcd")
-	rec.server.Close()
+	rec.Close()
 
 	_, err := s.turn(TurnHandoffRequest, "Call handoff_write.")
 	require.Error(t, err)
@@ -403,13 +340,13 @@ func TestSimHandoffWithoutEndpointIsRetryable(t *testing.T) {
 	require.False(t, typed, "a call that got no answer may succeed on retry: %v", err)
 
 	// The failed turn changed nothing: a retry is turn 2 of the conversation.
-	s.mcpURL = startHandoffRecorder(t, "").URL
+	s.mcpURL = agenttest.StartHandoffRecorder(t, "").URL
 	rep := s.mustTurn(TurnHandoffRequest, "Call handoff_write.")
 	require.Equal(t, "sim turn 2 of conversation sim-1: wrote a handoff with handoff_write", rep.Output)
 }
 
 func TestSimHandoffAfterTurns(t *testing.T) {
-	rec := startHandoffRecorder(t, "")
+	rec := agenttest.StartHandoffRecorder(t, "")
 	s := newSimSession(t, config.Sim{HandoffAfterTurns: 3})
 	s.mcpURL = rec.URL
 	var calls []int
@@ -457,21 +394,21 @@ func requireErrorType(t *testing.T, want string, err error) {
 }
 
 func TestSimMarksItsTaskDoneAfterTaskTurns(t *testing.T) {
-	rec := startHandoffRecorder(t, "")
+	rec := agenttest.StartHandoffRecorder(t, "")
 	s := newSimSession(t, config.Sim{Window: 100_000, TokensPerTurn: 10, TaskTurns: 3})
 	s.mcpURL = rec.URL
 	s.mustTurn(TurnWork, "Your task: task t1: Dark mode toggle")
 	s.mustTurn(TurnWork, "Continue with task t1: Dark mode toggle.")
-	require.Empty(t, rec.done)
+	require.Empty(t, rec.Done())
 	rep := s.mustTurn(TurnWork, "Continue with task t1: Dark mode toggle.")
-	require.Equal(t, []string{"t1"}, rec.done, "task_done over MCP on the third turn")
+	require.Equal(t, []string{"t1"}, rec.Done(), "task_done over MCP on the third turn")
 	require.Contains(t, rep.Output, "task t1 is done (task_done)")
 	// A new task starts the count again.
 	s.mustTurn(TurnWork, "Your task: task t2: Settings page")
 	s.mustTurn(TurnWork, "Continue with task t2: Settings page.")
-	require.Equal(t, []string{"t1"}, rec.done)
+	require.Equal(t, []string{"t1"}, rec.Done())
 	s.mustTurn(TurnWork, "a message from the human")
-	require.Equal(t, []string{"t1"}, rec.done, "a prompt naming no task is not task work")
+	require.Equal(t, []string{"t1"}, rec.Done(), "a prompt naming no task is not task work")
 }
 
 func TestSimKeepsItsFirstMessage(t *testing.T) {

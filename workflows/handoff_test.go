@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
@@ -243,6 +244,24 @@ func TestTheChartAndTheReceipts(t *testing.T) {
 	require.True(t, v.Receipts[0].OK)
 	require.Equal(t, ReasonManual, v.Receipts[1].Reason)
 	require.False(t, v.Receipts[1].OK, "a failed rotation keeps its receipt")
+}
+
+// A session still on a rung before the chart (VersionVouchedHandoff) draws
+// none, through its turns, a vendor's compaction and its rotations alike:
+// its history recorded no points.
+func TestAnOlderRungDrawsNoChart(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnGetVersion(versionChangeID, workflow.DefaultVersion, workflow.Version(versionLatest)).Return(workflow.Version(VersionGovernor))
+	h.agent.vendorAt = 50_000
+	h.send(time.Minute, 7)
+	h.at(31*time.Minute, func() {
+		h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeCompact, Reason: ReasonManual})
+	})
+	v := h.run(sessionInput(policy(config.ModeAuto, 90, 0)), time.Hour)
+
+	require.Equal(t, 7, v.Context.TotalTurns)
+	require.NotEmpty(t, rotations(v), "it rotated")
+	require.Empty(t, v.Points)
 }
 
 // The chart and the receipts are bounded however long a session runs.

@@ -294,7 +294,7 @@ func (s *session) handBack(ctx workflow.Context) {
 	hb.Conversation = s.st.Conversation
 	s.st.Attach, s.st.LastHandback, s.st.LastLease = nil, &hb, h.Lease
 	rec := s.st.Context
-	s.record(ctx, Event{Kind: EventAttach, Text: handbackText(hb), Context: &rec})
+	s.record(ctx, Event{Kind: EventAttach, Text: hb.Text(), Context: &rec})
 	s.publish(ctx)
 }
 
@@ -321,8 +321,8 @@ func (s *session) foldHandback(ctx workflow.Context, res agents.Handback, hb *Ha
 	s.st.plot("", "")
 }
 
-// handbackText is the hand-back as the feed says it.
-func handbackText(hb Handback) string {
+// Text is the hand-back as the feed and nid show say it.
+func (hb Handback) Text() string {
 	how := "handed back by " + hb.Who
 	if hb.Expired {
 		how = "taken back from " + hb.Who + " (nid attach stopped renewing its lease)"

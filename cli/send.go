@@ -59,9 +59,10 @@ func newSendOptions(args []string) (sendOptions, error) {
 }
 
 func runSend(ctx context.Context, c client.Client, opts sendOptions, stdout io.Writer) error {
-	if err := nidclient.Send(ctx, c, opts.Group, opts.Name, opts.Text); err != nil {
+	said, err := nidclient.Send(ctx, c, opts.Group, opts.Name, opts.Text)
+	if err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(stdout, "queued for %s/%s\n", opts.Group, opts.Name)
+	_, err = fmt.Fprintln(stdout, said)
 	return err
 }

@@ -92,7 +92,7 @@ func runShow(ctx context.Context, c client.Client, opts showOptions, stdout, std
 	rows := [][]string{
 		{"session", v.Group + "/" + v.Name},
 		{"agent", agent},
-		{"status", showStatus(v)},
+		{"status", showStatus(v, opts.Now)},
 		{"host", hostText(v.Host)},
 		{"context", showContext(cr, opts.Color)},
 		{"rotates at", threshold},
@@ -110,6 +110,9 @@ func runShow(ctx context.Context, c client.Client, opts showOptions, stdout, std
 		rows = append(rows, []string{"workdir", v.WorkDir})
 	}
 	rows = append(rows, []string{"workflow", id})
+	if h := v.LastHandback; h != nil {
+		rows = append(rows, []string{"last hand-back", h.Until.Local().Format(time.DateTime) + ": " + h.Text()})
+	}
 	if v.LastOutput != "" {
 		rows = append(rows, []string{"last output", oneLine(v.LastOutput, 200)})
 	}
@@ -172,8 +175,17 @@ func rotatesAt(p config.Rotate, cr workflows.ContextRecord) string {
 // off.
 const rotateOff = "never by the policy: rotate mode is off (nid rotate, the agent's handoff_write or a full window still rotate)"
 
-func showStatus(v workflows.SessionView) string {
+func showStatus(v workflows.SessionView, now time.Time) string {
 	s := v.Status
+	if a := v.Attach; a != nil {
+		s += fmt.Sprintf(" by %s since %s (%s ago)", a.Who, a.Since.Local().Format(time.TimeOnly), now.Sub(a.Since).Round(time.Second))
+		switch {
+		case a.WaitingForTurn > 0:
+			s += fmt.Sprintf(", waiting for turn %d to end", a.WaitingForTurn)
+		case !a.Ready:
+			s += ", waiting for its agent to close"
+		}
+	}
 	if v.HostDown {
 		s += fmt.Sprintf(" (host %s is down: it waits for it)", v.Host)
 	}

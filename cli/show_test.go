@@ -101,9 +101,9 @@ func TestShowNext(t *testing.T) {
 			require.Equal(t, tt.want, showNext(tt.view))
 		})
 	}
-	require.False(t, strings.Contains(showStatus(workflows.SessionView{Status: "idle"}), "down"))
+	require.False(t, strings.Contains(showStatus(workflows.SessionView{Status: "idle"}, time.Time{}), "down"))
 	require.Equal(t, "host-down (host box-a is down: it waits for it), moving to box-b",
-		showStatus(workflows.SessionView{Status: "host-down", Host: "box-a", HostDown: true, Moving: "box-b"}))
+		showStatus(workflows.SessionView{Status: "host-down", Host: "box-a", HostDown: true, Moving: "box-b"}, time.Time{}))
 }
 
 // With no worker to answer, nid show shows what the session's listing
@@ -139,4 +139,19 @@ func TestShowWorkdirBesideWorktree(t *testing.T) {
 	s := newSite(t, "  web:\n    workdir: "+dir+"\n    sessions:\n      - {agent: sim, name: lead}\n")
 	out := s.mustNid("show", "web/lead")
 	require.Regexp(t, `(?m)^worktree +none yet .*\nworkdir +`+regexp.QuoteMeta(dir)+`\nworkflow +nid/web/lead\n`, out)
+}
+
+// nid show says who holds an attached session and since when, what it
+// waits for, and what the last hand-back found.
+func TestShowAttached(t *testing.T) {
+	since := time.Date(2026, 3, 1, 15, 2, 0, 0, time.Local)
+	v := workflows.SessionView{Status: workflows.StatusAttached, Attach: &workflows.AttachView{Who: "alice@box", Since: since, WaitingForTurn: 7}}
+	require.Equal(t, "attached by alice@box since 15:02:00 (1m30s ago), waiting for turn 7 to end", showStatus(v, since.Add(90*time.Second)))
+	v.Attach.WaitingForTurn, v.Attach.Ready = 0, true
+	require.Equal(t, "attached by alice@box since 15:02:00 (1m30s ago)", showStatus(v, since.Add(90*time.Second)))
+	p := func(f float64) *float64 { return &f }
+	h := workflows.Handback{Who: "alice@box", Before: workflows.ContextRecord{Percent: p(41)}, After: workflows.ContextRecord{Percent: p(58)}, HandTurns: 3}
+	require.Equal(t, "handed back by alice@box: context 41% → 58%, 3 turns by hand", h.Text())
+	h.Expired, h.Note = true, "an exec agent keeps no records nid can read"
+	require.Equal(t, "taken back from alice@box (nid attach stopped renewing its lease): context 41% → 58%, 3 turns by hand (an exec agent keeps no records nid can read)", h.Text())
 }

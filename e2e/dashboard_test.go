@@ -177,6 +177,22 @@ func TestDashboardInABrowser(t *testing.T) {
 	waitText(t, ctx, "a context past its window", `#sessions tr[data-session="over"] .ctx`,
 		regexp.MustCompile(`^ctx 300% of 100k \(more than the window, as the agent reports it\)$`))
 
+	// A session a person holds with nid attach says who holds it, in the
+	// table and on its page, which gives the command to attach; the page
+	// says what the hand-back found.
+	c := s.client()
+	over := s.session(c, "wild", "over")
+	_, err = nidclient.Attach(t.Context(), c, "wild", "over", workflows.AttachRequest{Who: "alice@box", Host: over.Host, Lease: "dash"})
+	require.NoError(t, err)
+	waitText(t, ctx, "the holder in the table", `#sessions tr[data-session="over"] .status-attached`, regexp.MustCompile(`^attached by alice@box$`))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/sessions/wild/over")))
+	waitText(t, ctx, "the holder on the page", "#holder", regexp.MustCompile(`^attached by alice@box since \S+$`))
+	require.Equal(t, "take it over in its agent's own CLI, on host "+over.Host+": nid attach wild/over", text(t, ctx, "#attach"))
+	_, err = nidclient.ReleaseAttach(t.Context(), c, "wild", "over", "dash")
+	require.NoError(t, err)
+	waitText(t, ctx, "the hand-back on the page", "#holder",
+		regexp.MustCompile(`^handed back by alice@box at \S+: context 300% → 300%, 0 turns by hand \(an exec agent keeps no records`))
+
 	// The session page: the meter, then Rotate with a mode.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/sessions/web/lead")))
 	waitText(t, ctx, "the meter", "#meter-text", regexp.MustCompile(`^ctx \d+% of 200k · [\d.]+k used of 200k · reported`))

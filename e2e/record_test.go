@@ -20,15 +20,16 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
 // TestRecordReplayHistories records the histories that workflows.TestReplay
 // replays after every change. It runs only when asked:
 //
-//	RECORD_HISTORIES=rung19 go test ./e2e -run TestRecordReplayHistories
+//	RECORD_HISTORIES=rung20 go test ./e2e -run TestRecordReplayHistories
 //
-// where rung19 names the rung of the version ladder being recorded, the
+// where rung20 names the rung of the version ladder being recorded, the
 // newest (workflows.Latest; see workflows/versions.go): the fixtures are
 // named after the rung their histories record. Record once per rung, never
 // over an existing file: the old histories are what running sessions look
@@ -51,6 +52,15 @@ n=$(cat "$f" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$f"
 echo "turn $n of $NIDAGENT_CONVERSATION ($NIDAGENT_TURN_KIND)"
 echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 `), 0o755))
+	// held/tool is held by a person (VersionAttach): a turn of it takes
+	// long enough for nid attach to wait for it.
+	slow := filepath.Join(t.TempDir(), "slow.sh")
+	require.NoError(t, os.WriteFile(slow, []byte(`#!/bin/sh
+cat >/dev/null
+sleep 3
+echo "worked on $NIDAGENT_CONVERSATION"
+echo "{\"nid\":\"usage\",\"used\":30000,\"window\":100000}"
+`), 0o755))
 	s := newSite(t, `  rec:
     goal: Record every path
     rotate: {mode: auto, contextPercent: 50}
@@ -72,6 +82,13 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
       - agent: exec
         name: tool
         command: `+tool+`
+        permissions: full
+  held:
+    rotate: {mode: handoff, contextPercent: 90}
+    sessions:
+      - agent: exec
+        name: tool
+        command: `+slow+`
         permissions: full
   pace:
     goal: Turn after turn
@@ -129,6 +146,7 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 		return false
 	})
 	s.mustNid("stop", "rec/silent")
+	attachAndHandBack(t, s, c)
 
 	dir := filepath.Join("..", "workflows", "testdata")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
@@ -138,7 +156,7 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 	}
 	// With no budget to wait on, pace/fast takes turn after turn: the paced
 	// listing of its context (VersionPacedListing) is in its history.
-	ids = append(ids, workflows.SessionID("pace", "fast"), refused)
+	ids = append(ids, workflows.SessionID("pace", "fast"), refused, workflows.SessionID("held", "tool"))
 	for _, id := range ids {
 		runs := runsOf(t, c, id)
 		writeHistory(t, filepath.Join(dir, fixtureName(version, id, ".json.gz")), cutHistory(t, c, id, runs[0]))
@@ -155,6 +173,43 @@ echo "{\"nid\":\"usage\",\"used\":$((n*20000)),\"window\":100000}"
 	require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW, first.Events[len(first.Events)-1].GetEventType())
 	writeHistory(t, filepath.Join(dir, fixtureName(version, compact, "-can.json.gz")), first)
 	writeHistory(t, filepath.Join(dir, fixtureName(version, compact, "-run-2.json.gz")), cutHistory(t, c, compact, runs[1]))
+}
+
+// attachAndHandBack has a person hold held/tool (VersionAttach) while it
+// works: the hold waits for the turn, a renewal and one naming another
+// lease, a message and a rotate request queued meanwhile, the hand-back
+// that lets them run; then a second hold whose nid attach dies, taken back
+// when its lease runs out.
+func attachAndHandBack(t *testing.T, s *site, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	host := s.session(c, "held", "tool").Host
+	s.mustNid("send", "held/tool", "Work a while")
+	s.eventually("held/tool to work", time.Minute, func() bool { return s.session(c, "held", "tool").Status == workflows.StatusWorking })
+	a, err := nidclient.Attach(ctx, c, "held", "tool", workflows.AttachRequest{Who: "rec@host", Host: host, Lease: "lease-1"})
+	require.NoError(t, err)
+	require.Equal(t, 1, a.WaitingForTurn)
+	s.eventually("the hold to be ready", time.Minute, func() bool {
+		a := s.session(c, "held", "tool").Attach
+		return a != nil && a.Ready
+	})
+	require.NoError(t, nidclient.RenewAttach(ctx, c, "held", "tool", "lease-1"))
+	require.NoError(t, nidclient.RenewAttach(ctx, c, "held", "tool", "lease-old"))
+	s.mustNid("send", "held/tool", "After the hand-back")
+	s.mustNid("rotate", "held/tool")
+	h, err := nidclient.ReleaseAttach(ctx, c, "held", "tool", "lease-1")
+	require.NoError(t, err)
+	require.Equal(t, "rec@host", h.Who)
+	s.eventually("the queued message and rotation", 2*time.Minute, func() bool {
+		v := s.session(c, "held", "tool")
+		return v.Context.TotalTurns >= 2 && v.Context.Rotations >= 1 && v.Status == workflows.StatusIdle
+	})
+	_, err = nidclient.Attach(ctx, c, "held", "tool", workflows.AttachRequest{Who: "rec@host", Host: host, Lease: "lease-2"})
+	require.NoError(t, err)
+	s.eventually("the lease to run out", 2*workflows.AttachLease+time.Minute, func() bool {
+		h := s.session(c, "held", "tool").LastHandback
+		return h != nil && h.Expired
+	})
 }
 
 // boardOfTasks is a board push holding n tasks, as a client other than the

@@ -66,27 +66,28 @@ func Rotate(ctx context.Context, c client.Client, group, name, mode string) (wor
 	return d.Answer(ref), nil
 }
 
-// Send queues text as a session's next prompt. A message the session would
-// not queue (workflows.MessageRefusal) is refused here and not sent.
-func Send(ctx context.Context, c client.Client, group, name, text string) error {
+// Send queues text as a session's next prompt and says when it runs
+// (workflows.QueuedText). A message the session would not queue
+// (workflows.MessageRefusal) is refused here and not sent.
+func Send(ctx context.Context, c client.Client, group, name, text string) (string, error) {
 	ref := group + "/" + name
 	switch {
 	case strings.TrimSpace(text) == "":
-		return &InvalidError{Field: "text", Message: "text: missing: the prompt for " + ref + "'s next turn"}
+		return "", &InvalidError{Field: "text", Message: "text: missing: the prompt for " + ref + "'s next turn"}
 	case len(text) > workflows.MaxMessageBytes:
-		return &InvalidError{Field: "text", Message: fmt.Sprintf("text: %d bytes; a message is at most %d", len(text), workflows.MaxMessageBytes)}
+		return "", &InvalidError{Field: "text", Message: fmt.Sprintf("text: %d bytes; a message is at most %d", len(text), workflows.MaxMessageBytes)}
 	}
 	v, err := GetSession(ctx, c, group, name)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if refusal := workflows.MessageRefusal(text, v); refusal != "" {
-		return &RefusedError{Message: ref + " " + refusal}
+		return "", &RefusedError{Message: ref + " " + refusal}
 	}
 	if err := c.SignalWorkflow(ctx, workflows.SessionID(group, name), "", workflows.SignalMessage, workflows.Message{Text: text}); err != nil {
-		return sessionError(ctx, c, group, name, err)
+		return "", sessionError(ctx, c, group, name, err)
 	}
-	return nil
+	return workflows.QueuedText(ref, v), nil
 }
 
 // GroupSettings are what SetGroup changes: each a JSON object of the fields

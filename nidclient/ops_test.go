@@ -121,40 +121,40 @@ func TestSend(t *testing.T) {
 	c := start(t, groups)
 	ctx := context.Background()
 
-	require.NoError(t, nidclient.Send(ctx, c, "web", "lead", "run the tests"))
+	require.NoError(t, sendErr(nidclient.Send(ctx, c, "web", "lead", "run the tests")))
 	v := temporaltest.WaitSession(t, c, "web", "lead", "to take the turn", func(v workflows.SessionView) bool { return v.Context.TotalTurns == 1 })
 	require.Contains(t, v.LastOutput, `worked on "run the tests"`, "the message was the turn's prompt")
 
-	err := nidclient.Send(ctx, c, "web", "lead", " \n ")
+	_, err := nidclient.Send(ctx, c, "web", "lead", " \n ")
 	bad := requireError[*nidclient.InvalidError](t, err, "text: missing: the prompt for web/lead's next turn")
 	require.Equal(t, "text", bad.Field)
-	err = nidclient.Send(ctx, c, "web", "lead", strings.Repeat("x", workflows.MaxMessageBytes+1))
+	_, err = nidclient.Send(ctx, c, "web", "lead", strings.Repeat("x", workflows.MaxMessageBytes+1))
 	requireError[*nidclient.InvalidError](t, err, "text: 65537 bytes; a message is at most 65536")
-	err = nidclient.Send(ctx, c, "web", "nobody", "hi")
+	_, err = nidclient.Send(ctx, c, "web", "nobody", "hi")
 	requireError[*nidclient.NotFoundError](t, err, `no session "web/nobody"; sessions in web: busy, lead, stuck, worker`)
 
 	// A busy session queues at most MaxQueuedMessages, and at most
 	// MaxQueuedBytes of them.
 	working(t, c, "web", "worker")
 	for i := range workflows.MaxQueuedMessages {
-		require.NoError(t, nidclient.Send(ctx, c, "web", "worker", fmt.Sprint("m", i)))
+		require.NoError(t, sendErr(nidclient.Send(ctx, c, "web", "worker", fmt.Sprint("m", i))))
 	}
 	temporaltest.WaitSession(t, c, "web", "worker", "to queue them", func(v workflows.SessionView) bool { return v.QueuedMessages == workflows.MaxQueuedMessages })
-	err = nidclient.Send(ctx, c, "web", "worker", "one more")
+	_, err = nidclient.Send(ctx, c, "web", "worker", "one more")
 	requireError[*nidclient.RefusedError](t, err, "web/worker has 20 messages queued, the most it holds: send more once its turns have taken some")
 
 	working(t, c, "web", "busy")
 	for range workflows.MaxQueuedBytes / workflows.MaxMessageBytes {
-		require.NoError(t, nidclient.Send(ctx, c, "web", "busy", strings.Repeat("x", workflows.MaxMessageBytes)))
+		require.NoError(t, sendErr(nidclient.Send(ctx, c, "web", "busy", strings.Repeat("x", workflows.MaxMessageBytes))))
 	}
 	temporaltest.WaitSession(t, c, "web", "busy", "to queue them", func(v workflows.SessionView) bool { return v.QueuedBytes == workflows.MaxQueuedBytes })
-	err = nidclient.Send(ctx, c, "web", "busy", "x")
+	_, err = nidclient.Send(ctx, c, "web", "busy", "x")
 	requireError[*nidclient.RefusedError](t, err, "web/busy has 262144 bytes of messages queued; with this one it would hold more than 262144: send it once its turns have taken some")
 
 	_, err = nidclient.Stop(ctx, c, "api", "exec")
 	require.NoError(t, err)
 	temporaltest.WaitSession(t, c, "api", "exec", "to stop", func(v workflows.SessionView) bool { return v.Status == workflows.StatusStopped })
-	err = nidclient.Send(ctx, c, "api", "exec", "hi")
+	_, err = nidclient.Send(ctx, c, "api", "exec", "hi")
 	requireError[*nidclient.RefusedError](t, err, "api/exec is stopped (nid stop): it takes no more turns, messages or rotations")
 
 	messages := func(v workflows.SessionView) int {
@@ -458,3 +458,6 @@ func TestResendSendsALostUpdateAgain(t *testing.T) {
 	require.Equal(t, 1, calls, "a caller that gave up is not sent again")
 	require.Equal(t, lostToATaskFailure, err)
 }
+
+// sendErr is the error of a Send, for tests that only check it was queued.
+func sendErr(_ string, err error) error { return err }

@@ -86,13 +86,17 @@ func (r *sendRequest) sessionField() string { return r.Session }
 type SendAnswer struct {
 	Session string `json:"session"`
 	Queued  bool   `json:"queued"`
+	// Message says when the message runs, as nid send says it: after a
+	// hand-back while a person holds the session with nid attach.
+	Message string `json:"message"`
 }
 
 func (a *API) sessionSend(ctx context.Context, group, name string, req sendRequest) (any, error) {
-	if err := nidclient.Send(ctx, a.c, group, name, req.Text); err != nil {
+	said, err := nidclient.Send(ctx, a.c, group, name, req.Text)
+	if err != nil {
 		return nil, err
 	}
-	return SendAnswer{Session: group + "/" + name, Queued: true}, nil
+	return SendAnswer{Session: group + "/" + name, Queued: true, Message: said}, nil
 }
 
 type transcriptRequest struct {

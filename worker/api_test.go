@@ -144,7 +144,7 @@ func TestAPIRotate(t *testing.T) {
 func TestAPISend(t *testing.T) {
 	t.Parallel()
 	s := newAPISite(t, webGroups)
-	require.Equal(t, map[string]any{"session": "web/lead", "queued": true},
+	require.Equal(t, map[string]any{"session": "web/lead", "queued": true, "message": "queued for web/lead"},
 		s.ok(t, MethodSessionSend, `{"session": "web/lead", "text": "run the tests"}`))
 	v := temporaltest.WaitSession(t, s.c, "web", "lead", "to take the turn", func(v workflows.SessionView) bool { return v.Context.TotalTurns == 1 })
 	require.Contains(t, v.LastOutput, `worked on "run the tests"`, "the message was the turn's prompt")

@@ -139,7 +139,7 @@ func TestHostileClientCannotMakeAWorkerAct(t *testing.T) {
 			require.True(t, ok, "%s with session %q: want a refusal, got %v", name, session, err)
 			require.True(t, appErr.NonRetryable(), "%s: %v", name, err)
 			require.True(t, slices.Contains([]string{activities.ErrBadInput, activities.ErrUnknownAgent}, appErr.Type()), "%s: %v", name, err)
-			require.Regexp(t, `is not a name|has no session web/ghost|asks for|no longer lists|salvage|no conversation`, appErr.Error(), name)
+			require.Regexp(t, `is not a name|has no session web/ghost|asks for|no longer lists|salvage|no conversation|no interactive CLI`, appErr.Error(), name)
 		}
 	}
 

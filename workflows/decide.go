@@ -32,6 +32,9 @@ const (
 	// RotateWhenHostBack: the session's host is down; it rotates when the
 	// host is back (a move hands it off at once instead).
 	RotateWhenHostBack = "when-host-back"
+	// RotateAfterHandback: a person holds the session with nid attach; it
+	// rotates when they hand it back.
+	RotateAfterHandback = "after-handback"
 )
 
 // What a request joins, if anything.
@@ -58,6 +61,8 @@ type RotateDecision struct {
 	agentHandoff bool
 	// host is the session's host, down, that the rotation waits for.
 	host string
+	// holder is who holds the session with nid attach.
+	holder string
 }
 
 // DecideRotate decides a manual request for mode (empty: the group's) made of
@@ -68,6 +73,9 @@ type RotateDecision struct {
 // the CLI and the API on the view they queried.
 func DecideRotate(mode string, v SessionView) RotateDecision {
 	d := RotateDecision{status: v.Status}
+	if v.Attach != nil {
+		d.holder = v.Attach.Who
+	}
 	ladder := v.ladder()
 	rules := ladder.has(VersionOneRotateDecision)
 	// While the policy is stopped the agent's handoff does not run by
@@ -93,6 +101,9 @@ func DecideRotate(mode string, v SessionView) RotateDecision {
 			mode = v.PendingRotate.Mode
 		}
 		d.When, d.Mode, d.join = RotateAfterTurn, EffectiveMode(mode, v.Policy), joinPending
+	case v.Attach != nil:
+		// Nothing rotates while a person holds it.
+		d.When, d.Mode = RotateAfterHandback, EffectiveMode(mode, v.Policy)
 	case v.Status == StatusWorking || v.Status == StatusRateLimited || v.Status == StatusRotating:
 		d.When, d.Mode = RotateAfterTurn, EffectiveMode(mode, v.Policy)
 	case v.Status == StatusHostDown:
@@ -103,7 +114,7 @@ func DecideRotate(mode string, v SessionView) RotateDecision {
 	}
 	if v.ladder().has(VersionFailuresSettle) && d.Refused == "" && d.join != joinRunning && d.join != joinHandoff &&
 		d.Mode == config.ModeCompact && !agents.KindOf(v.Agent).Compacts {
-		d = RotateDecision{status: v.Status, Refused: fmt.Sprintf("runs agent kind %s, which cannot compact: rotate it by handoff or auto", v.Agent)}
+		d = RotateDecision{status: v.Status, holder: d.holder, Refused: fmt.Sprintf("runs agent kind %s, which cannot compact: rotate it by handoff or auto", v.Agent)}
 	}
 	return d
 }
@@ -136,6 +147,8 @@ func (d RotateDecision) sentence(ref string) string {
 		return fmt.Sprintf("%s wrote its own handoff and rotates (handoff) when the current turn ends: this request joins it", ref)
 	case d.join == joinPending:
 		return fmt.Sprintf("a rotation is already pending for %s: this request joins it (%s); it runs %s", ref, d.Mode, d.whenText())
+	case d.When == RotateAfterHandback:
+		return fmt.Sprintf("%s is attached by %s (nid attach): it rotates (%s) when they hand it back%s", ref, d.holder, d.Mode, d.withText())
 	case d.status == StatusRotating:
 		return fmt.Sprintf("%s is in another rotation now: it rotates (%s) when that one ends%s", ref, d.Mode, d.withText())
 	case d.When == RotateWhenHostBack:
@@ -167,6 +180,9 @@ func (d RotateDecision) modeAsked(mode string) string {
 }
 
 func (d RotateDecision) whenText() string {
+	if d.holder != "" {
+		return "when " + d.holder + " hands it back (nid attach)"
+	}
 	switch d.status {
 	case StatusWorking, StatusRateLimited:
 		return "when the current turn ends"
@@ -236,4 +252,14 @@ func MessageRefusal(text string, v SessionView) string {
 		return fmt.Sprintf("has %d bytes of messages queued; with this one it would hold more than %d: send it once its turns have taken some", v.QueuedBytes, MaxQueuedBytes)
 	}
 	return ""
+}
+
+// QueuedText is what `nid send` and session.send say of a message queued
+// for ref, the session whose view is v: a session a person holds with nid
+// attach takes it once they hand it back.
+func QueuedText(ref string, v SessionView) string {
+	if v.Attach != nil {
+		return fmt.Sprintf("queued for %s: it is attached by %s (nid attach), and its next turn takes the message once they hand it back", ref, v.Attach.Who)
+	}
+	return "queued for " + ref
 }

@@ -46,6 +46,7 @@ type session struct {
 	turnRun
 	listingRun
 	groupLink
+	attachRun
 	// stopWatchingHost cancels the wait that tells the inbox of a host
 	// down too long.
 	stopWatchingHost workflow.CancelFunc
@@ -147,6 +148,9 @@ func (s *session) setup(ctx workflow.Context) error {
 			return err
 		}
 	}
+	if err := s.attachSetup(ctx); err != nil {
+		return err
+	}
 	listenSignals(ctx, s.signalSelector, s.listEvents)
 	if s.st.NextSeq == 0 {
 		s.record(ctx, Event{Kind: EventStarted, Text: fmt.Sprintf("session started (%s)", s.in.Spec.Kind)})
@@ -173,15 +177,23 @@ func (s *session) run(ctx workflow.Context) error {
 		if err := s.awaitWork(ctx, func() bool {
 			_, _, due := s.rotationDue()
 			return due || s.turnReady() || historyFull(ctx, s.st.HistoryLimit) ||
-				s.needClaim() || (s.st.Stopped && !s.st.StopDone) || s.slotNotWanted()
+				s.needClaim() || (s.st.Stopped && !s.st.StopDone) || s.slotNotWanted() || s.holdDue()
 		}); err != nil {
 			return err
+		}
+		if s.st.Stopped && !s.st.StopDone {
+			s.stopAgent(ctx)
+			continue
+		}
+		if s.holdDue() {
+			s.holdStep(ctx)
+			continue
 		}
 		if s.st.Stopped {
 			s.stopAgent(ctx)
 			continue
 		}
-		if s.st.PendingMove != "" {
+		if s.st.PendingMove != "" && !s.held() {
 			s.move(ctx)
 			continue
 		}
@@ -218,7 +230,8 @@ func (s *session) run(ctx workflow.Context) error {
 			continue
 		}
 		s.prepareWorkspace(ctx)
-		if s.st.Status == StatusNeedsAttention {
+		if s.st.Status == StatusNeedsAttention || s.held() {
+			// Taken over by nid attach while the worktree was made.
 			continue
 		}
 		if s.budgeted() && !s.granted() {
@@ -240,7 +253,10 @@ func (s *session) awaitWork(ctx workflow.Context, ready func() bool) error {
 		// for it (a stop too: the agent to stop is there).
 		// A move is the way off a host that is down.
 		work := ready
-		ready = func() bool { return s.st.PendingMove != "" || !s.st.HostDown && (s.st.PushPending || work()) }
+		// A move waits while a person holds the session (nid attach).
+		ready = func() bool {
+			return s.st.PendingMove != "" && !s.held() || !s.st.HostDown && (s.st.PushPending || work())
+		}
 	}
 	if !s.has(VersionRotationBudget) {
 		if !ready() {

@@ -119,6 +119,9 @@ func (s *session) onMove(ctx workflow.Context, m MoveRequest) {
 		s.st.PendingMove = m.Host
 		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moving from host %s, which is down, to host %s: it hands off at once with what it last said", s.st.Host, m.Host)})
 		s.cutLostStep(ctx)
+	case s.held():
+		s.st.PendingMove = m.Host
+		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moving from host %s to host %s: it hands off once %s hands it back (nid attach)", s.st.Host, m.Host, s.st.Attach.Who)})
 	default:
 		s.st.PendingMove = m.Host
 		s.record(ctx, Event{Kind: EventHost, Text: fmt.Sprintf("moving from host %s to host %s: it hands off when its current turn ends", s.st.Host, m.Host)})

@@ -27,6 +27,7 @@ func (s *session) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalHost, s.onHost)
 	onSignal(ctx, sel, SignalMove, s.onMove)
 	onSignal(ctx, sel, SignalCannotStart, s.onCannotStart)
+	onSignal(ctx, sel, SignalAttachRenew, s.onAttachRenew)
 	return sel
 }
 
@@ -96,7 +97,11 @@ func (s *session) onMessage(ctx workflow.Context, m Message) {
 	// The human has looked at a session that needs them: their message
 	// is the next turn.
 	s.st.queueMessage(m.Text, s.st.Status == StatusNeedsAttention && s.has(VersionFailuresSettle))
-	s.record(ctx, Event{Kind: EventMessage, Text: "message queued: " + clip.Runes(m.Text, 80)})
+	text := "message queued: " + clip.Runes(m.Text, 80)
+	if s.held() {
+		text += " (delivered once " + s.st.Attach.Who + " hands the session back)"
+	}
+	s.record(ctx, Event{Kind: EventMessage, Text: text})
 	if s.st.Status == StatusNeedsAttention {
 		// The human has looked: their message is the next turn.
 		s.st.Status = StatusIdle

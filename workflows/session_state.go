@@ -26,6 +26,7 @@ type SessionState struct {
 	SeatState
 	PlacementState
 	FeedState
+	AttachState
 }
 
 // ConversationState is the conversation: the prompts waiting for it, what
@@ -130,6 +131,35 @@ type PlacementState struct {
 	// PushPending is true from a task done until the branch is pushed to
 	// the remote of a URL repo.
 	PushPending bool `json:"pushPending,omitempty"`
+}
+
+// AttachState is the hold a person has on the session with nid attach
+// (VersionAttach), and what the last hand-back found. Both keys are
+// omitted while empty, so a state from before the rung reads as never
+// attached.
+type AttachState struct {
+	Attach       *AttachHold `json:"attach,omitempty"`
+	LastHandback *Handback   `json:"lastHandback,omitempty"`
+	// LastLease is the lease the last hand-back released, so a release
+	// sent again (its answer was lost) gets the same answer.
+	LastLease string `json:"lastLease,omitempty"`
+}
+
+// AttachHold is a person's hold on the session: who, from where, by which
+// lease, since when and when nid attach last renewed it. Ready once the
+// turn it waited for ended and the agent's process was closed; Expired
+// once the lease ran out without a renewal.
+type AttachHold struct {
+	Who            string    `json:"who"`
+	Host           string    `json:"host,omitempty"`
+	Lease          string    `json:"lease"`
+	Since          time.Time `json:"since"`
+	RenewedAt      time.Time `json:"renewedAt"`
+	Ready          bool      `json:"ready,omitempty"`
+	WaitingForTurn int       `json:"waitingForTurn,omitempty"`
+	Expired        bool      `json:"expired,omitempty"`
+	// Before is the context record when the person attached.
+	Before ContextRecord `json:"before"`
 }
 
 // FeedState is the session's record of what happened: its recent events

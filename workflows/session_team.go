@@ -32,7 +32,7 @@ func (s *rules) granted() bool {
 // turnReady says a work turn may start now: there is a prompt and, on a
 // budget, either a grant or no request in flight yet (the loop asks).
 func (s *rules) turnReady() bool {
-	if s.nextPrompt() == "" {
+	if s.held() || s.nextPrompt() == "" {
 		return false
 	}
 	if s.st.SlotAsked && !s.holdsSlot() {

@@ -70,6 +70,12 @@ type fakeAgent struct {
 	factsErr error
 	rescued  string
 	rescues  []activities.RescueInput
+	// handback is what the vendor's records say at a hand-back (the
+	// person's turns, usage and compactions), handbackErr fails reading
+	// them; handbacks are the hand-backs asked for.
+	handback    agents.Handback
+	handbackErr error
+	handbacks   []activities.HandbackInput
 }
 
 func newFakeAgent(env *testsuite.TestWorkflowEnvironment) *fakeAgent {
@@ -82,6 +88,24 @@ func (f *fakeAgent) register() {
 	f.env.RegisterActivityWithOptions(f.Stop, activity.RegisterOptions{Name: activities.StopAgentName})
 	f.env.RegisterActivityWithOptions(f.GatherFacts, activity.RegisterOptions{Name: activities.FactsName})
 	f.env.RegisterActivityWithOptions(f.RescueHandoff, activity.RegisterOptions{Name: activities.RescueName})
+	f.env.RegisterActivityWithOptions(f.Handback, activity.RegisterOptions{Name: activities.HandbackName})
+}
+
+// Handback reads what the person did, as the vendor's records would say
+// it; the conversation they ended in is the agent's from then on.
+func (f *fakeAgent) Handback(_ context.Context, in activities.HandbackInput) (activities.HandbackResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handbacks = append(f.handbacks, in)
+	if f.handbackErr != nil {
+		return activities.HandbackResult{}, f.handbackErr
+	}
+	hb := f.handback
+	if hb.Found {
+		conv := cmpOr(hb.Conversation, in.Conversation)
+		f.used[conv] = hb.Usage.UsedTokens
+	}
+	return activities.HandbackResult{Handback: hb}, nil
 }
 
 func (f *fakeAgent) GatherFacts(_ context.Context, in activities.FactsInput) (activities.Facts, error) {

@@ -29,6 +29,7 @@ func sessionView(in *SessionInput, st *SessionState, rung Version, rotating *Rot
 	st.ConversationState.show(&v)
 	st.RotationState.show(&v)
 	st.PlacementState.show(&v)
+	st.AttachState.show(&v)
 	if st.Stopped {
 		// Stopped from the moment the stop is taken, though its agent
 		// stops when the step it is in ends. A stopped session's claims
@@ -40,7 +41,20 @@ func sessionView(in *SessionInput, st *SessionState, rung Version, rotating *Rot
 	if !st.Stopped && st.HostDown {
 		v.Status = StatusHostDown
 	}
+	if !st.Stopped && st.Attach != nil {
+		// Held from the moment it is taken, though a turn running then
+		// ends first.
+		v.Status = StatusAttached
+	}
 	return v
+}
+
+// show fills in the hold's part of a view.
+func (a *AttachState) show(v *SessionView) {
+	v.LastHandback = a.LastHandback
+	if h := a.Attach; h != nil {
+		v.Attach = &AttachView{Who: h.Who, Host: h.Host, Since: h.Since, Ready: h.Ready, WaitingForTurn: h.WaitingForTurn}
+	}
 }
 
 // orEmpty is s, or an empty slice for nil: a view's lists are never null.
@@ -107,6 +121,9 @@ func (s *groupLink) toInbox(ctx workflow.Context, kind, text string) {
 func (s *rules) status() string {
 	if s.st.Stopped && s.has(VersionStopAtOnce) {
 		return StatusStopped
+	}
+	if s.st.Attach != nil && !s.st.Stopped {
+		return StatusAttached
 	}
 	if s.st.HostDown {
 		// Whatever it was doing waits for the host; it resumes as it was.

@@ -115,7 +115,7 @@ func (s *rules) rotationDue() (RotateRequest, trigger, bool) {
 // firstDue is the first trigger due; governed says whether a rotation
 // waiting for its slot counts as not due yet.
 func (s *rules) firstDue(governed bool) (RotateRequest, trigger, bool) {
-	if s.busy() || s.st.Stopped {
+	if s.busy() || s.st.Stopped || s.held() {
 		return RotateRequest{}, trigger{}, false
 	}
 	for _, t := range s.triggers() {

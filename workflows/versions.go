@@ -231,8 +231,19 @@ const (
 	// listing. Histories: testdata/rung19-*.json.gz.
 	VersionPublishesRung Version = 19
 
+	// VersionAttach: a person can hold a session with nid attach
+	// (UpdateAttach) and work in its agent's own CLI. While held (status
+	// attached) no turn starts and the policy does not rotate; messages,
+	// rotate requests and moves wait and say so. The hold waits for a
+	// running turn, closes the agent's process, and lasts while nid attach
+	// renews its lease (SignalAttachRenew); the hand-back
+	// (UpdateAttachRelease, or the lease running out) reads the vendor's
+	// records (activities.HandbackName) into the context record, and the
+	// session goes on as after a turn. Histories: testdata/rung20-*.json.gz.
+	VersionAttach Version = 20
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionPublishesRung
+	versionLatest = VersionAttach
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

@@ -185,6 +185,26 @@ async function groupsPage() {
 
 // ---- group page
 
+// holders remembers who holds each attached session (nid attach): the
+// listing says only the status, the session's view says who.
+const holders = new Map();
+
+// statusCell is a session's status in a table; an attached one says who
+// holds it, asked of its view once.
+function statusCell(s) {
+  const td = el("td", { class: "status-" + s.status }, s.status);
+  if (s.status !== "attached") return td;
+  const ref = s.group + "/" + s.name;
+  const show = (who) => { td.textContent = "attached by " + who; };
+  if (holders.has(ref)) show(holders.get(ref));
+  else api("session.get", { session: ref }).then((v) => {
+    if (!v.attach) return;
+    holders.set(ref, v.attach.who);
+    show(v.attach.who);
+  }).catch(() => {});
+  return td;
+}
+
 async function groupPage(group) {
   document.title = "nid: " + group;
   const g = await api("group.get", { group });
@@ -218,7 +238,7 @@ async function groupPage(group) {
     body.replaceChildren(...sessions.map((s) => el("tr", { "data-session": s.name },
       el("td", {}, el("a", { href: "/sessions/" + s.group + "/" + s.name }, s.name)),
       el("td", {}, s.agent),
-      el("td", { class: "status-" + s.status }, s.status),
+      statusCell(s),
       el("td", { class: "host" }, s.host || "—"),
       el("td", {}, ctxCell(s.context)),
       el("td", {}, "↻" + (s.context.rotations || 0)),
@@ -301,6 +321,14 @@ function chartLegend() {
 
 // ---- session page
 
+// handbackText says what the last hand-back found, as nid show does.
+function handbackText(h) {
+  const pct = (c) => (c.percent === undefined || c.percent === null ? "unknown" : Math.round(c.percent) + "%");
+  return (h.expired ? "taken back from " : "handed back by ") + h.who + " at " + time(h.until) + ": context " +
+    pct(h.before) + " → " + pct(h.after) + ", " + (h.handTurns || 0) + " turns by hand" +
+    (h.compactions ? ", " + h.compactions + " compactions" : "") + (h.note ? " (" + h.note + ")" : "");
+}
+
 async function sessionPage(group, name) {
   const ref = group + "/" + name;
   document.title = "nid: " + ref;
@@ -308,6 +336,14 @@ async function sessionPage(group, name) {
   const meter = el("div", { class: "meter", id: "meter" });
   const meterText = el("p", { class: "meter-text", id: "meter-text" });
   const status = el("span", { id: "status" });
+  const holder = el("p", { id: "holder" });
+  const renderHold = (v) => {
+    const parts = [];
+    if (v.attach) parts.push("attached by " + v.attach.who + " since " + time(v.attach.since) +
+      (v.attach.ready ? "" : v.attach.waitingForTurn ? " (waiting for turn " + v.attach.waitingForTurn + " to end)" : " (waiting for its agent to close)"));
+    if (v.lastHandback) parts.push(handbackText(v.lastHandback));
+    holder.textContent = parts.join(" · ");
+  };
   const mode = el("select", { id: "rotate-mode" },
     el("option", { value: "" }, "group's mode"), el("option", { value: "auto" }, "auto"),
     el("option", { value: "compact" }, "compact"), el("option", { value: "handoff" }, "handoff"));
@@ -347,6 +383,9 @@ async function sessionPage(group, name) {
   main.replaceChildren(
     el("h1", {}, "Session ", el("a", { href: "/groups/" + group }, group), "/" + name),
     el("p", {}, status, s.workflowURL ? el("span", {}, " · ", el("a", { href: s.workflowURL, target: "_blank", rel: "noopener" }, "workflow in Temporal Web UI")) : null),
+    el("p", { class: "muted", id: "attach" }, "take it over in its agent's own CLI, on host " + (s.host || "its host") + ": ",
+      el("code", {}, "nid attach " + ref)),
+    holder,
     el("h2", {}, "Context"), meter, meterText,
     el("h2", {}, "Context per turn"), chart, chartLegend(),
     el("div", { class: "actions" }, el("button", { id: "rotate", onclick: rotate }, "Rotate"), mode,
@@ -410,6 +449,7 @@ async function sessionPage(group, name) {
     if (again) { again = false; transcript(); }
   };
   renderContext(s.context, s.policy, s.status, s.agent);
+  renderHold(s);
   chart.replaceChildren(contextChart(s.points || []));
   for (const e of s.events) if (e.rotation) addHistory(e);
   transcript();
@@ -418,6 +458,7 @@ async function sessionPage(group, name) {
     event: (e) => {
       prependFeed(feed, feedItem(e, false));
       if (e.rotation) addHistory(e);
+      if (e.kind === "attach") api("session.get", { session: ref }).then(renderHold).catch(() => {});
       if (e.context) renderContext(e.context, policy);
       if (e.context || e.rotation) drawChart();
       if (e.kind === "policy") api("session.get", { session: ref }).then((v) => { policy = v.policy; renderContext(v.context, policy, v.status, v.agent); });

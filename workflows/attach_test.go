@@ -1,0 +1,291 @@
+package workflows
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nid-dev/nid/activities"
+	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/config"
+)
+
+// update sends a session update now and records its outcome in r.
+func (h *harness) update(r *updateResult, name string, arg any) *updateResult {
+	h.env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
+		OnReject: func(err error) { r.rejected, r.done = err, true },
+		OnAccept: func() {},
+		OnComplete: func(v interface{}, err error) {
+			r.value, r.err, r.done = v, err, true
+		},
+	}, arg)
+	return r
+}
+
+// attachAt attaches as who with lease at d.
+func (h *harness) attachAt(d time.Duration, who, lease string) *updateResult {
+	r := &updateResult{}
+	h.at(d, func() { h.update(r, UpdateAttach, AttachRequest{Who: who, Lease: lease}) })
+	return r
+}
+
+// releaseAt hands the session back by lease at d.
+func (h *harness) releaseAt(d time.Duration, lease string) *updateResult {
+	r := &updateResult{}
+	h.at(d, func() { h.update(r, UpdateAttachRelease, AttachRelease{Lease: lease}) })
+	return r
+}
+
+// renew renews lease every AttachRenewEvery from from until until, as
+// nid attach does while its command runs.
+func (h *harness) renew(lease string, from, until time.Duration) {
+	for d := from; d < until; d += AttachRenewEvery {
+		h.at(d, func() { h.env.SignalWorkflow(SignalAttachRenew, AttachRenewal{Lease: lease}) })
+	}
+}
+
+func answerOf(t *testing.T, r *updateResult) AttachAnswer {
+	t.Helper()
+	require.True(t, r.done, "the attach update did not end")
+	require.NoError(t, r.rejected)
+	require.NoError(t, r.err)
+	return r.value.(AttachAnswer)
+}
+
+func handbackOf(t *testing.T, r *updateResult) Handback {
+	t.Helper()
+	require.True(t, r.done, "the release update did not end")
+	require.NoError(t, r.rejected)
+	require.NoError(t, r.err)
+	return r.value.(Handback)
+}
+
+func TestAttachWhileIdleClosesTheAgentAndHolds(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 2)
+	att := h.attachAt(10*time.Minute, "alice@box", "l1")
+	h.renew("l1", 10*time.Minute, time.Hour)
+	h.send(20*time.Minute, 1)
+	var during SessionView
+	h.at(30*time.Minute, func() { during = h.view() })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	a := answerOf(t, att)
+	require.True(t, a.Ready, "an idle session is ready at once")
+	require.Equal(t, "conv-1", a.Conversation, "the person resumes the session's conversation")
+	require.Equal(t, 2, a.Context.TotalTurns)
+	require.Equal(t, []string{"conv-1"}, h.agent.stops, "the agent's process is closed for the person's CLI")
+	require.Equal(t, StatusAttached, during.Status)
+	require.NotNil(t, during.Attach)
+	require.Equal(t, "alice@box", during.Attach.Who)
+	require.True(t, during.Attach.Ready)
+	require.Equal(t, StatusAttached, v.Status, "renewed, the hold lasts")
+	require.Len(t, h.agent.turnsOfKind(agents.TurnWork), 2, "no turn starts while held")
+	require.Equal(t, 1, v.QueuedMessages, "the message waits for the hand-back")
+	require.Contains(t, eventTexts(v, EventAttach), "attached by alice@box: no turn starts until they hand it back")
+	require.Contains(t, eventTexts(v, EventMessage), "message queued: message 1 (delivered once alice@box hands the session back)")
+	require.Equal(t, "queued for web/lead: it is attached by alice@box (nid attach), and its next turn takes the message once they hand it back",
+		QueuedText("web/lead", v))
+}
+
+func TestAttachDuringATurnWaitsForItThenClosesTheAgent(t *testing.T) {
+	h := newHarness(t)
+	att := &updateResult{}
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "message 2" {
+			h.update(att, UpdateAttach, AttachRequest{Who: "alice@box", Lease: "l1"})
+		}
+	}
+	h.send(time.Minute, 3)
+	h.renew("l1", time.Minute+AttachRenewEvery, time.Hour)
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	a := answerOf(t, att)
+	require.False(t, a.Ready)
+	require.Equal(t, 2, a.WaitingForTurn, "nid attach says which turn it waits for")
+	require.True(t, v.Attach.Ready, "ready once the turn ended and the agent was closed")
+	require.Zero(t, v.Attach.WaitingForTurn)
+	require.Len(t, h.agent.turnsOfKind(agents.TurnWork), 2, "the turn running ends; the next waits")
+	require.Equal(t, []string{"conv-1"}, h.agent.stops)
+	texts := eventTexts(v, EventAttach)
+	require.Equal(t, []string{"attached by alice@box: it waits for turn 2 to end", "ready for alice@box: its agent's process is closed"}, texts)
+}
+
+func TestASecondAttachIsRefusedWithWhoHoldsIt(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 1)
+	h.attachAt(10*time.Minute, "alice@box", "l1")
+	h.renew("l1", 10*time.Minute, time.Hour)
+	second := h.attachAt(10*time.Minute+34*time.Second, "bob@other", "l2")
+	again := h.attachAt(11*time.Minute, "alice@box", "l1")
+	h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.True(t, second.done)
+	require.Error(t, second.rejected)
+	require.Regexp(t, `^web/lead is attached by alice@box since \d\d:\d\d \(lease renewed 4s ago\); wait for them to hand it back$`, second.rejected.Error())
+	require.True(t, answerOf(t, again).Ready, "the same lease asking again gets the hold it has")
+}
+
+func TestAttachRefusals(t *testing.T) {
+	st := &SessionState{Status: StatusIdle}
+	r := rules{in: &SessionInput{Group: "web", Name: "lead", Spec: agents.AgentSpec{Kind: agents.KindSim}}, st: st, ladder: ladder{versionLatest}}
+	ok := AttachRequest{Who: "alice@box", Host: "box", Lease: "l1"}
+	require.Equal(t, "the sim agent has no interactive CLI to attach to: nid send gives it a message for its next turn, and nid transcript shows what it did",
+		r.attachRefusal(time.Time{}, ok))
+	r.in.Spec.Kind = agents.KindExec
+	st.Host = "box"
+	require.Empty(t, r.attachRefusal(time.Time{}, ok))
+	require.Equal(t, "web/lead runs on host other: run nid attach there, or nid move it here first",
+		func() string { st.Host = "other"; return r.attachRefusal(time.Time{}, ok) }())
+	st.Host = "box"
+	st.Stopped = true
+	require.Equal(t, "web/lead is stopped (nid stop): nid start it, then attach", r.attachRefusal(time.Time{}, ok))
+	st.Stopped = false
+	require.Contains(t, r.attachRefusal(time.Time{}, AttachRequest{Who: strings.Repeat("w", MaxAttachWho+1), Lease: "l"}), "who attaches")
+	require.Contains(t, r.attachRefusal(time.Time{}, AttachRequest{Who: "w", Lease: strings.Repeat("l", MaxLeaseBytes+1)}), "lease id")
+}
+
+func TestMessagesAndRotateRequestsWaitForTheHandback(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 1)
+	h.attachAt(10*time.Minute, "alice@box", "l1")
+	h.renew("l1", 10*time.Minute, 30*time.Minute)
+	h.send(12*time.Minute, 2)
+	var answer RotateAnswer
+	h.at(13*time.Minute, func() {
+		answer = DecideRotate(config.ModeHandoff, h.view()).Answer("web/lead")
+		h.env.SignalWorkflow(SignalRotate, RotateRequest{Mode: config.ModeHandoff, Reason: ReasonManual})
+	})
+	var held SessionView
+	h.at(29*time.Minute, func() { held = h.view() })
+	rel := h.releaseAt(30*time.Minute, "l1")
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.Equal(t, RotateAfterHandback, answer.When)
+	require.Equal(t, "web/lead is attached by alice@box (nid attach): it rotates (handoff) when they hand it back", answer.Text)
+	require.Contains(t, eventTexts(v, EventRotateQueued), "web/lead is attached by alice@box (nid attach): it rotates (handoff) when they hand it back")
+	require.Equal(t, 2, held.QueuedMessages)
+	require.NotNil(t, held.PendingRotate)
+	require.Empty(t, rotations(held), "nothing rotates while held")
+
+	handbackOf(t, rel)
+	require.Nil(t, v.Attach)
+	require.Equal(t, StatusIdle, v.Status)
+	require.Zero(t, v.QueuedMessages, "the messages are delivered after the hand-back")
+	rots := rotations(v)
+	require.Len(t, rots, 1, "the rotation asked for runs after the hand-back")
+	require.Equal(t, config.ModeHandoff, rots[0].Method)
+	work := h.agent.turnsOfKind(agents.TurnWork)
+	require.Len(t, work, 3)
+	require.Equal(t, "message 1", work[1].Prompt)
+}
+
+func TestAHandbackFoldsTheVendorsRecordsAndRotatesOverTheThreshold(t *testing.T) {
+	h := newHarness(t)
+	h.agent.handback = agents.Handback{
+		Found: true, Conversation: "conv-9", HandTurns: 3,
+		Usage:       agents.Usage{UsedTokens: 90_000, WindowTokens: 100_000, Source: agents.SourceReported, Model: "fake-1"},
+		Compactions: []agents.VendorCompaction{{BeforeTokens: 95_000, AfterTokens: 20_000}},
+	}
+	h.send(time.Minute, 2)
+	h.attachAt(10*time.Minute, "alice@box", "l1")
+	h.renew("l1", 10*time.Minute, 30*time.Minute)
+	rel := h.releaseAt(30*time.Minute, "l1")
+	v := h.run(sessionInput(policy(config.ModeHandoff, 80, 0)), time.Hour)
+
+	hb := handbackOf(t, rel)
+	require.Equal(t, "alice@box", hb.Who)
+	require.Equal(t, 3, hb.HandTurns)
+	require.Equal(t, 1, hb.Compactions)
+	require.Equal(t, "conv-9", hb.Conversation, "the conversation the person ended in is the session's")
+	require.InDelta(t, 20.0, *hb.Before.Percent, 0.1)
+	require.InDelta(t, 90.0, *hb.After.Percent, 0.01)
+	require.Equal(t, 5, hb.After.TotalTurns, "turns by hand count")
+	require.False(t, hb.Expired)
+	require.Len(t, h.agent.handbacks, 1)
+	require.Equal(t, "conv-1", h.agent.handbacks[0].Conversation)
+	require.Contains(t, eventTexts(v, EventAttach), "handed back by alice@box: context 20% → 90%, 3 turns by hand, 1 compactions")
+
+	rots := rotations(v)
+	require.Len(t, rots, 2, "the person's compaction counts as the vendor's, then the policy rotates at once")
+	require.Equal(t, ReasonVendor, rots[0].Reason)
+	require.Equal(t, ReasonContext, rots[1].Reason)
+	require.Equal(t, "conv-9", rots[1].OldConversation)
+	require.Equal(t, v.LastHandback.After.TotalTurns, hb.After.TotalTurns)
+}
+
+func TestAHandbackThatCannotReadTheRecordsStillLetsGo(t *testing.T) {
+	h := newHarness(t)
+	h.agent.handbackErr = errors.New("transcript unreadable")
+	h.send(time.Minute, 1)
+	h.attachAt(10*time.Minute, "alice@box", "l1")
+	rel := h.releaseAt(10*time.Minute+30*time.Second, "l1")
+	h.send(20*time.Minute, 1)
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	hb := handbackOf(t, rel)
+	require.Contains(t, hb.Note, "the vendor's records could not be read")
+	require.Equal(t, hb.Before.TotalTurns, hb.After.TotalTurns)
+	require.Nil(t, v.Attach)
+	require.Len(t, h.agent.turnsOfKind(agents.TurnWork), 2, "the session goes on")
+}
+
+func TestALeaseNotRenewedHandsBackByItself(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 1)
+	h.attachAt(10*time.Minute, "alice@box", "l1")
+	h.renew("l1", 10*time.Minute, 20*time.Minute)
+	h.send(12*time.Minute, 1)
+	var held, free SessionView
+	h.at(20*time.Minute+40*time.Second, func() { held = h.view() })
+	h.at(21*time.Minute+5*time.Second, func() { free = h.view() })
+	late := h.releaseAt(25*time.Minute, "l1")
+	h.at(25*time.Minute, func() { h.env.SignalWorkflow(SignalAttachRenew, AttachRenewal{Lease: "l1"}) })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.NotNil(t, held.Attach, "renewed until 19:50, the hold lasts a lease more")
+	require.Nil(t, free.Attach, "taken back within the lease")
+	require.True(t, free.LastHandback.Expired)
+	require.Len(t, h.agent.handbacks, 1, "the records are read as at a hand-back")
+	require.Len(t, h.agent.turnsOfKind(agents.TurnWork), 2, "and the queued message is delivered")
+	require.Contains(t, strings.Join(eventTexts(v, EventAttach), "\n"), "taken back from alice@box (nid attach stopped renewing its lease): context")
+	require.True(t, handbackOf(t, late).Expired, "a release after the lease ran out gets the hand-back's answer")
+	require.Contains(t, eventTexts(v, EventAttach), "attach renewal not taken: lease l1 does not hold the session")
+}
+
+func TestContinueAsNewWhileAttachedKeepsTheHold(t *testing.T) {
+	h := newHarness(t)
+	h.send(time.Minute, 1)
+	h.attachAt(10*time.Minute, "alice@box", "l1")
+	h.renew("l1", 10*time.Minute, 20*time.Minute)
+	h.at(15*time.Minute, func() { h.env.SetContinueAsNewSuggested(true) })
+	h.env.ExecuteWorkflow(SessionWorkflowName, sessionInput(policy(config.ModeOff, 85, 0)))
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "got %v", h.env.GetWorkflowError())
+	var next SessionInput
+	require.NoError(t, decodeFirst(can, &next))
+	require.NotNil(t, next.State.Attach)
+	require.Equal(t, "alice@box", next.State.Attach.Who)
+	require.True(t, next.State.Attach.Ready)
+
+	h2 := newHarness(t)
+	h2.agent.convs = 1
+	h2.send(time.Minute, 1)
+	h2.renew("l1", 0, 5*time.Minute)
+	var held SessionView
+	h2.at(4*time.Minute, func() { held = h2.view() })
+	rel := h2.releaseAt(5*time.Minute, "l1")
+	v := h2.run(next, time.Hour)
+
+	require.Equal(t, StatusAttached, held.Status, "the new run holds on")
+	require.Equal(t, 1, held.QueuedMessages)
+	require.Len(t, h2.agent.stops, 0, "the agent was closed by the run before")
+	handbackOf(t, rel)
+	require.Len(t, h2.agent.turnsOfKind(agents.TurnWork), 1, "after the hand-back the message runs")
+	require.Equal(t, StatusIdle, v.Status)
+}

@@ -69,6 +69,10 @@ type SessionView struct {
 	HostDown bool   `json:"hostDown,omitempty"`
 	// Moving is the host nid move asked for, until the move runs.
 	Moving string `json:"moving,omitempty"`
+	// Attach is who holds the session with nid attach, while they do;
+	// LastHandback what the last hand-back found.
+	Attach       *AttachView `json:"attach,omitempty"`
+	LastHandback *Handback   `json:"lastHandback,omitempty"`
 }
 
 // Session statuses.

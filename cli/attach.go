@@ -18,6 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/term"
 
 	"github.com/nid-dev/nid/agents"
 	"github.com/nid-dev/nid/config"
@@ -257,12 +258,24 @@ func runAttach(ctx context.Context, ops attachOps, build attachBuilder, opts att
 		return err
 	}
 	fmt.Fprintf(stderr, "nid: attached to %s as %s; exit to hand it back\n", ref, opts.Who)
-	runErr := cmd.Run()
+	runErr := runInTerminal(cmd)
 	handBack()
 	if _, exited := errors.AsType[*exec.ExitError](runErr); runErr != nil && !exited {
 		return fmt.Errorf("could not run %s: %w", cmd.Path, runErr)
 	}
 	return nil
+}
+
+// runInTerminal runs cmd and gives the terminal back as it found it: a
+// CLI killed in raw mode would leave it so, and what nid attach prints
+// next unreadable.
+func runInTerminal(cmd *exec.Cmd) error {
+	if f, ok := cmd.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if state, err := term.GetState(int(f.Fd())); err == nil {
+			defer func() { _ = term.Restore(int(f.Fd()), state) }()
+		}
+	}
+	return cmd.Run()
 }
 
 // waitForHold polls the session's view until the hold is ready: the turn

@@ -133,6 +133,7 @@ func NewApp(d Deps) *cli.App {
 			newGroupCommand(a),
 			newWatchCommand(a),
 			newSendCommand(a),
+			newAttachCommand(a),
 			newInboxCommand(a),
 			newRotationsCommand(a),
 			newBoardCommand(a),
@@ -297,6 +298,12 @@ func (a *app) logger(cCtx *cli.Context) (*slog.Logger, error) {
 
 // withClient loads the configuration, connects to Temporal and runs fn.
 func (a *app) withClient(cCtx *cli.Context, fn func(ctx context.Context, c client.Client) error) error {
+	return a.withConfigClient(cCtx, func(ctx context.Context, _ *config.Config, c client.Client) error { return fn(ctx, c) })
+}
+
+// withConfigClient is withClient for a command that reads the
+// configuration too.
+func (a *app) withConfigClient(cCtx *cli.Context, fn func(ctx context.Context, cfg *config.Config, c client.Client) error) error {
 	cfg, err := a.loadConfig(cCtx)
 	if err != nil {
 		return err
@@ -310,7 +317,7 @@ func (a *app) withClient(cCtx *cli.Context, fn func(ctx context.Context, c clien
 		return err
 	}
 	defer c.Close()
-	return fn(nidclient.WithWaitNotice(cCtx.Context, a.waitNotice()), c)
+	return fn(nidclient.WithWaitNotice(cCtx.Context, a.waitNotice()), cfg, c)
 }
 
 // waitNotice tells the user, once on stderr, that a command waits for a

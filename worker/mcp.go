@@ -414,7 +414,7 @@ func textResult(text string) *mcp.CallToolResult {
 // <stateDir>/mcp.key (mode 0600) so agents' URLs stay valid across worker
 // restarts. The first call creates it from 32 random bytes.
 func LoadOrCreateKey(stateDir string) ([]byte, error) {
-	path := filepath.Join(stateDir, "mcp.key")
+	path := keyPath(stateDir)
 	key, err := readKey(path)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return key, err
@@ -450,6 +450,9 @@ func LoadOrCreateKey(stateDir string) ([]byte, error) {
 	}
 	return key, nil
 }
+
+// keyPath is where the key of a state directory is kept.
+func keyPath(stateDir string) string { return filepath.Join(stateDir, "mcp.key") }
 
 func readKey(path string) ([]byte, error) {
 	key, err := os.ReadFile(path)

@@ -33,6 +33,8 @@ require (
 	google.golang.org/protobuf v1.36.11
 )
 
+require github.com/creack/pty v1.1.24 // indirect
+
 require (
 	cel.dev/expr v0.25.2 // indirect
 	cloud.google.com/go v0.123.0 // indirect

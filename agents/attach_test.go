@@ -302,3 +302,122 @@ func TestAttachCompactionIsHandedBack(t *testing.T) {
 		})
 	}
 }
+
+// What a person does in the attached CLI is what the session's agent could
+// do: its commands write in the session's working directory, cannot read
+// nid's state directory (its credentials), and nid's MCP tools answer.
+func TestAttachedCLIHasTheSessionsPermissions(t *testing.T) {
+	for _, name := range attachKinds {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, agents.KindOf(name))
+			secret := filepath.Join(r.state, "mcp.key")
+			require.NoError(t, os.WriteFile(secret, []byte("SECRET-KEY"), 0o600))
+			term, _, _, mark := r.attach()
+			inside, stolen := filepath.Join(r.workDir, "inside.txt"), filepath.Join(r.workDir, "stolen.txt")
+			r.model.Script(
+				fakemodel.Reply{Shell: "echo person > " + inside, Input: 100, Output: 5},
+				fakemodel.Reply{Shell: "cat " + secret + " > " + stolen, Input: 100, Output: 5},
+				fakemodel.Reply{Tool: agents.ToolBoardRead, ToolInput: map[string]any{}, Input: 100, Output: 5},
+				fakemodel.Reply{Text: "all done", Input: 100, Output: 5},
+			)
+			mark = term.typeLine(mark, "do the three things")
+			mark = term.waitFor(mark, "all done")
+			term.exit(mark)
+
+			b, err := os.ReadFile(inside)
+			require.NoError(t, err, "a command wrote in the working directory")
+			require.Equal(t, "person\n", string(b))
+			b, _ = os.ReadFile(stolen)
+			require.NotContains(t, string(b), "SECRET-KEY", "no command read nid's state directory")
+			require.Contains(t, lastRequest(t, r.model).Body, testBoard, "nid's MCP server answered")
+		})
+	}
+}
+
+// An exec agent attaches with the command given (or the person's $SHELL)
+// in the session's working directory with the variables its turns get, and
+// its hand-back finds nothing: a command keeps no records nid reads.
+func TestAttachExecRunsTheCommandInTheWorkDir(t *testing.T) {
+	r := newRig(t, agents.KindOf(agents.KindExec))
+	out := filepath.Join(t.TempDir(), "seen")
+	script := filepath.Join(t.TempDir(), "person-shell")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\n{ pwd; echo \"$NIDAGENT_SESSION\"; echo \"$NIDAGENT_CONVERSATION\"; echo \"$NIDAGENT_MCP_URL\"; } > "+out+"\n"), 0o755))
+	since := time.Now()
+	cmd, err := r.acts.AttachCommand(context.Background(), r.ref, r.spec, "conv-1", r.generation, script)
+	require.NoError(t, err)
+	term := startTerminal(t, cmd)
+	select {
+	case <-term.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not end")
+	}
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, 4)
+	require.Equal(t, r.workDir, lines[0])
+	require.Equal(t, "web/lead", lines[1])
+	require.Equal(t, "conv-1", lines[2])
+	require.Equal(t, r.access(r.generation).TokenURL(), lines[3])
+
+	h := r.handback("conv-1", since)
+	require.False(t, h.Found)
+	require.Contains(t, h.Note, "keeps no records")
+}
+
+// The vendor's records are the agent's writing: a hand-back reads the
+// files the vendor writes for the session's working directory and nothing
+// a symlink there points to, skips lines it cannot read or that are too
+// long, and takes no path from the conversation it is given.
+func TestHandbackReadsOnlyTheSessionsRecords(t *testing.T) {
+	outside := t.TempDir()
+	assistant := func(input int64) string {
+		return fmt.Sprintf(`{"type":"assistant","timestamp":%q,"message":{"model":"claude-sonnet-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":%d}}}`,
+			time.Now().UTC().Format(time.RFC3339Nano), input)
+	}
+	t.Run(agents.KindClaude, func(t *testing.T) {
+		r := newRig(t, agents.KindOf(agents.KindClaude))
+		project := filepath.Join(r.home, ".claude", "projects", regexp.MustCompile(`[^a-zA-Z0-9]`).ReplaceAllString(r.workDir, "-"))
+		require.NoError(t, os.MkdirAll(project, 0o700))
+		planted := filepath.Join(outside, "planted.jsonl")
+		require.NoError(t, os.WriteFile(planted, []byte(assistant(4242)+"\n"), 0o600))
+		since := time.Now().Add(-time.Second)
+		require.NoError(t, os.Symlink(planted, filepath.Join(project, "11111111-1111-4111-8111-111111111111.jsonl")))
+		h := r.handback("../../../../"+outside+"/planted", since)
+		require.False(t, h.Found, "a symlinked transcript is not read")
+
+		huge := strings.Repeat("x", 9<<20)
+		lines := []string{assistant(1000), `{"type":"assistant","message":{"usage":{"input_tokens":` + huge + `}}}`, "not json", `{"type":"user","timestamp":"` +
+			time.Now().UTC().Format(time.RFC3339Nano) + `","message":{"content":[{"type":"tool_result","content":"x"}]}}`}
+		own := filepath.Join(project, "22222222-2222-4222-8222-222222222222.jsonl")
+		require.NoError(t, os.WriteFile(own, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+		h = r.handback("", since)
+		require.True(t, h.Found, h.Note)
+		require.Equal(t, "22222222-2222-4222-8222-222222222222", h.Conversation)
+		require.Equal(t, int64(1000), h.Usage.UsedTokens, "the long line and the bad one were skipped")
+		require.Zero(t, h.HandTurns, "a tool's result is no turn by hand")
+	})
+	t.Run(agents.KindCodex, func(t *testing.T) {
+		r := newRig(t, agents.KindOf(agents.KindCodex))
+		day := filepath.Join(r.set.Env["CODEX_HOME"], "sessions", time.Now().Format("2006/01/02"))
+		require.NoError(t, os.MkdirAll(day, 0o700))
+		rollout := func(cwd string, used int64) string {
+			now := time.Now().UTC().Format(time.RFC3339Nano)
+			return fmt.Sprintf(`{"timestamp":%q,"type":"session_meta","payload":{"id":"t-%d","cwd":%q}}`+"\n"+
+				`{"timestamp":%q,"type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"total_tokens":%d},"model_context_window":1000000}}}`+"\n", now, used, cwd, now, used)
+		}
+		since := time.Now().Add(-time.Second)
+		planted := filepath.Join(outside, "rollout.jsonl")
+		require.NoError(t, os.WriteFile(planted, []byte(rollout(r.workDir, 4242)), 0o600))
+		require.NoError(t, os.Symlink(planted, filepath.Join(day, "rollout-2026-01-01T00-00-00-planted.jsonl")))
+		require.NoError(t, os.WriteFile(filepath.Join(day, "rollout-2026-01-01T00-00-01-other.jsonl"), []byte(rollout(outside, 777)), 0o600))
+		h := r.handback("../../../../"+outside+"/rollout", since)
+		require.False(t, h.Found, "neither a symlinked rollout nor another directory's thread is the session's: %+v", h)
+
+		require.NoError(t, os.WriteFile(filepath.Join(day, "rollout-2026-01-01T00-00-02-own.jsonl"), []byte(rollout(r.workDir, 1000)), 0o600))
+		h = r.handback("", since)
+		require.True(t, h.Found, h.Note)
+		require.Equal(t, "t-1000", h.Conversation)
+		require.Equal(t, agents.Usage{UsedTokens: 1000, WindowTokens: 1000000, Source: agents.SourceReported}, h.Usage)
+	})
+}

@@ -39,4 +39,5 @@ func RegisterActivities(r Registry, a *activities.Activities) {
 	r.RegisterActivityWithOptions(a.RescueHandoff, activity.RegisterOptions{Name: activities.RescueName})
 	r.RegisterActivityWithOptions(a.SaveWork, activity.RegisterOptions{Name: activities.SaveWorkName})
 	r.RegisterActivityWithOptions(a.PushBranch, activity.RegisterOptions{Name: activities.PushBranchName})
+	r.RegisterActivityWithOptions(a.Handback, activity.RegisterOptions{Name: activities.HandbackName})
 }

@@ -388,15 +388,24 @@ func TestHandbackReadsOnlyTheSessionsRecords(t *testing.T) {
 		require.False(t, h.Found, "a symlinked transcript is not read")
 
 		huge := strings.Repeat("x", 9<<20)
-		lines := []string{assistant(1000), `{"type":"assistant","message":{"usage":{"input_tokens":` + huge + `}}}`, "not json", `{"type":"user","timestamp":"` +
-			time.Now().UTC().Format(time.RFC3339Nano) + `","message":{"content":[{"type":"tool_result","content":"x"}]}}`}
+		user := func(source, content string) string {
+			return fmt.Sprintf(`{"type":"user","promptSource":%q,"timestamp":%q,"message":{"content":%s}}`, source, time.Now().UTC().Format(time.RFC3339Nano), content)
+		}
+		lines := []string{
+			// The end of a turn of nid's own, then what the person did.
+			user("sdk", `[{"type":"text","text":"a turn of nid's"}]`),
+			user("typed", `"a prompt typed by hand"`),
+			user("", `[{"type":"tool_result","content":"x"}]`),
+			user("", `"<command-name>/compact</command-name>"`),
+			assistant(1000), `{"type":"assistant","message":{"usage":{"input_tokens":` + huge + `}}}`, "not json",
+		}
 		own := filepath.Join(project, "22222222-2222-4222-8222-222222222222.jsonl")
 		require.NoError(t, os.WriteFile(own, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
 		h = r.handback("", since)
 		require.True(t, h.Found, h.Note)
 		require.Equal(t, "22222222-2222-4222-8222-222222222222", h.Conversation)
 		require.Equal(t, int64(1000), h.Usage.UsedTokens, "the long line and the bad one were skipped")
-		require.Zero(t, h.HandTurns, "a tool's result is no turn by hand")
+		require.Equal(t, 1, h.HandTurns, "nid's own prompt, a tool's result and a slash command are no turns by hand")
 	})
 	t.Run(agents.KindCodex, func(t *testing.T) {
 		r := newRig(t, agents.KindOf(agents.KindCodex))

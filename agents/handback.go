@@ -212,6 +212,7 @@ type claudeRecord struct {
 	IsMeta           bool   `json:"isMeta"`
 	IsSidechain      bool   `json:"isSidechain"`
 	IsCompactSummary bool   `json:"isCompactSummary"`
+	PromptSource     string `json:"promptSource"`
 	Message          *struct {
 		Model   string          `json:"model"`
 		Content json.RawMessage `json:"content"`
@@ -269,7 +270,7 @@ func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv s
 		case l.Type == "system" && l.Subtype == "compact_boundary" && l.CompactMetadata != nil && recent:
 			h.Compactions = append(h.Compactions, VendorCompaction{BeforeTokens: max(l.CompactMetadata.PreTokens, 0), AfterTokens: max(l.CompactMetadata.PostTokens, 0)})
 			awaiting = len(h.Compactions) - 1
-		case l.Type == "user" && l.Message != nil && recent && !l.IsMeta && !l.IsCompactSummary && claudeTyped(l.Message.Content):
+		case l.Type == "user" && l.Message != nil && recent && !l.IsMeta && !l.IsCompactSummary && l.PromptSource != claudeSDKPrompt && claudeTyped(l.Message.Content):
 			h.HandTurns++
 		}
 	})
@@ -285,6 +286,11 @@ func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv s
 	}
 	return h, nil
 }
+
+// claudeSDKPrompt is the promptSource of a prompt sent to `claude -p`:
+// one of nid's own turns, which may have ended after the person asked to
+// attach.
+const claudeSDKPrompt = "sdk"
 
 // claudeTyped says a user line's content is a prompt a person typed: text,
 // not a tool's result, nor what Claude Code writes of a slash command or a

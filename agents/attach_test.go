@@ -398,6 +398,7 @@ func TestHandbackReadsOnlyTheSessionsRecords(t *testing.T) {
 			user("", `[{"type":"tool_result","content":"x"}]`),
 			user("", `"<command-name>/compact</command-name>"`),
 			assistant(1000), `{"type":"assistant","message":{"usage":{"input_tokens":` + huge + `}}}`, "not json",
+			`{"type":"assistant","message":{"model":"<synthetic>","content":[{"type":"text","text":"No response requested."}],"usage":{"input_tokens":0}}}`,
 		}
 		own := filepath.Join(project, "22222222-2222-4222-8222-222222222222.jsonl")
 		require.NoError(t, os.WriteFile(own, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
@@ -406,6 +407,25 @@ func TestHandbackReadsOnlyTheSessionsRecords(t *testing.T) {
 		require.Equal(t, "22222222-2222-4222-8222-222222222222", h.Conversation)
 		require.Equal(t, int64(1000), h.Usage.UsedTokens, "the long line and the bad one were skipped")
 		require.Equal(t, 1, h.HandTurns, "nid's own prompt, a tool's result and a slash command are no turns by hand")
+
+		// A working directory too long for Claude Code to name its
+		// project by is found by the cut name, and a transcript there
+		// counts only if it names the directory.
+		r.workDir = filepath.Join(t.TempDir(), strings.Repeat("w", 120), strings.Repeat("v", 120))
+		require.NoError(t, os.MkdirAll(r.workDir, 0o700))
+		r.restart()
+		cutName := regexp.MustCompile(`[^a-zA-Z0-9]`).ReplaceAllString(r.workDir, "-")[:200]
+		for _, c := range []struct{ dir, cwd string }{{"-own", r.workDir}, {"-other", r.workDir + "-other"}} {
+			dir, cwd := c.dir, c.cwd
+			d := filepath.Join(r.home, ".claude", "projects", cutName+dir)
+			require.NoError(t, os.MkdirAll(d, 0o700))
+			line := fmt.Sprintf(`{"type":"user","promptSource":"typed","cwd":%q,"timestamp":%q,"message":{"content":"hi"}}`, cwd, time.Now().UTC().Format(time.RFC3339Nano))
+			require.NoError(t, os.WriteFile(filepath.Join(d, "conv"+dir+".jsonl"), []byte(line+"\n"+assistant(3000)+"\n"), 0o600))
+			time.Sleep(20 * time.Millisecond)
+		}
+		h = r.handback("", since)
+		require.True(t, h.Found, h.Note)
+		require.Equal(t, "conv-own", h.Conversation, "the newer transcript is another directory's")
 	})
 	t.Run(agents.KindCodex, func(t *testing.T) {
 		r := newRig(t, agents.KindOf(agents.KindCodex))

@@ -160,32 +160,34 @@ func recordTime(s string) time.Time {
 	return t
 }
 
-// claudeProjectDir is where Claude Code, run with p's environment in p's
-// working directory, keeps that directory's transcripts: <config
+// claudeProjectDirs are where Claude Code, run with p's environment in
+// p's working directory, keeps that directory's transcripts: <config
 // dir>/projects/<the path with every character but letters and digits
 // made '-'>, the config dir being CLAUDE_CONFIG_DIR, else ~/.claude. A
 // path longer than Claude Code's limit for a name is cut there and given
 // a hash of its own, which nid does not compute: the directories starting
-// with the cut name are its candidates.
-func claudeProjectDirs(p Process) []string {
+// with the cut name are its candidates, and cut says so (their
+// transcripts must then name the working directory). cwds are the working
+// directory's names: as given, and with its symlinks resolved.
+func claudeProjectDirs(p Process) (dirs, cwds []string, cut bool) {
 	env := ProcessEnv(p, nil)
-	config := cmp.Or(env["CLAUDE_CONFIG_DIR"], filepath.Join(env["HOME"], ".claude"))
 	if env["CLAUDE_CONFIG_DIR"] == "" && env["HOME"] == "" {
-		return nil
+		return nil, nil, false
 	}
+	config := cmp.Or(env["CLAUDE_CONFIG_DIR"], filepath.Join(env["HOME"], ".claude"))
 	projects := filepath.Join(config, "projects")
 	wd := WorkDir(p)
-	cwds := []string{wd}
+	cwds = []string{wd}
 	if real, err := filepath.EvalSymlinks(wd); err == nil && real != wd {
 		cwds = append(cwds, real)
 	}
-	var dirs []string
 	for _, cwd := range cwds {
 		name := claudeUnsafe.ReplaceAllString(cwd, "-")
 		if len(name) <= claudeNameMax {
 			dirs = append(dirs, filepath.Join(projects, name))
 			continue
 		}
+		cut = true
 		entries, _ := os.ReadDir(projects)
 		for _, e := range entries {
 			if e.IsDir() && strings.HasPrefix(e.Name(), name[:claudeNameMax]+"-") {
@@ -193,7 +195,7 @@ func claudeProjectDirs(p Process) []string {
 			}
 		}
 	}
-	return slices.Compact(dirs)
+	return slices.Compact(dirs), cwds, cut
 }
 
 // claudeUnsafe is what Claude Code replaces in a path to name its
@@ -213,6 +215,7 @@ type claudeRecord struct {
 	IsSidechain      bool   `json:"isSidechain"`
 	IsCompactSummary bool   `json:"isCompactSummary"`
 	PromptSource     string `json:"promptSource"`
+	Cwd              string `json:"cwd"`
 	Message          *struct {
 		Model   string          `json:"model"`
 		Content json.RawMessage `json:"content"`
@@ -231,7 +234,7 @@ type claudeRecord struct {
 // and the next answer's after; the prompts typed since are the turns
 // taken by hand.
 func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv string, since time.Time) (Handback, error) {
-	dirs := claudeProjectDirs(p)
+	dirs, cwds, cut := claudeProjectDirs(p)
 	var files []recordFile
 	for _, d := range dirs {
 		found, err := recordsSince(d, 0, func(name string) bool { return strings.HasSuffix(name, ".jsonl") }, since)
@@ -241,26 +244,50 @@ func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv s
 		files = append(files, found...)
 	}
 	slices.SortStableFunc(files, func(a, b recordFile) int { return b.mod.Compare(a.mod) })
-	if len(files) == 0 {
-		return Handback{Note: fmt.Sprintf("Claude Code wrote no transcript for %s since %s: the context is as its last turn reported it",
-			WorkDir(p), since.UTC().Format(time.RFC3339))}, nil
+	for _, f := range files {
+		h, cwd, err := c.readTranscript(ctx, ref, f.path, since)
+		if err != nil {
+			return Handback{}, AgentFailed("claude: cannot read Claude Code's transcript %s: %v", f.path, err)
+		}
+		if cut && !slices.Contains(cwds, cwd) {
+			// Another directory whose name starts the same.
+			continue
+		}
+		if h.Usage.Source == SourceReported && h.Usage.Model == "" {
+			h.Usage.Model = p.Model
+		}
+		return h, nil
 	}
-	path := files[0].path
-	h := Handback{Found: true, Conversation: strings.TrimSuffix(filepath.Base(path), ".jsonl")}
+	return Handback{Note: fmt.Sprintf("Claude Code wrote no transcript for %s since %s: the context is as its last turn reported it",
+		WorkDir(p), since.UTC().Format(time.RFC3339))}, nil
+}
+
+// readTranscript folds one Claude Code transcript into a hand-back, and
+// says the working directory its first line names.
+func (c *Claude) readTranscript(ctx context.Context, ref SessionRef, path string, since time.Time) (h Handback, cwd string, err error) {
+	h = Handback{Found: true, Conversation: strings.TrimSuffix(filepath.Base(path), ".jsonl")}
 	st := &ClaudeStream{}
 	model := ""
 	awaiting := -1
-	err := readRecord(ctx, path, func(line []byte) {
+	err = readRecord(ctx, path, func(line []byte) {
 		var l claudeRecord
 		if json.Unmarshal(line, &l) != nil || l.IsSidechain {
 			return
 		}
+		if cwd == "" {
+			cwd = l.Cwd
+		}
 		recent := !recordTime(l.Timestamp).Before(since)
 		switch {
 		case l.Type == "assistant" && l.Message != nil:
+			// Claude Code writes what no model said (an interrupted
+			// turn's, an error's) as "<synthetic>", with no usage.
+			if strings.HasPrefix(l.Message.Model, "<") {
+				return
+			}
 			was := st.Assistants
 			st.Feed(line)
-			if st.Assistants > was && l.Message.Model != "" && !strings.HasPrefix(l.Message.Model, "<") {
+			if st.Assistants > was && l.Message.Model != "" {
 				model = l.Message.Model
 			}
 			if awaiting >= 0 && st.UsageSeen {
@@ -275,16 +302,13 @@ func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv s
 		}
 	})
 	if err != nil {
-		return Handback{}, AgentFailed("claude: cannot read Claude Code's transcript %s: %v", path, err)
+		return Handback{}, "", err
 	}
 	h.Usage = c.usage(ref, st)
-	if h.Usage.Model == "" {
+	if h.Usage.Source == SourceReported && h.Usage.Model == "" {
 		h.Usage.Model = model
 	}
-	if h.Usage.Source == SourceReported && h.Usage.Model == "" {
-		h.Usage.Model = p.Model
-	}
-	return h, nil
+	return h, cwd, nil
 }
 
 // claudeSDKPrompt is the promptSource of a prompt sent to `claude -p`:

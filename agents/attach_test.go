@@ -451,3 +451,38 @@ func TestHandbackReadsOnlyTheSessionsRecords(t *testing.T) {
 		require.Equal(t, agents.Usage{UsedTokens: 1000, WindowTokens: 1000000, Source: agents.SourceReported}, h.Usage)
 	})
 }
+
+// A session that has no conversation yet (attached before its first turn)
+// gets a new one, which the hand-back makes the session's.
+func TestAttachWithoutConversationStartsOne(t *testing.T) {
+	for _, name := range attachKinds {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, agents.KindOf(name))
+			r.trustWorkDir()
+			since := time.Now()
+			cmd, err := r.acts.AttachCommand(context.Background(), r.ref, r.spec, "", r.generation, "")
+			require.NoError(t, err)
+			term := startTerminal(t, cmd)
+			mark := term.waitFor(0, map[string]string{agents.KindClaude: "accept edits on", agents.KindCodex: "Ask Codex to do anything"}[name])
+			first := fakemodel.Reply{Text: "a first answer", Input: 3000, Output: 12}
+			r.model.Script(first)
+			mark = term.typeLine(mark, "hello from a person")
+			mark = term.waitFor(mark, "a first answer")
+			term.exit(mark)
+
+			h := r.handback("", since)
+			require.True(t, h.Found, h.Note)
+			require.NotEmpty(t, h.Conversation)
+			require.Equal(t, 1, h.HandTurns)
+			require.Equal(t, agents.SourceReported, h.Usage.Source)
+			require.Equal(t, r.vendor.used(first), h.Usage.UsedTokens)
+
+			// nid's next turn goes on with it.
+			r.model.Script(fakemodel.Reply{Text: "nid's turn", Input: 3500, Output: 10})
+			rep, err := r.turn(h.Conversation, "go on", agents.TurnWork)
+			require.NoError(t, err)
+			require.Equal(t, h.Conversation, rep.Conversation)
+			require.Contains(t, lastRequest(t, r.model).Body, "hello from a person")
+		})
+	}
+}

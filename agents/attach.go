@@ -75,3 +75,48 @@ func (e *Exec) Interactive(ref SessionRef, p Process, mcp MCPAccess, conv, shell
 func (e *Exec) Handback(context.Context, SessionRef, Process, string, time.Time) (Handback, error) {
 	return Handback{Note: "an exec agent keeps no records nid can read: the context is as its last turn reported it"}, nil
 }
+
+// Interactive is Claude Code's own interactive CLI on conversation conv
+// (--resume), or on a new one when conv is empty, built as the session's
+// turns are (claudeCLI) but for the print mode and its stream-json.
+func (c *Claude) Interactive(ref SessionRef, p Process, mcp MCPAccess, conv, _ string) (*exec.Cmd, error) {
+	cmd, err := claudeCLI(p, mcp)
+	if err != nil {
+		return nil, err
+	}
+	if conv == "" {
+		cmd.Args = append(cmd.Args, "--session-id", newUUID())
+	} else {
+		cmd.Args = append(cmd.Args, "--resume", conv)
+	}
+	return interactiveCommand(cmd), nil
+}
+
+// Interactive is Codex's own interactive CLI resumed on thread conv
+// (codex resume), or on a new thread when conv is empty, built as the
+// session's app-server is (codexCLI), with the settings a turn gives its
+// thread: the working directory, no approvals asked, the model, and no
+// sandbox at all for a session that runs without one.
+func (c *Codex) Interactive(ref SessionRef, p Process, mcp MCPAccess, conv, _ string) (*exec.Cmd, error) {
+	var sub []string
+	if conv != "" {
+		sub = []string{"resume", conv}
+	}
+	cmd, err := codexCLI(p, mcp, sub...)
+	if err != nil {
+		return nil, err
+	}
+	// What thread/start and thread/resume give a turn's thread.
+	extra := []string{"-c", `approval_policy="never"`}
+	if !p.Sandboxed() {
+		extra = append(extra, "-c", `sandbox_mode="danger-full-access"`)
+	}
+	if wd := WorkDir(p); wd != "" {
+		extra = append(extra, "--cd", wd)
+	}
+	if p.Model != "" {
+		extra = append(extra, "--model", p.Model)
+	}
+	cmd.Args = append(cmd.Args, extra...)
+	return interactiveCommand(cmd), nil
+}

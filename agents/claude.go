@@ -259,13 +259,22 @@ func claudeOutcome(ctx context.Context, st *ClaudeStream, refused bool, exitErr 
 // claudeCommand builds the command of a session's process, all but the
 // conversation it resumes (startClaude adds that).
 func claudeCommand(p Process, mcp MCPAccess) (*exec.Cmd, error) {
+	// --replay-user-messages has Claude Code say when each message's turn
+	// starts (see claudeTurn).
+	return claudeCLI(p, mcp, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--replay-user-messages")
+}
+
+// claudeCLI builds a Claude Code command with mode's arguments (none: its
+// interactive CLI) and everything else the session gives it: the sandbox
+// and permissions, the environment, nid's MCP server, the model and the
+// args nid.yaml adds. A turn's process and a person's attached CLI are
+// built here both, so that they differ in nothing else.
+func claudeCLI(p Process, mcp MCPAccess, mode ...string) (*exec.Cmd, error) {
 	path, err := lookCommand(KindClaude, p)
 	if err != nil {
 		return nil, err
 	}
-	// --replay-user-messages has Claude Code say when each message's turn
-	// starts (see claudeTurn).
-	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--replay-user-messages"}
+	args := append([]string(nil), mode...)
 	args = append(args, claudeSandbox(p)...)
 	// Claude Code keeps the sockets of its sandbox's proxy in its own temp
 	// directory, /tmp/claude-<uid> unless told otherwise, whose path must

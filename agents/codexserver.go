@@ -36,6 +36,15 @@ type codexServer struct {
 
 // codexCommand builds the command of a session's app-server.
 func codexCommand(p Process, mcp MCPAccess) (*exec.Cmd, error) {
+	return codexCLI(p, mcp, "app-server")
+}
+
+// codexCLI builds a Codex command, sub its subcommand and arguments (none:
+// its interactive CLI), with everything else the session gives it: the
+// sandbox's permission profile, the environment, nid's MCP server and the
+// args nid.yaml adds. A turn's app-server and a person's attached CLI are
+// built here both, so that they differ in nothing else.
+func codexCLI(p Process, mcp MCPAccess, sub ...string) (*exec.Cmd, error) {
 	path, err := lookCommand(KindCodex, p)
 	if err != nil {
 		return nil, err
@@ -43,7 +52,7 @@ func codexCommand(p Process, mcp MCPAccess) (*exec.Cmd, error) {
 	// Commands in a login shell would get the PATH and variables the
 	// profile sets (on many hosts a bare system PATH), not the environment
 	// nid gives the agent, with which Claude Code's and exec's commands run.
-	args := []string{"app-server", "-c", "allow_login_shell=false"}
+	args := append(append([]string(nil), sub...), "-c", "allow_login_shell=false")
 	// Codex's sandbox lets commands write $TMPDIR, which codexSandbox
 	// makes the session's own.
 	env := sandboxEnv(p, map[string]string{"TMPDIR": "tmp", "XDG_CACHE_HOME": "cache"})

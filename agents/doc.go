@@ -9,6 +9,10 @@
 // (TurnReport, Usage, Error), whatever its CLI prints. Everything else that
 // differs between kinds is one entry of Kinds: configuration validation,
 // nid doctor and the worker read the entry, so nothing else names a kind.
+// An adapter whose vendor has an interactive CLI also implements Attacher
+// (attach.go, handback.go): nid attach runs that CLI, built by the same
+// code as a turn's process, and the hand-back reads the vendor's own
+// records of what the person did.
 // The conformance suite (conformance_test.go) is the checklist every kind
 // passes against the real CLIs, pinned in testdata/agents/package.json,
 // and a fake model server on 127.0.0.1.

@@ -143,6 +143,27 @@ func TestHostileClientCannotMakeAWorkerAct(t *testing.T) {
 		}
 	}
 
+	// A hand-back reads the vendor's records where the session's own agent,
+	// as this worker's nid.yaml runs it, writes them: a kind the file does
+	// not give the session, a conversation or a time of the attacker's
+	// choosing make it read nothing else.
+	for _, spec := range []string{"claude", "codex", "exec"} {
+		input := map[string]any{
+			"session":      map[string]any{"group": "web", "name": "lead"},
+			"spec":         map[string]any{"kind": spec, "command": "/bin/cat"},
+			"conversation": "../../../../" + outside + "/secret",
+			"since":        time.Time{},
+		}
+		run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{TaskQueue: queue, WorkflowExecutionTimeout: 2 * time.Minute},
+			"hostile", workflows.HostQueue(temporaltest.Host), activities.HandbackName, input)
+		require.NoError(t, err)
+		err = run.Get(t.Context(), nil)
+		appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+		require.True(t, ok, "a hand-back of kind %s: want a refusal, got %v", spec, err)
+		require.Equal(t, activities.ErrBadInput, appErr.Type(), "%v", err)
+		require.Contains(t, appErr.Error(), `nid.yaml gives it "sim"`)
+	}
+
 	// Started all at once, then waited for. A session, group or rotation
 	// named by a name that is not one fails at once, having scheduled
 	// nothing; one that takes no names (the hosts registry) runs until its

@@ -65,8 +65,7 @@ func (a *Activities) attacher(kind string) (agents.Attacher, error) {
 	}
 	att, ok := agent.(agents.Attacher)
 	if !ok {
-		k := agents.KindOf(kind)
-		return nil, agents.BadInput("%s has no interactive CLI to attach to: nid send gives it a message for its next turn, and nid transcript shows what it did", k.Title)
+		return nil, agents.BadInput("%s", agents.KindOf(kind).NoInteractiveCLI())
 	}
 	return att, nil
 }

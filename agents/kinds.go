@@ -54,8 +54,17 @@ type Kind struct {
 	// it. nil: the kind has none, and process refuses every permissions
 	// but full for it.
 	Sandbox func(ctx context.Context, cli string, p Process, env map[string]string, deep bool) Check
+	// Attaches says a person can take a session of it over with nid
+	// attach: its adapter is an Attacher.
+	Attaches bool
 	// New returns its adapter.
 	New func() Agent
+}
+
+// NoInteractiveCLI is nid attach's refusal of a kind that does not attach,
+// saying what to do instead.
+func (k Kind) NoInteractiveCLI() string {
+	return k.Title + " has no interactive CLI to attach to: nid send gives it a message for its next turn, and nid transcript shows what it did"
 }
 
 // Kinds lists every agent kind, in the order nid names them.
@@ -66,17 +75,17 @@ func Kinds() []Kind {
 		// Claude Code's and Codex's sandboxes keep commands off the network
 		// unless told otherwise.
 		{Kind: config.Kind{Name: KindClaude, Process: true, DefaultCommand: "claude", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Claude Code",
-			Network: false, Tools: true, Package: "@anthropic-ai/claude-code",
+			Network: false, Tools: true, Attaches: true, Package: "@anthropic-ai/claude-code",
 			Env: []string{"ANTHROPIC_*", "CLAUDE_CODE_*", "CLAUDE_CONFIG_DIR"}, Credentials: claudeCredentials, Sandbox: claudeSandboxCheck,
 			New: func() Agent { return NewClaude() }},
 		{Kind: config.Kind{Name: KindCodex, Process: true, DefaultCommand: "codex", Permissions: config.PermissionsModes(), Compacts: true}, Title: "Codex",
-			Network: false, Tools: true, Package: "@openai/codex",
+			Network: false, Tools: true, Attaches: true, Package: "@openai/codex",
 			Env: []string{"OPENAI_*", "CODEX_*"}, EnvOf: codexProviderEnv, Credentials: codexCredentials, Sandbox: codexSandboxCheck,
 			New: func() Agent { return NewCodex() }},
 		// An exec agent is the user's own command, which nid cannot put in
 		// a sandbox: it runs only with permissions: full.
 		{Kind: config.Kind{Name: KindExec, Process: true, Permissions: []string{config.PermissionsFull}}, Title: "the exec command",
-			New: func() Agent { return NewExec() }},
+			Attaches: true, New: func() Agent { return NewExec() }},
 	}
 }
 
@@ -91,13 +100,14 @@ func ConfigKinds() []config.Kind {
 }
 
 // KindOf is the entry of the kind named name. A name no entry has (a kind
-// from a later nid, a test's own) is taken to compact and call tools: nid
-// then tries both and falls back when they fail.
+// from a later nid, a test's own) is taken to compact, call tools and
+// attach: nid then tries and falls back, or the worker refuses, when it
+// cannot.
 func KindOf(name string) Kind {
 	for _, k := range Kinds() {
 		if k.Name == name {
 			return k
 		}
 	}
-	return Kind{Kind: config.Kind{Name: name, Compacts: true}, Title: name, Tools: true}
+	return Kind{Kind: config.Kind{Name: name, Compacts: true}, Title: name, Tools: true, Attaches: true}
 }

@@ -99,21 +99,14 @@ func (s *rules) attachRefusal(now time.Time, req AttachRequest) string {
 		return ref + " is stopped (nid stop): nid start it, then attach"
 	case s.st.Attach != nil && s.st.Attach.Lease != req.Lease:
 		return ref + " " + holderText(s.st.Attach, now)
-	case s.in.Spec.Kind == agents.KindSim:
-		return NoInteractiveCLI(s.in.Spec.Kind)
+	case !agents.KindOf(s.in.Spec.Kind).Attaches:
+		return agents.KindOf(s.in.Spec.Kind).NoInteractiveCLI()
 	case s.st.PendingMove != "":
 		return fmt.Sprintf("%s is moving to host %s: attach there once it has moved", ref, s.st.PendingMove)
 	case s.st.Host != "" && req.Host != s.st.Host:
 		return fmt.Sprintf("%s runs on host %s: run nid attach there, or nid move it here first", ref, s.st.Host)
 	}
 	return ""
-}
-
-// NoInteractiveCLI is the refusal of nid attach for an agent kind that has
-// no interactive CLI a person could take over.
-func NoInteractiveCLI(kind string) string {
-	return fmt.Sprintf("%s has no interactive CLI to attach to: nid send gives it a message for its next turn, and nid transcript shows what it did",
-		agents.KindOf(kind).Title)
 }
 
 // holderText says who holds a session, since when and when they last

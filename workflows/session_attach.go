@@ -304,6 +304,12 @@ func (s *session) foldHandback(ctx workflow.Context, res agents.Handback, hb *Ha
 	}
 	s.st.Context.Turns += res.HandTurns
 	s.st.Context.TotalTurns += res.HandTurns
+	if res.HandTurns > 0 {
+		// The person's turns spend the group's model as the agent's do: a
+		// budget of turns counts them, even past its end, as it counts a
+		// manual rotation.
+		s.charge(ctx, Charge{Turns: int64(res.HandTurns)})
+	}
 	hb.HandTurns, hb.Compactions = res.HandTurns, len(res.Compactions)
 	for _, c := range res.Compactions {
 		s.vendorCompacted(ctx, c, res.Usage)

@@ -290,3 +290,31 @@ func TestContinueAsNewWhileAttachedKeepsTheHold(t *testing.T) {
 	require.Len(t, h2.agent.turnsOfKind(agents.TurnWork), 1, "after the hand-back the message runs")
 	require.Equal(t, StatusIdle, v.Status)
 }
+
+// Claude Code's transcripts do not say the window: a hand-back on the
+// model the session's turns reported keeps the window they reported, so
+// the context is still a percent; on another model it is unknown.
+func TestAHandbackWithoutAWindowKeepsTheModelsWindow(t *testing.T) {
+	for _, tt := range []struct {
+		model   string
+		percent bool
+	}{{"fake-1", true}, {"other-model", false}} {
+		h := newHarness(t)
+		h.agent.handback = agents.Handback{Found: true, HandTurns: 1,
+			Usage: agents.Usage{UsedTokens: 30_000, Source: agents.SourceReported, Model: tt.model}}
+		h.send(time.Minute, 1)
+		h.attachAt(10*time.Minute, "alice@box", "l1")
+		h.renew("l1", 10*time.Minute, 30*time.Minute)
+		rel := h.releaseAt(30*time.Minute, "l1")
+		h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+		hb := handbackOf(t, rel)
+		require.EqualValues(t, 30_000, hb.After.UsedTokens)
+		if tt.percent {
+			require.Equal(t, hb.Before.WindowTokens, hb.After.WindowTokens, "model %q", tt.model)
+			require.NotNil(t, hb.After.Percent, "model %q", tt.model)
+		} else {
+			require.Nil(t, hb.After.Percent, "model %q: another model's window is not known", tt.model)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -178,7 +179,7 @@ func (s *session) readyHold(ctx workflow.Context) {
 	if s.st.Attach != h {
 		return // handed back meanwhile
 	}
-	h.Ready, h.WaitingForTurn = true, 0
+	h.Ready, h.WaitingForTurn, h.ReadyAt = true, 0, workflow.Now(ctx)
 	s.record(ctx, Event{Kind: EventAttach, Text: "ready for " + h.Who + ": its agent's process is closed"})
 }
 
@@ -272,7 +273,7 @@ func (s *session) handBack(ctx workflow.Context) {
 		var res activities.HandbackResult
 		actx := workflow.WithActivityOptions(ctx, activityOptions(s.queue(), 2*time.Minute))
 		err := workflow.ExecuteActivity(actx, activities.HandbackName, activities.HandbackInput{
-			Session: s.ref(), Spec: s.in.Spec, Conversation: s.st.Conversation, Since: h.Since,
+			Session: s.ref(), Spec: s.in.Spec, Conversation: s.st.Conversation, Since: cmp.Or(h.ReadyAt, h.Since),
 		}).Get(ctx, &res)
 		if err != nil {
 			hb.Note = "the vendor's records could not be read (" + ErrorText(err) + "): the context is as the last turn reported it"
@@ -315,6 +316,11 @@ func (s *session) foldHandback(ctx workflow.Context, res agents.Handback, hb *Ha
 		s.vendorCompacted(ctx, c, res.Usage)
 	}
 	if res.Usage.Source != "" && res.Usage.Source != agents.SourceUnknown {
+		if res.Usage.WindowTokens == 0 && res.Usage.Model == s.st.Context.Model {
+			// Claude Code's transcripts do not say the window: the same
+			// model's window is the one the session's turns reported.
+			res.Usage.WindowTokens = s.st.Context.WindowTokens
+		}
 		s.st.applyUsage(res.Usage, s.in.Spec.Kind, s.has(VersionThresholds))
 	}
 	s.st.plot("", "")

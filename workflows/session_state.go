@@ -158,6 +158,9 @@ type AttachHold struct {
 	Ready          bool      `json:"ready,omitempty"`
 	WaitingForTurn int       `json:"waitingForTurn,omitempty"`
 	Expired        bool      `json:"expired,omitempty"`
+	// ReadyAt is when the hold became ready: what the vendor's records
+	// say after it is the person's, before it the agent's own last turn.
+	ReadyAt time.Time `json:"readyAt,omitempty"`
 	// Before is the context record when the person attached.
 	Before ContextRecord `json:"before"`
 }

@@ -486,3 +486,51 @@ func TestAttachWithoutConversationStartsOne(t *testing.T) {
 		})
 	}
 }
+
+// Sessions of a group without a repo share its working directory, and so
+// the directory's vendor records: a hand-back takes the conversation nid
+// gave the person, or one the person's own CLI started, never another
+// session's that its own turns kept writing meanwhile.
+func TestHandbackLeavesOtherSessionsConversations(t *testing.T) {
+	stamp := func() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+	t.Run(agents.KindClaude, func(t *testing.T) {
+		r := newRig(t, agents.KindOf(agents.KindClaude))
+		project := filepath.Join(r.home, ".claude", "projects", regexp.MustCompile(`[^a-zA-Z0-9]`).ReplaceAllString(r.workDir, "-"))
+		require.NoError(t, os.MkdirAll(project, 0o700))
+		transcript := func(id string, used int64) {
+			lines := fmt.Sprintf(`{"type":"user","promptSource":"sdk","cwd":%q,"timestamp":%q,"message":{"content":[{"type":"text","text":"a turn of nid's"}]}}`+"\n"+
+				`{"type":"assistant","timestamp":%q,"message":{"model":"claude-sonnet-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":%d}}}`+"\n",
+				r.workDir, stamp(), stamp(), used)
+			require.NoError(t, os.WriteFile(filepath.Join(project, id+".jsonl"), []byte(lines), 0o600))
+		}
+		own, other := "11111111-1111-4111-8111-111111111111", "99999999-9999-4999-8999-999999999999"
+		transcript(own, 1000)
+		time.Sleep(20 * time.Millisecond)
+		since := time.Now()
+		time.Sleep(20 * time.Millisecond)
+		transcript(other, 7777)
+		h := r.handback(own, since)
+		require.NotEqual(t, other, h.Conversation, "another session's conversation became this one's: %+v", h)
+		require.False(t, h.Found, "the person did nothing: %+v", h)
+	})
+	t.Run(agents.KindCodex, func(t *testing.T) {
+		r := newRig(t, agents.KindOf(agents.KindCodex))
+		day := filepath.Join(r.set.Env["CODEX_HOME"], "sessions", time.Now().Format("2006/01/02"))
+		require.NoError(t, os.MkdirAll(day, 0o700))
+		rollout := func(id string, used int64) {
+			lines := fmt.Sprintf(`{"timestamp":%q,"type":"session_meta","payload":{"id":%q,"cwd":%q,"originator":"nid","source":"vscode"}}`+"\n"+
+				`{"timestamp":%q,"type":"event_msg","payload":{"type":"user_message"}}`+"\n"+
+				`{"timestamp":%q,"type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"total_tokens":%d},"model_context_window":1000000}}}`+"\n",
+				stamp(), id, r.workDir, stamp(), stamp(), used)
+			require.NoError(t, os.WriteFile(filepath.Join(day, "rollout-"+id+".jsonl"), []byte(lines), 0o600))
+		}
+		rollout("own", 1000)
+		time.Sleep(20 * time.Millisecond)
+		since := time.Now()
+		time.Sleep(20 * time.Millisecond)
+		rollout("other", 7777)
+		h := r.handback("own", since)
+		require.NotEqual(t, "other", h.Conversation, "another session's thread became this one's: %+v", h)
+		require.False(t, h.Found, "the person did nothing: %+v", h)
+	})
+}

@@ -227,8 +227,9 @@ type claudeRecord struct {
 }
 
 // Handback reads Claude Code's transcripts of the session's working
-// directory: the newest written since the person attached is the
-// conversation they ended in (a /clear starts another). Its last answer's
+// directory: the newest written since the person attached, of conv and
+// those with prompts typed since, is the conversation they ended in (a
+// /clear starts another). Its last answer's
 // usage is the context, counted as a turn's is (ClaudeStream); its
 // compact_boundary lines since then are compactions, the context before
 // and the next answer's after; the prompts typed since are the turns
@@ -249,8 +250,16 @@ func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv s
 		if err != nil {
 			return Handback{}, AgentFailed("claude: cannot read Claude Code's transcript %s: %v", f.path, err)
 		}
-		if cut && !slices.Contains(cwds, cwd) {
-			// Another directory whose name starts the same.
+		if (cut || cwd != "") && !slices.Contains(cwds, cwd) {
+			// Another directory whose name starts the same, or is the
+			// same once Claude Code has made it a name (a-b/c, a/b-c).
+			continue
+		}
+		if h.Conversation != conv && h.HandTurns == 0 {
+			// Sessions of a group without a repo share its directory:
+			// a conversation that is neither the one nid gave the person
+			// nor one they typed in is another session's, which its own
+			// turns write meanwhile.
 			continue
 		}
 		if h.Usage.Source == SourceReported && h.Usage.Model == "" {
@@ -360,10 +369,11 @@ type codexRecord struct {
 	Timestamp string `json:"timestamp"`
 	Type      string `json:"type"`
 	Payload   struct {
-		Type string `json:"type"`
-		ID   string `json:"id"`
-		Cwd  string `json:"cwd"`
-		Info *struct {
+		Type       string `json:"type"`
+		ID         string `json:"id"`
+		Cwd        string `json:"cwd"`
+		Originator string `json:"originator"`
+		Info       *struct {
 			Last struct {
 				TotalTokens int64 `json:"total_tokens"`
 			} `json:"last_token_usage"`
@@ -398,7 +408,7 @@ func (c *Codex) Handback(ctx context.Context, ref SessionRef, p Process, conv st
 	}
 	wd := WorkDir(p)
 	for _, f := range files {
-		h, cwd, err := readCodexRollout(ctx, f.path, since)
+		h, meta, err := readCodexRollout(ctx, f.path, since)
 		if err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return Handback{}, err
@@ -406,7 +416,14 @@ func (c *Codex) Handback(ctx context.Context, ref SessionRef, p Process, conv st
 			continue
 		}
 		// The same CODEX_HOME may hold the person's other work.
-		if cwd != wd || h.Conversation == "" {
+		if meta.cwd != wd || h.Conversation == "" {
+			continue
+		}
+		if h.Conversation != conv && (meta.originator == codexOriginator || meta.started.Before(since)) {
+			// Sessions of a group without a repo share its directory: a
+			// thread that is neither the one nid gave the person nor one
+			// their CLI started since is another session's (its
+			// app-server's, or a thread the person only looked at).
 			continue
 		}
 		if h.Usage.Source == SourceReported {
@@ -418,9 +435,17 @@ func (c *Codex) Handback(ctx context.Context, ref SessionRef, p Process, conv st
 	return nothing, nil
 }
 
-// readCodexRollout folds one rollout into a hand-back, and says which
-// working directory its thread runs in.
-func readCodexRollout(ctx context.Context, path string, since time.Time) (h Handback, cwd string, err error) {
+// codexThread is what a rollout's session_meta says of its thread: the
+// working directory it runs in, who started it (nid's app-server says
+// codexOriginator) and when.
+type codexThread struct {
+	cwd, originator string
+	started         time.Time
+}
+
+// readCodexRollout folds one rollout into a hand-back, and says what its
+// session_meta says of its thread.
+func readCodexRollout(ctx context.Context, path string, since time.Time) (h Handback, meta codexThread, err error) {
 	h.Found = true
 	h.Usage = Usage{Source: SourceUnknown}
 	var used, window int64
@@ -436,7 +461,8 @@ func readCodexRollout(ctx context.Context, path string, since time.Time) (h Hand
 		switch {
 		case l.Type == "session_meta":
 			if h.Conversation == "" {
-				h.Conversation, cwd = l.Payload.ID, l.Payload.Cwd
+				h.Conversation = l.Payload.ID
+				meta = codexThread{cwd: l.Payload.Cwd, originator: l.Payload.Originator, started: recordTime(l.Timestamp)}
 			}
 		case l.Type == "compacted" && recent:
 			h.Compactions = append(h.Compactions, VendorCompaction{BeforeTokens: used})
@@ -457,12 +483,12 @@ func readCodexRollout(ctx context.Context, path string, since time.Time) (h Hand
 		}
 	})
 	if err != nil {
-		return Handback{}, "", err
+		return Handback{}, codexThread{}, err
 	}
 	// Releases write a user's message as an event or as a completed item.
 	h.HandTurns = max(items, events)
 	if seen {
 		h.Usage = Usage{UsedTokens: used, WindowTokens: window, Source: SourceReported}
 	}
-	return h, cwd, nil
+	return h, meta, nil
 }

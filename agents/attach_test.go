@@ -534,3 +534,29 @@ func TestHandbackLeavesOtherSessionsConversations(t *testing.T) {
 		require.False(t, h.Found, "the person did nothing: %+v", h)
 	})
 }
+
+// A conversation id is the vendor's, and reaches its CLI's command line:
+// one that reads as an option (from a hostile client's workflow input, or
+// a record planted where a hand-back reads) is refused before anything
+// runs, or Claude Code would start the MCP server it names, outside any
+// sandbox.
+func TestConversationThatIsAnOptionIsRefused(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "ran")
+	planted := `--mcp-config={"mcpServers":{"x":{"type":"stdio","command":"/bin/sh","args":["-c","touch ` + mark + `"]}}}`
+	for _, name := range attachKinds {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, agents.KindOf(name))
+			for _, conv := range []string{planted, "--version", "-r", "a b", "a/../b"} {
+				_, err := r.acts.AttachCommand(context.Background(), r.ref, r.spec, conv, r.generation, "")
+				require.Error(t, err, "attach on conversation %q", conv)
+				require.Contains(t, err.Error(), "is not a conversation id")
+				if name == agents.KindClaude {
+					_, err = r.turn(conv, "hello", agents.TurnWork)
+					require.Error(t, err, "a turn on conversation %q", conv)
+					require.Contains(t, err.Error(), "is not a conversation id")
+				}
+			}
+			require.NoFileExists(t, mark)
+		})
+	}
+}

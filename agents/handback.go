@@ -255,6 +255,11 @@ func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv s
 			// same once Claude Code has made it a name (a-b/c, a/b-c).
 			continue
 		}
+		if CheckConversation(h.Conversation) != nil {
+			// Not a name Claude Code gives a transcript: nid's next turn
+			// would pass it on the command line.
+			continue
+		}
 		if h.Conversation != conv && h.HandTurns == 0 {
 			// Sessions of a group without a repo share its directory:
 			// a conversation that is neither the one nid gave the person
@@ -416,7 +421,7 @@ func (c *Codex) Handback(ctx context.Context, ref SessionRef, p Process, conv st
 			continue
 		}
 		// The same CODEX_HOME may hold the person's other work.
-		if meta.cwd != wd || h.Conversation == "" {
+		if meta.cwd != wd || CheckConversation(h.Conversation) != nil {
 			continue
 		}
 		if h.Conversation != conv && (meta.originator == codexOriginator || meta.started.Before(since)) {

@@ -310,15 +310,22 @@ func heldText(v workflows.SessionView) string {
 	return "attached by " + v.Attach.Who + " now"
 }
 
-// renewAttach renews the lease every workflows.AttachRenewEvery until ctx
-// ends. A renewal that fails is tried again within a second or two and
-// said once on stderr: the session keeps the hold for
-// workflows.AttachLease after the last renewal that reached it, and the
-// person's CLI is never stopped for it.
+// attachRenewEvery is how often nid attach renews its lease.
+var attachRenewEvery = workflows.AttachRenewEvery
+
+// renewAttach renews the lease every attachRenewEvery until ctx ends. A
+// renewal that fails is tried again within a second or two and said once
+// on stderr: the session keeps the hold for workflows.AttachLease after
+// the last renewal that reached it, and the person's CLI is never stopped
+// for it. A renewal is a signal, which a session takes whether or not the
+// lease still holds it, so each is followed by a look at the session: a
+// hold the session took back (its lease ran out while nid could not reach
+// it, a machine that slept) is said at once, for nid's turns go on with
+// the conversation the person's CLI is still on.
 func renewAttach(ctx context.Context, ops attachOps, opts attachOptions, lease string, stderr io.Writer) {
 	ref := opts.Group + "/" + opts.Name
 	failing := false
-	wait := workflows.AttachRenewEvery
+	wait := attachRenewEvery
 	for {
 		select {
 		case <-ctx.Done():
@@ -326,12 +333,24 @@ func renewAttach(ctx context.Context, ops attachOps, opts attachOptions, lease s
 		case <-time.After(wait):
 		}
 		err := ops.Renew(ctx, opts.Group, opts.Name, lease)
+		if err == nil {
+			v, verr := ops.View(ctx, opts.Group, opts.Name)
+			if verr == nil && (v.Attach == nil || v.Attach.Who != opts.Who) {
+				if ctx.Err() != nil {
+					return
+				}
+				fmt.Fprintf(stderr, "\r\nnid: %s is no longer held by this nid attach: its lease ran out while nid could not be reached, "+
+					"and the session has taken it back (%s); nid's turns now go on with its conversation, so exit this CLI, then attach again\r\n",
+					ref, heldText(v))
+				return
+			}
+		}
 		switch {
 		case err == nil:
 			if failing {
 				fmt.Fprintf(stderr, "\r\nnid: renewed the hold on %s again\r\n", ref)
 			}
-			failing, wait = false, workflows.AttachRenewEvery
+			failing, wait = false, attachRenewEvery
 		case ctx.Err() != nil:
 			return
 		default:

@@ -261,3 +261,57 @@ func TestAttachCompletion(t *testing.T) {
 	require.Equal(t, []string{"--command", "--config"}, complete("attach", "web/lead", "--co"))
 	require.Empty(t, complete("attach", "web/lead", "--command", ""), "a program: the shell completes a file name")
 }
+
+// lostHold is a session that took its hold back while nid attach still
+// ran its command (the lease ran out while nid could not be reached): the
+// renewals it is sent are signals, which it takes without a word.
+type lostHold struct {
+	fakeAttach
+	lost chan struct{}
+}
+
+func (f *lostHold) View(ctx context.Context, g, n string) (workflows.SessionView, error) {
+	select {
+	case <-f.lost:
+		v := execSession()
+		v.Status = workflows.StatusWorking
+		return v, nil
+	default:
+		return f.fakeAttach.View(ctx, g, n)
+	}
+}
+
+func TestAttachSaysWhenTheSessionTookItsHoldBack(t *testing.T) {
+	defer func(was time.Duration) { attachRenewEvery = was }(attachRenewEvery)
+	attachRenewEvery = 50 * time.Millisecond
+	held := execSession()
+	held.Attach = &workflows.AttachView{Who: "alice@box-a", Ready: true}
+	f := &lostHold{fakeAttach: fakeAttach{view: held, answer: workflows.AttachAnswer{Ready: true, Conversation: "c-1"}}, lost: make(chan struct{})}
+	close(f.lost)
+	var errOut syncBuffer
+	build := func(context.Context, workflows.SessionView, string, int) (*exec.Cmd, error) {
+		return exec.Command("sleep", "0.5"), nil
+	}
+	require.NoError(t, runAttach(context.Background(), f, build, attachBoxA, &bytes.Buffer{}, &errOut))
+	require.Equal(t, 1, strings.Count(errOut.String(), "web/lead is no longer held by this nid attach"), errOut.String())
+	require.Contains(t, errOut.String(), "it is working now")
+}
+
+// syncBuffer is a bytes.Buffer the renewals and the command's end may
+// write at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -146,6 +146,9 @@ func TestAttachRefusals(t *testing.T) {
 	st.Stopped = true
 	require.Equal(t, "web/lead is stopped (nid stop): nid start it, then attach", r.attachRefusal(time.Time{}, ok))
 	st.Stopped = false
+	st.HostDown = true
+	require.Equal(t, "web/lead's host box is down (its nid up does not answer): start nid up there, then attach", r.attachRefusal(time.Time{}, ok))
+	st.HostDown = false
 	require.Contains(t, r.attachRefusal(time.Time{}, AttachRequest{Who: strings.Repeat("w", MaxAttachWho+1), Lease: "l"}), "who attaches")
 	require.Contains(t, r.attachRefusal(time.Time{}, AttachRequest{Who: "w", Lease: strings.Repeat("l", MaxLeaseBytes+1)}), "lease id")
 }

@@ -106,6 +106,10 @@ func (s *rules) attachRefusal(now time.Time, req AttachRequest) string {
 		return fmt.Sprintf("%s is moving to host %s: attach there once it has moved", ref, s.st.PendingMove)
 	case s.st.Host != "" && req.Host != s.st.Host:
 		return fmt.Sprintf("%s runs on host %s: run nid attach there, or nid move it here first", ref, s.st.Host)
+	case s.st.HostDown:
+		// Taking the hold closes the agent on the host: with no worker
+		// there the update would wait for it, and nid attach say nothing.
+		return fmt.Sprintf("%s's host %s is down (its nid up does not answer): start nid up there, then attach", ref, s.st.Host)
 	}
 	return ""
 }

@@ -512,6 +512,27 @@ func TestHandbackLeavesOtherSessionsConversations(t *testing.T) {
 		h := r.handback(own, since)
 		require.NotEqual(t, other, h.Conversation, "another session's conversation became this one's: %+v", h)
 		require.False(t, h.Found, "the person did nothing: %+v", h)
+
+		// The person resumed (/resume) a conversation that began before
+		// they attached, another session's maybe, and typed in it: it is
+		// not taken, and the note says so.
+		typed := fmt.Sprintf(`{"type":"user","promptSource":"typed","cwd":%q,"timestamp":%q,"message":{"content":"hello"}}`+"\n", r.workDir, stamp())
+		f, err := os.OpenFile(filepath.Join(project, other+".jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString(typed)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		since = time.Now()
+		time.Sleep(20 * time.Millisecond)
+		f, err = os.OpenFile(filepath.Join(project, other+".jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString(fmt.Sprintf(`{"type":"user","promptSource":"typed","cwd":%q,"timestamp":%q,"message":{"content":"hello again"}}`+"\n", r.workDir, stamp()))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		h = r.handback(own, since)
+		require.False(t, h.Found, "a conversation that began before the hold is not taken: %+v", h)
+		require.Contains(t, h.Note, "conversation "+other+", which you typed in, is not taken")
+		require.Contains(t, h.Note, "the session goes on with "+own)
 	})
 	t.Run(agents.KindCodex, func(t *testing.T) {
 		r := newRig(t, agents.KindOf(agents.KindCodex))

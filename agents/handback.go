@@ -245,8 +245,9 @@ func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv s
 		files = append(files, found...)
 	}
 	slices.SortStableFunc(files, func(a, b recordFile) int { return b.mod.Compare(a.mod) })
+	stray := ""
 	for _, f := range files {
-		h, cwd, err := c.readTranscript(ctx, ref, f.path, since)
+		h, cwd, begun, err := c.readTranscript(ctx, ref, f.path, since)
 		if err != nil {
 			return Handback{}, AgentFailed("claude: cannot read Claude Code's transcript %s: %v", f.path, err)
 		}
@@ -260,25 +261,49 @@ func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv s
 			// would pass it on the command line.
 			continue
 		}
-		if h.Conversation != conv && h.HandTurns == 0 {
+		if h.Conversation != conv && (h.HandTurns == 0 || begun.Before(since)) {
 			// Sessions of a group without a repo share its directory:
 			// a conversation that is neither the one nid gave the person
-			// nor one they typed in is another session's, which its own
-			// turns write meanwhile.
+			// nor one they started and typed in is another session's,
+			// which its own turns write meanwhile, or one the person
+			// resumed (/resume) that may be.
+			if h.HandTurns > 0 && stray == "" {
+				stray = h.Conversation
+			}
 			continue
 		}
 		if h.Usage.Source == SourceReported && h.Usage.Model == "" {
 			h.Usage.Model = p.Model
 		}
+		h.Note = strayNote(stray, h.Conversation)
 		return h, nil
 	}
-	return Handback{Note: fmt.Sprintf("Claude Code wrote no transcript for %s since %s: the context is as its last turn reported it",
-		WorkDir(p), since.UTC().Format(time.RFC3339))}, nil
+	note := fmt.Sprintf("Claude Code wrote no transcript for %s since %s: the context is as its last turn reported it",
+		WorkDir(p), since.UTC().Format(time.RFC3339))
+	if stray != "" {
+		note = strayNote(stray, conv)
+	}
+	return Handback{Note: note}, nil
+}
+
+// strayNote says that the conversation the person typed in, stray, was
+// not taken, and which one the session goes on with: it began before they
+// attached and is not the session's, so it may be another session's.
+func strayNote(stray, kept string) string {
+	if stray == "" {
+		return ""
+	}
+	if kept == "" {
+		kept = "a new one"
+	}
+	return fmt.Sprintf("conversation %s, which you typed in, is not taken: it is not the session's and began before you attached "+
+		"(another session's, or an older one resumed); the session goes on with %s", stray, kept)
 }
 
 // readTranscript folds one Claude Code transcript into a hand-back, and
-// says the working directory its first line names.
-func (c *Claude) readTranscript(ctx context.Context, ref SessionRef, path string, since time.Time) (h Handback, cwd string, err error) {
+// says the working directory its first line names and the time of its
+// first line read.
+func (c *Claude) readTranscript(ctx context.Context, ref SessionRef, path string, since time.Time) (h Handback, cwd string, begun time.Time, err error) {
 	h = Handback{Found: true, Conversation: strings.TrimSuffix(filepath.Base(path), ".jsonl")}
 	st := &ClaudeStream{}
 	model := ""
@@ -291,7 +316,11 @@ func (c *Claude) readTranscript(ctx context.Context, ref SessionRef, path string
 		if cwd == "" {
 			cwd = l.Cwd
 		}
-		recent := !recordTime(l.Timestamp).Before(since)
+		at := recordTime(l.Timestamp)
+		if begun.IsZero() {
+			begun = at
+		}
+		recent := !at.Before(since)
 		switch {
 		case l.Type == "assistant" && l.Message != nil:
 			// Claude Code writes what no model said (an interrupted
@@ -316,13 +345,13 @@ func (c *Claude) readTranscript(ctx context.Context, ref SessionRef, path string
 		}
 	})
 	if err != nil {
-		return Handback{}, "", err
+		return Handback{}, "", time.Time{}, err
 	}
 	h.Usage = c.usage(ref, st)
 	if h.Usage.Source == SourceReported && h.Usage.Model == "" {
 		h.Usage.Model = model
 	}
-	return h, cwd, nil
+	return h, cwd, begun, nil
 }
 
 // claudeSDKPrompt is the promptSource of a prompt sent to `claude -p`:

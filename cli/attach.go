@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -164,16 +166,53 @@ type attachBuilder func(ctx context.Context, v workflows.SessionView, conv strin
 // worker would run it, its MCP tools on the endpoint the session's host
 // announced to the hosts registry.
 func attachCommand(ctx context.Context, c client.Client, cfg *config.Config, v workflows.SessionView, conv string, generation int, shell string) (*exec.Cmd, error) {
-	httpURL := "http://" + cfg.HTTP.Listen
-	if hosts, err := nidclient.Hosts(ctx, c); err == nil {
-		for _, h := range hosts.Hosts {
-			if h.Name == v.Host && h.HTTP != "" {
-				httpURL = h.HTTP
-			}
-		}
-	}
+	hosts, _ := nidclient.Hosts(ctx, c)
+	httpURL := attachMCPBase(cfg, hosts, v.Host)
 	ref := agents.SessionRef{Group: v.Group, Name: v.Name, WorkflowID: workflows.SessionID(v.Group, v.Name)}
 	return worker.AttachCommand(ctx, cfg, ref, v.Spec, conv, generation, shell, httpURL)
+}
+
+// attachMCPBase is the address of the MCP endpoint the attached CLI's
+// nid tools use: that of the worker of host, which is this one, as it
+// announced it to the hosts registry (its port may be one the system
+// chose), else as this nid.yaml's http.listen says. An announcement is a
+// signal anyone with the Temporal credential can send, and the CLI sends
+// the session's MCP token there: one that is not this machine's own
+// address is not believed.
+func attachMCPBase(cfg *config.Config, hosts workflows.HostsView, host string) string {
+	for _, h := range hosts.Hosts {
+		if h.Name == host && h.HTTP != "" && ownHTTPAddress(h.HTTP) {
+			return h.HTTP
+		}
+	}
+	return "http://" + cfg.HTTP.Listen
+}
+
+// ownHTTPAddress says u is an http:// URL of this machine: a loopback or
+// unspecified address, or one of its interfaces' (not a name, which
+// would have to be resolved).
+func ownHTTPAddress(u string) bool {
+	parsed, err := url.Parse(u)
+	if err != nil || parsed.Scheme != "http" || parsed.User != nil {
+		return false
+	}
+	ip := net.ParseIP(parsed.Hostname())
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // attachPoll is how often nid attach looks whether the turn it waits for

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
@@ -314,4 +315,20 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The attached CLI sends the session's MCP token to the address its host's
+// worker announced: an announcement is a signal any Temporal client can
+// send, so one naming another machine is not believed.
+func TestAttachSendsTheMCPTokenOnlyToThisMachine(t *testing.T) {
+	cfg := &config.Config{HTTP: config.HTTP{Listen: "127.0.0.1:7777"}}
+	hosts := func(url string) workflows.HostsView {
+		var h workflows.HostView
+		h.Name, h.HTTP = "box-a", url
+		return workflows.HostsView{Hosts: []workflows.HostView{h}}
+	}
+	require.Equal(t, "http://127.0.0.1:41234", attachMCPBase(cfg, hosts("http://127.0.0.1:41234"), "box-a"), "the port the worker got")
+	for _, planted := range []string{"http://evil.example:80", "http://203.0.113.9:7777", "https://127.0.0.1:1", "http://u:p@127.0.0.1:1"} {
+		require.Equal(t, "http://127.0.0.1:7777", attachMCPBase(cfg, hosts(planted), "box-a"), planted)
+	}
 }

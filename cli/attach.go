@@ -286,6 +286,13 @@ func runAttach(ctx context.Context, ops attachOps, build attachBuilder, opts att
 			}
 			return err
 		}
+		if ready.Host != "" && ready.Host != opts.Host {
+			// The session moved while the hold waited: the CLI would run
+			// here, the session's worktree and records are there.
+			handBack()
+			return fmt.Errorf("%s moved to host %s while its turn ended: the hold is let go and nothing was started here; run nid attach %s on %s",
+				ref, ready.Host, ref, ready.Host)
+		}
 		v = ready
 		// The turn waited for may have started the conversation or
 		// moved on to a new one.

@@ -332,3 +332,17 @@ func TestAttachSendsTheMCPTokenOnlyToThisMachine(t *testing.T) {
 		require.Equal(t, "http://127.0.0.1:7777", attachMCPBase(cfg, hosts(planted), "box-a"), planted)
 	}
 }
+
+func TestAttachStartsNothingWhenTheSessionMovedWhileItWaited(t *testing.T) {
+	waiting := execSession()
+	waiting.Attach = &workflows.AttachView{Who: "alice@box-a", WaitingForTurn: 4}
+	moved := execSession()
+	moved.Host = "box-b"
+	moved.Attach = &workflows.AttachView{Who: "alice@box-a", Ready: true}
+	f := &fakeAttach{view: moved, waiting: []workflows.SessionView{waiting}, answer: workflows.AttachAnswer{WaitingForTurn: 4}}
+	b := &built{}
+	err := runAttach(context.Background(), f, b.build, attachBoxA, &bytes.Buffer{}, &bytes.Buffer{})
+	require.EqualError(t, err, "web/lead moved to host box-b while its turn ended: the hold is let go and nothing was started here; run nid attach web/lead on box-b")
+	require.Zero(t, b.calls, "nothing started on the wrong host")
+	require.Len(t, f.released, 1, "the hold is handed back")
+}

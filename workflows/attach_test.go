@@ -321,3 +321,22 @@ func TestAHandbackWithoutAWindowKeepsTheModelsWindow(t *testing.T) {
 		}
 	}
 }
+
+// A move's rotation takes the session to another host: a hold taken on
+// the old host meanwhile would be ready on the new one, with the person's
+// CLI on the old one.
+func TestAttachDuringAMoveIsRefused(t *testing.T) {
+	h := newMoveHarness(t)
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host, in.Repo = "a", "/repo"
+	att := &updateResult{}
+	h.onSave = func() { h.update(att, UpdateAttach, AttachRequest{Who: "alice@a", Host: "a", Lease: "l1"}) }
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalMove, MoveRequest{Host: "b"}) })
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, "b", v.Host)
+	require.True(t, att.done)
+	require.EqualError(t, att.rejected, "web/lead is moving to host b: attach there once it has moved")
+	require.Nil(t, v.Attach)
+}

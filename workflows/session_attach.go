@@ -126,6 +126,11 @@ func (s *session) validateAttach(ctx workflow.Context, req AttachRequest) error 
 	if why := s.attachRefusal(workflow.Now(ctx), req); why != "" {
 		return errors.New(why)
 	}
+	if s.moving != nil && s.st.Attach == nil {
+		// The move's rotation runs: the hold would be ready on the host
+		// it arrives on, while the person's CLI runs on this one.
+		return fmt.Errorf("%s is moving to host %s: attach there once it has moved", s.sessionRef(), s.moving.To)
+	}
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -240,15 +241,26 @@ func runAttach(ctx context.Context, ops attachOps, build attachBuilder, opts att
 	if err != nil {
 		return err
 	}
+	// The lease is renewed from the moment it is asked for: taking the
+	// hold closes the session's agent, which may take longer than the
+	// lease, and the session would take back a hold nid attach was only
+	// just given.
+	hold := context.WithoutCancel(ctx)
+	renewing, stopRenewing := context.WithCancel(hold)
+	var renewer sync.WaitGroup
+	var taken atomic.Bool
+	renewer.Go(func() { renewAttach(renewing, ops, opts, lease, &taken, stderr) })
 	ans, err := ops.Attach(ctx, opts.Group, opts.Name, workflows.AttachRequest{Who: opts.Who, Host: opts.Host, Lease: lease})
 	if err != nil {
+		stopRenewing()
+		renewer.Wait()
 		return err
 	}
+	taken.Store(true)
 
-	// From here on the session is held. Its own context outlives a Ctrl-C,
-	// which reaches nid attach too when the person presses it in the CLI
-	// sharing this terminal: only the person's exit ends the hold.
-	hold := context.WithoutCancel(ctx)
+	// From here on the session is held. Its own context (hold) outlives a
+	// Ctrl-C, which reaches nid attach too when the person presses it in
+	// the CLI sharing this terminal: only the person's exit ends the hold.
 	// Caught rather than ignored: an ignored signal stays ignored in the
 	// programs the command starts, and Ctrl-C would not stop a command run
 	// in an attached shell; a caught one is theirs to handle again.
@@ -262,9 +274,6 @@ func runAttach(ctx context.Context, ops attachOps, build attachBuilder, opts att
 		for range signals {
 		}
 	}()
-	renewing, stopRenewing := context.WithCancel(hold)
-	var renewer sync.WaitGroup
-	renewer.Go(func() { renewAttach(renewing, ops, opts, lease, stderr) })
 	handBack := func() {
 		stopRenewing()
 		renewer.Wait()
@@ -359,7 +368,8 @@ func heldText(v workflows.SessionView) string {
 // attachRenewEvery is how often nid attach renews its lease.
 var attachRenewEvery = workflows.AttachRenewEvery
 
-// renewAttach renews the lease every attachRenewEvery until ctx ends. A
+// renewAttach renews the lease every attachRenewEvery until ctx ends,
+// while the hold is asked for too (taken says it was given). A
 // renewal that fails is tried again within a second or two and said once
 // on stderr: the session keeps the hold for workflows.AttachLease after
 // the last renewal that reached it, and the person's CLI is never stopped
@@ -368,7 +378,7 @@ var attachRenewEvery = workflows.AttachRenewEvery
 // hold the session took back (its lease ran out while nid could not reach
 // it, a machine that slept) is said at once, for nid's turns go on with
 // the conversation the person's CLI is still on.
-func renewAttach(ctx context.Context, ops attachOps, opts attachOptions, lease string, stderr io.Writer) {
+func renewAttach(ctx context.Context, ops attachOps, opts attachOptions, lease string, taken *atomic.Bool, stderr io.Writer) {
 	ref := opts.Group + "/" + opts.Name
 	failing := false
 	wait := attachRenewEvery
@@ -379,7 +389,7 @@ func renewAttach(ctx context.Context, ops attachOps, opts attachOptions, lease s
 		case <-time.After(wait):
 		}
 		err := ops.Renew(ctx, opts.Group, opts.Name, lease)
-		if err == nil {
+		if err == nil && taken.Load() {
 			v, verr := ops.View(ctx, opts.Group, opts.Name)
 			if verr == nil && (v.Attach == nil || v.Attach.Who != opts.Who) {
 				if ctx.Err() != nil {

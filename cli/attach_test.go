@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -345,4 +346,35 @@ func TestAttachStartsNothingWhenTheSessionMovedWhileItWaited(t *testing.T) {
 	require.EqualError(t, err, "web/lead moved to host box-b while its turn ended: the hold is let go and nothing was started here; run nid attach web/lead on box-b")
 	require.Zero(t, b.calls, "nothing started on the wrong host")
 	require.Len(t, f.released, 1, "the hold is handed back")
+}
+
+// slowAttach is a session whose hold takes long to be given (its agent is
+// slow to close), and that counts the renewals it is sent.
+type slowAttach struct {
+	fakeAttach
+	renewals atomic.Int32
+	during   int32
+}
+
+func (f *slowAttach) Attach(ctx context.Context, g, n string, req workflows.AttachRequest) (workflows.AttachAnswer, error) {
+	time.Sleep(300 * time.Millisecond)
+	f.during = f.renewals.Load()
+	return f.fakeAttach.Attach(ctx, g, n, req)
+}
+
+func (f *slowAttach) Renew(context.Context, string, string, string) error {
+	f.renewals.Add(1)
+	return nil
+}
+
+func TestAttachRenewsTheLeaseWhileTheHoldIsGiven(t *testing.T) {
+	defer func(was time.Duration) { attachRenewEvery = was }(attachRenewEvery)
+	attachRenewEvery = 50 * time.Millisecond
+	held := execSession()
+	held.Attach = &workflows.AttachView{Who: "alice@box-a", Ready: true}
+	f := &slowAttach{fakeAttach: fakeAttach{view: held, answer: workflows.AttachAnswer{Ready: true, Conversation: "c-1"}}}
+	var errOut syncBuffer
+	require.NoError(t, runAttach(context.Background(), f, (&built{exitWithCode: "0"}).build, attachBoxA, &bytes.Buffer{}, &errOut))
+	require.Positive(t, f.during, "the lease was renewed while the session closed its agent")
+	require.NotContains(t, errOut.String(), "no longer held")
 }

@@ -330,8 +330,23 @@ func runInTerminal(cmd *exec.Cmd) error {
 			defer func() { _ = term.Restore(int(f.Fd()), state) }()
 		}
 	}
-	return cmd.Run()
+	err := cmd.Run()
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			if f, ok := cmd.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				// A CLI killed mid-screen cannot undo the modes it set:
+				// the screen, the cursor, the mouse and the keys.
+				_, _ = f.WriteString(terminalModesOff)
+			}
+		}
+	}
+	return err
 }
+
+// terminalModesOff undoes what a full-screen CLI sets in a terminal: the
+// alternate screen, a hidden cursor, mouse reports, bracketed paste, the
+// kitty keyboard protocol and focus reports.
+const terminalModesOff = "\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[<u\x1b[?1004l\r\n"
 
 // waitForHold polls the session's view until the hold is ready: the turn
 // it waited for ended and the session's agent process was closed.

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"os/exec"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/agents"
@@ -377,4 +379,21 @@ func TestAttachRenewsTheLeaseWhileTheHoldIsGiven(t *testing.T) {
 	require.NoError(t, runAttach(context.Background(), f, (&built{exitWithCode: "0"}).build, attachBoxA, &bytes.Buffer{}, &errOut))
 	require.Positive(t, f.during, "the lease was renewed while the session closed its agent")
 	require.NotContains(t, errOut.String(), "no longer held")
+}
+
+// A CLI killed while it holds the terminal in its modes (alternate
+// screen, hidden cursor, mouse and key reports) leaves the person a
+// terminal that works again.
+func TestAttachGivesTheTerminalBackAfterAKilledCLI(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	require.NoError(t, err)
+	defer ptmx.Close()
+	defer tty.Close()
+	var seen syncBuffer
+	go func() { _, _ = io.Copy(&seen, ptmx) }()
+	cmd := exec.Command("sh", "-c", `printf '\033[?1049h\033[?25l'; kill -9 $$`)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	require.Error(t, runInTerminal(cmd))
+	require.Eventually(t, func() bool { return strings.Contains(seen.String(), "\x1b[?1049l\x1b[?25h") }, 5*time.Second, 20*time.Millisecond,
+		"the terminal's modes were not undone: %q", seen.String())
 }

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"regexp"
 	"time"
 
 	"github.com/nid-dev/nid/config"
@@ -109,6 +110,26 @@ func CheckSession(ref *SessionRef) error {
 		}
 	}
 	ref.WorkflowID = SessionWorkflowID(ref.Group, ref.Name)
+	return nil
+}
+
+// MaxConversationBytes bounds a vendor's conversation id: theirs are
+// UUIDs.
+const MaxConversationBytes = 128
+
+// conversationID is what a vendor's conversation id is made of. It starts
+// with a letter or digit: an id reaches the vendor CLI's command line
+// (claude --resume, codex resume), where one starting with '-' would be
+// an option of the attacker's, such as an MCP server to start.
+var conversationID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+
+// CheckConversation refuses a conversation id, from a session's record or
+// a vendor's, that is not one a vendor CLI makes.
+func CheckConversation(conv string) error {
+	if len(conv) > MaxConversationBytes || !conversationID.MatchString(conv) {
+		return BadInput("%q is not a conversation id: one is letters, digits, '.', '_', ':' and '-', starting with a letter or digit, at most %d bytes",
+			clip.Runes(conv, 80), MaxConversationBytes)
+	}
 	return nil
 }
 

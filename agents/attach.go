@@ -80,6 +80,11 @@ func (e *Exec) Handback(context.Context, SessionRef, Process, string, time.Time)
 // (--resume), or on a new one when conv is empty, built as the session's
 // turns are (claudeCLI) but for the print mode and its stream-json.
 func (c *Claude) Interactive(ref SessionRef, p Process, mcp MCPAccess, conv, _ string) (*exec.Cmd, error) {
+	if conv != "" {
+		if err := CheckConversation(conv); err != nil {
+			return nil, err
+		}
+	}
 	cmd, err := claudeCLI(p, mcp)
 	if err != nil {
 		return nil, err
@@ -100,6 +105,9 @@ func (c *Claude) Interactive(ref SessionRef, p Process, mcp MCPAccess, conv, _ s
 func (c *Codex) Interactive(ref SessionRef, p Process, mcp MCPAccess, conv, _ string) (*exec.Cmd, error) {
 	var sub []string
 	if conv != "" {
+		if err := CheckConversation(conv); err != nil {
+			return nil, err
+		}
 		sub = []string{"resume", conv}
 	}
 	cmd, err := codexCLI(p, mcp, sub...)

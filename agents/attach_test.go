@@ -486,3 +486,98 @@ func TestAttachWithoutConversationStartsOne(t *testing.T) {
 		})
 	}
 }
+
+// Sessions of a group without a repo share its working directory, and so
+// the directory's vendor records: a hand-back takes the conversation nid
+// gave the person, or one the person's own CLI started, never another
+// session's that its own turns kept writing meanwhile.
+func TestHandbackLeavesOtherSessionsConversations(t *testing.T) {
+	stamp := func() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+	t.Run(agents.KindClaude, func(t *testing.T) {
+		r := newRig(t, agents.KindOf(agents.KindClaude))
+		project := filepath.Join(r.home, ".claude", "projects", regexp.MustCompile(`[^a-zA-Z0-9]`).ReplaceAllString(r.workDir, "-"))
+		require.NoError(t, os.MkdirAll(project, 0o700))
+		transcript := func(id string, used int64) {
+			lines := fmt.Sprintf(`{"type":"user","promptSource":"sdk","cwd":%q,"timestamp":%q,"message":{"content":[{"type":"text","text":"a turn of nid's"}]}}`+"\n"+
+				`{"type":"assistant","timestamp":%q,"message":{"model":"claude-sonnet-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":%d}}}`+"\n",
+				r.workDir, stamp(), stamp(), used)
+			require.NoError(t, os.WriteFile(filepath.Join(project, id+".jsonl"), []byte(lines), 0o600))
+		}
+		own, other := "11111111-1111-4111-8111-111111111111", "99999999-9999-4999-8999-999999999999"
+		transcript(own, 1000)
+		time.Sleep(20 * time.Millisecond)
+		since := time.Now()
+		time.Sleep(20 * time.Millisecond)
+		transcript(other, 7777)
+		h := r.handback(own, since)
+		require.NotEqual(t, other, h.Conversation, "another session's conversation became this one's: %+v", h)
+		require.False(t, h.Found, "the person did nothing: %+v", h)
+
+		// The person resumed (/resume) a conversation that began before
+		// they attached, another session's maybe, and typed in it: it is
+		// not taken, and the note says so.
+		typed := fmt.Sprintf(`{"type":"user","promptSource":"typed","cwd":%q,"timestamp":%q,"message":{"content":"hello"}}`+"\n", r.workDir, stamp())
+		f, err := os.OpenFile(filepath.Join(project, other+".jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString(typed)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		since = time.Now()
+		time.Sleep(20 * time.Millisecond)
+		f, err = os.OpenFile(filepath.Join(project, other+".jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString(fmt.Sprintf(`{"type":"user","promptSource":"typed","cwd":%q,"timestamp":%q,"message":{"content":"hello again"}}`+"\n", r.workDir, stamp()))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		h = r.handback(own, since)
+		require.False(t, h.Found, "a conversation that began before the hold is not taken: %+v", h)
+		require.Contains(t, h.Note, "conversation "+other+", which you typed in, is not taken")
+		require.Contains(t, h.Note, "the session goes on with "+own)
+	})
+	t.Run(agents.KindCodex, func(t *testing.T) {
+		r := newRig(t, agents.KindOf(agents.KindCodex))
+		day := filepath.Join(r.set.Env["CODEX_HOME"], "sessions", time.Now().Format("2006/01/02"))
+		require.NoError(t, os.MkdirAll(day, 0o700))
+		rollout := func(id string, used int64) {
+			lines := fmt.Sprintf(`{"timestamp":%q,"type":"session_meta","payload":{"id":%q,"cwd":%q,"originator":"nid","source":"vscode"}}`+"\n"+
+				`{"timestamp":%q,"type":"event_msg","payload":{"type":"user_message"}}`+"\n"+
+				`{"timestamp":%q,"type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"total_tokens":%d},"model_context_window":1000000}}}`+"\n",
+				stamp(), id, r.workDir, stamp(), stamp(), used)
+			require.NoError(t, os.WriteFile(filepath.Join(day, "rollout-"+id+".jsonl"), []byte(lines), 0o600))
+		}
+		rollout("own", 1000)
+		time.Sleep(20 * time.Millisecond)
+		since := time.Now()
+		time.Sleep(20 * time.Millisecond)
+		rollout("other", 7777)
+		h := r.handback("own", since)
+		require.NotEqual(t, "other", h.Conversation, "another session's thread became this one's: %+v", h)
+		require.False(t, h.Found, "the person did nothing: %+v", h)
+	})
+}
+
+// A conversation id is the vendor's, and reaches its CLI's command line:
+// one that reads as an option (from a hostile client's workflow input, or
+// a record planted where a hand-back reads) is refused before anything
+// runs, or Claude Code would start the MCP server it names, outside any
+// sandbox.
+func TestConversationThatIsAnOptionIsRefused(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "ran")
+	planted := `--mcp-config={"mcpServers":{"x":{"type":"stdio","command":"/bin/sh","args":["-c","touch ` + mark + `"]}}}`
+	for _, name := range attachKinds {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, agents.KindOf(name))
+			for _, conv := range []string{planted, "--version", "-r", "a b", "a/../b"} {
+				_, err := r.acts.AttachCommand(context.Background(), r.ref, r.spec, conv, r.generation, "")
+				require.Error(t, err, "attach on conversation %q", conv)
+				require.Contains(t, err.Error(), "is not a conversation id")
+				if name == agents.KindClaude {
+					_, err = r.turn(conv, "hello", agents.TurnWork)
+					require.Error(t, err, "a turn on conversation %q", conv)
+					require.Contains(t, err.Error(), "is not a conversation id")
+				}
+			}
+			require.NoFileExists(t, mark)
+		})
+	}
+}

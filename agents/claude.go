@@ -320,6 +320,11 @@ type claudeProc struct {
 
 // startClaude starts cmd on conversation conv, a new one when empty.
 func startClaude(cmd *exec.Cmd, p Process, conv string) (*claudeProc, error) {
+	if conv != "" {
+		if err := CheckConversation(conv); err != nil {
+			return nil, err
+		}
+	}
 	proc := &claudeProc{key: commandKey(cmd), conv: conv}
 	if conv == "" {
 		proc.conv = newUUID()

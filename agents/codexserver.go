@@ -71,6 +71,11 @@ func codexCLI(p Process, mcp MCPAccess, sub ...string) (*exec.Cmd, error) {
 	return newCommand(context.Background(), path, args, p, env), nil
 }
 
+// codexOriginator is the name nid's app-server clients give Codex, which
+// its rollouts keep as the originator of the threads they start: a
+// hand-back tells nid's threads from those a person's CLI started by it.
+const codexOriginator = "nid"
+
 // startCodex starts cmd, a session's app-server, and initializes it.
 func startCodex(ctx context.Context, cmd *exec.Cmd, p Process) (*codexServer, error) {
 	s := &codexServer{liveProc: newLiveProc(cmd), key: commandKey(cmd), pending: map[string]chan CodexMessage{}, wake: make(chan struct{}, 1),
@@ -81,7 +86,7 @@ func startCodex(ctx context.Context, cmd *exec.Cmd, p Process) (*codexServer, er
 	ictx, cancel := context.WithTimeout(ctx, codexStartTimeout)
 	defer cancel()
 	init := map[string]any{
-		"clientInfo":   map[string]string{"name": "nid", "version": "1"},
+		"clientInfo":   map[string]string{"name": codexOriginator, "version": "1"},
 		"capabilities": map[string]any{"experimentalApi": true},
 	}
 	if err := s.call(ictx, "initialize", init, nil); err != nil {

@@ -227,8 +227,9 @@ type claudeRecord struct {
 }
 
 // Handback reads Claude Code's transcripts of the session's working
-// directory: the newest written since the person attached is the
-// conversation they ended in (a /clear starts another). Its last answer's
+// directory: the newest written since the person attached, of conv and
+// those with prompts typed since, is the conversation they ended in (a
+// /clear starts another). Its last answer's
 // usage is the context, counted as a turn's is (ClaudeStream); its
 // compact_boundary lines since then are compactions, the context before
 // and the next answer's after; the prompts typed since are the turns
@@ -244,27 +245,65 @@ func (c *Claude) Handback(ctx context.Context, ref SessionRef, p Process, conv s
 		files = append(files, found...)
 	}
 	slices.SortStableFunc(files, func(a, b recordFile) int { return b.mod.Compare(a.mod) })
+	stray := ""
 	for _, f := range files {
-		h, cwd, err := c.readTranscript(ctx, ref, f.path, since)
+		h, cwd, begun, err := c.readTranscript(ctx, ref, f.path, since)
 		if err != nil {
 			return Handback{}, AgentFailed("claude: cannot read Claude Code's transcript %s: %v", f.path, err)
 		}
-		if cut && !slices.Contains(cwds, cwd) {
-			// Another directory whose name starts the same.
+		if (cut || cwd != "") && !slices.Contains(cwds, cwd) {
+			// Another directory whose name starts the same, or is the
+			// same once Claude Code has made it a name (a-b/c, a/b-c).
+			continue
+		}
+		if CheckConversation(h.Conversation) != nil {
+			// Not a name Claude Code gives a transcript: nid's next turn
+			// would pass it on the command line.
+			continue
+		}
+		if h.Conversation != conv && (h.HandTurns == 0 || begun.Before(since)) {
+			// Sessions of a group without a repo share its directory:
+			// a conversation that is neither the one nid gave the person
+			// nor one they started and typed in is another session's,
+			// which its own turns write meanwhile, or one the person
+			// resumed (/resume) that may be.
+			if h.HandTurns > 0 && stray == "" {
+				stray = h.Conversation
+			}
 			continue
 		}
 		if h.Usage.Source == SourceReported && h.Usage.Model == "" {
 			h.Usage.Model = p.Model
 		}
+		h.Note = strayNote(stray, h.Conversation)
 		return h, nil
 	}
-	return Handback{Note: fmt.Sprintf("Claude Code wrote no transcript for %s since %s: the context is as its last turn reported it",
-		WorkDir(p), since.UTC().Format(time.RFC3339))}, nil
+	note := fmt.Sprintf("Claude Code wrote no transcript for %s since %s: the context is as its last turn reported it",
+		WorkDir(p), since.UTC().Format(time.RFC3339))
+	if stray != "" {
+		note = strayNote(stray, conv)
+	}
+	return Handback{Note: note}, nil
+}
+
+// strayNote says that the conversation the person typed in, stray, was
+// not taken, and which one the session goes on with: it began before they
+// attached and is not the session's, so it may be another session's.
+func strayNote(stray, kept string) string {
+	if stray == "" {
+		return ""
+	}
+	if kept == "" {
+		kept = "a new one"
+	}
+	return fmt.Sprintf("conversation %s, which you typed in, is not taken: it is not the session's and began before you attached "+
+		"(another session's, or an older one resumed); the session goes on with %s", stray, kept)
 }
 
 // readTranscript folds one Claude Code transcript into a hand-back, and
-// says the working directory its first line names.
-func (c *Claude) readTranscript(ctx context.Context, ref SessionRef, path string, since time.Time) (h Handback, cwd string, err error) {
+// says the working directory its first line names and the time of its
+// first line read.
+func (c *Claude) readTranscript(ctx context.Context, ref SessionRef, path string, since time.Time) (h Handback, cwd string, begun time.Time, err error) {
 	h = Handback{Found: true, Conversation: strings.TrimSuffix(filepath.Base(path), ".jsonl")}
 	st := &ClaudeStream{}
 	model := ""
@@ -277,7 +316,11 @@ func (c *Claude) readTranscript(ctx context.Context, ref SessionRef, path string
 		if cwd == "" {
 			cwd = l.Cwd
 		}
-		recent := !recordTime(l.Timestamp).Before(since)
+		at := recordTime(l.Timestamp)
+		if begun.IsZero() {
+			begun = at
+		}
+		recent := !at.Before(since)
 		switch {
 		case l.Type == "assistant" && l.Message != nil:
 			// Claude Code writes what no model said (an interrupted
@@ -302,13 +345,13 @@ func (c *Claude) readTranscript(ctx context.Context, ref SessionRef, path string
 		}
 	})
 	if err != nil {
-		return Handback{}, "", err
+		return Handback{}, "", time.Time{}, err
 	}
 	h.Usage = c.usage(ref, st)
 	if h.Usage.Source == SourceReported && h.Usage.Model == "" {
 		h.Usage.Model = model
 	}
-	return h, cwd, nil
+	return h, cwd, begun, nil
 }
 
 // claudeSDKPrompt is the promptSource of a prompt sent to `claude -p`:
@@ -360,10 +403,11 @@ type codexRecord struct {
 	Timestamp string `json:"timestamp"`
 	Type      string `json:"type"`
 	Payload   struct {
-		Type string `json:"type"`
-		ID   string `json:"id"`
-		Cwd  string `json:"cwd"`
-		Info *struct {
+		Type       string `json:"type"`
+		ID         string `json:"id"`
+		Cwd        string `json:"cwd"`
+		Originator string `json:"originator"`
+		Info       *struct {
 			Last struct {
 				TotalTokens int64 `json:"total_tokens"`
 			} `json:"last_token_usage"`
@@ -398,7 +442,7 @@ func (c *Codex) Handback(ctx context.Context, ref SessionRef, p Process, conv st
 	}
 	wd := WorkDir(p)
 	for _, f := range files {
-		h, cwd, err := readCodexRollout(ctx, f.path, since)
+		h, meta, err := readCodexRollout(ctx, f.path, since)
 		if err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return Handback{}, err
@@ -406,7 +450,14 @@ func (c *Codex) Handback(ctx context.Context, ref SessionRef, p Process, conv st
 			continue
 		}
 		// The same CODEX_HOME may hold the person's other work.
-		if cwd != wd || h.Conversation == "" {
+		if meta.cwd != wd || CheckConversation(h.Conversation) != nil {
+			continue
+		}
+		if h.Conversation != conv && (meta.originator == codexOriginator || meta.started.Before(since)) {
+			// Sessions of a group without a repo share its directory: a
+			// thread that is neither the one nid gave the person nor one
+			// their CLI started since is another session's (its
+			// app-server's, or a thread the person only looked at).
 			continue
 		}
 		if h.Usage.Source == SourceReported {
@@ -418,9 +469,17 @@ func (c *Codex) Handback(ctx context.Context, ref SessionRef, p Process, conv st
 	return nothing, nil
 }
 
-// readCodexRollout folds one rollout into a hand-back, and says which
-// working directory its thread runs in.
-func readCodexRollout(ctx context.Context, path string, since time.Time) (h Handback, cwd string, err error) {
+// codexThread is what a rollout's session_meta says of its thread: the
+// working directory it runs in, who started it (nid's app-server says
+// codexOriginator) and when.
+type codexThread struct {
+	cwd, originator string
+	started         time.Time
+}
+
+// readCodexRollout folds one rollout into a hand-back, and says what its
+// session_meta says of its thread.
+func readCodexRollout(ctx context.Context, path string, since time.Time) (h Handback, meta codexThread, err error) {
 	h.Found = true
 	h.Usage = Usage{Source: SourceUnknown}
 	var used, window int64
@@ -436,7 +495,8 @@ func readCodexRollout(ctx context.Context, path string, since time.Time) (h Hand
 		switch {
 		case l.Type == "session_meta":
 			if h.Conversation == "" {
-				h.Conversation, cwd = l.Payload.ID, l.Payload.Cwd
+				h.Conversation = l.Payload.ID
+				meta = codexThread{cwd: l.Payload.Cwd, originator: l.Payload.Originator, started: recordTime(l.Timestamp)}
 			}
 		case l.Type == "compacted" && recent:
 			h.Compactions = append(h.Compactions, VendorCompaction{BeforeTokens: used})
@@ -457,12 +517,12 @@ func readCodexRollout(ctx context.Context, path string, since time.Time) (h Hand
 		}
 	})
 	if err != nil {
-		return Handback{}, "", err
+		return Handback{}, codexThread{}, err
 	}
 	// Releases write a user's message as an event or as a completed item.
 	h.HandTurns = max(items, events)
 	if seen {
 		h.Usage = Usage{UsedTokens: used, WindowTokens: window, Source: SourceReported}
 	}
-	return h, cwd, nil
+	return h, meta, nil
 }

@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"os/user"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -164,16 +167,53 @@ type attachBuilder func(ctx context.Context, v workflows.SessionView, conv strin
 // worker would run it, its MCP tools on the endpoint the session's host
 // announced to the hosts registry.
 func attachCommand(ctx context.Context, c client.Client, cfg *config.Config, v workflows.SessionView, conv string, generation int, shell string) (*exec.Cmd, error) {
-	httpURL := "http://" + cfg.HTTP.Listen
-	if hosts, err := nidclient.Hosts(ctx, c); err == nil {
-		for _, h := range hosts.Hosts {
-			if h.Name == v.Host && h.HTTP != "" {
-				httpURL = h.HTTP
-			}
-		}
-	}
+	hosts, _ := nidclient.Hosts(ctx, c)
+	httpURL := attachMCPBase(cfg, hosts, v.Host)
 	ref := agents.SessionRef{Group: v.Group, Name: v.Name, WorkflowID: workflows.SessionID(v.Group, v.Name)}
 	return worker.AttachCommand(ctx, cfg, ref, v.Spec, conv, generation, shell, httpURL)
+}
+
+// attachMCPBase is the address of the MCP endpoint the attached CLI's
+// nid tools use: that of the worker of host, which is this one, as it
+// announced it to the hosts registry (its port may be one the system
+// chose), else as this nid.yaml's http.listen says. An announcement is a
+// signal anyone with the Temporal credential can send, and the CLI sends
+// the session's MCP token there: one that is not this machine's own
+// address is not believed.
+func attachMCPBase(cfg *config.Config, hosts workflows.HostsView, host string) string {
+	for _, h := range hosts.Hosts {
+		if h.Name == host && h.HTTP != "" && ownHTTPAddress(h.HTTP) {
+			return h.HTTP
+		}
+	}
+	return "http://" + cfg.HTTP.Listen
+}
+
+// ownHTTPAddress says u is an http:// URL of this machine: a loopback or
+// unspecified address, or one of its interfaces' (not a name, which
+// would have to be resolved).
+func ownHTTPAddress(u string) bool {
+	parsed, err := url.Parse(u)
+	if err != nil || parsed.Scheme != "http" || parsed.User != nil {
+		return false
+	}
+	ip := net.ParseIP(parsed.Hostname())
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // attachPoll is how often nid attach looks whether the turn it waits for
@@ -201,15 +241,26 @@ func runAttach(ctx context.Context, ops attachOps, build attachBuilder, opts att
 	if err != nil {
 		return err
 	}
+	// The lease is renewed from the moment it is asked for: taking the
+	// hold closes the session's agent, which may take longer than the
+	// lease, and the session would take back a hold nid attach was only
+	// just given.
+	hold := context.WithoutCancel(ctx)
+	renewing, stopRenewing := context.WithCancel(hold)
+	var renewer sync.WaitGroup
+	var taken atomic.Bool
+	renewer.Go(func() { renewAttach(renewing, ops, opts, lease, &taken, stderr) })
 	ans, err := ops.Attach(ctx, opts.Group, opts.Name, workflows.AttachRequest{Who: opts.Who, Host: opts.Host, Lease: lease})
 	if err != nil {
+		stopRenewing()
+		renewer.Wait()
 		return err
 	}
+	taken.Store(true)
 
-	// From here on the session is held. Its own context outlives a Ctrl-C,
-	// which reaches nid attach too when the person presses it in the CLI
-	// sharing this terminal: only the person's exit ends the hold.
-	hold := context.WithoutCancel(ctx)
+	// From here on the session is held. Its own context (hold) outlives a
+	// Ctrl-C, which reaches nid attach too when the person presses it in
+	// the CLI sharing this terminal: only the person's exit ends the hold.
 	// Caught rather than ignored: an ignored signal stays ignored in the
 	// programs the command starts, and Ctrl-C would not stop a command run
 	// in an attached shell; a caught one is theirs to handle again.
@@ -223,9 +274,6 @@ func runAttach(ctx context.Context, ops attachOps, build attachBuilder, opts att
 		for range signals {
 		}
 	}()
-	renewing, stopRenewing := context.WithCancel(hold)
-	var renewer sync.WaitGroup
-	renewer.Go(func() { renewAttach(renewing, ops, opts, lease, stderr) })
 	handBack := func() {
 		stopRenewing()
 		renewer.Wait()
@@ -246,6 +294,13 @@ func runAttach(ctx context.Context, ops attachOps, build attachBuilder, opts att
 				return fmt.Errorf("interrupted while waiting for %s: the hold is let go and nothing was started", waiting)
 			}
 			return err
+		}
+		if ready.Host != "" && ready.Host != opts.Host {
+			// The session moved while the hold waited: the CLI would run
+			// here, the session's worktree and records are there.
+			handBack()
+			return fmt.Errorf("%s moved to host %s while its turn ended: the hold is let go and nothing was started here; run nid attach %s on %s",
+				ref, ready.Host, ref, ready.Host)
 		}
 		v = ready
 		// The turn waited for may have started the conversation or
@@ -275,8 +330,23 @@ func runInTerminal(cmd *exec.Cmd) error {
 			defer func() { _ = term.Restore(int(f.Fd()), state) }()
 		}
 	}
-	return cmd.Run()
+	err := cmd.Run()
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			if f, ok := cmd.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				// A CLI killed mid-screen cannot undo the modes it set:
+				// the screen, the cursor, the mouse and the keys.
+				_, _ = f.WriteString(terminalModesOff)
+			}
+		}
+	}
+	return err
 }
+
+// terminalModesOff undoes what a full-screen CLI sets in a terminal: the
+// alternate screen, a hidden cursor, mouse reports, bracketed paste, the
+// kitty keyboard protocol and focus reports.
+const terminalModesOff = "\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[<u\x1b[?1004l\r\n"
 
 // waitForHold polls the session's view until the hold is ready: the turn
 // it waited for ended and the session's agent process was closed.
@@ -310,15 +380,23 @@ func heldText(v workflows.SessionView) string {
 	return "attached by " + v.Attach.Who + " now"
 }
 
-// renewAttach renews the lease every workflows.AttachRenewEvery until ctx
-// ends. A renewal that fails is tried again within a second or two and
-// said once on stderr: the session keeps the hold for
-// workflows.AttachLease after the last renewal that reached it, and the
-// person's CLI is never stopped for it.
-func renewAttach(ctx context.Context, ops attachOps, opts attachOptions, lease string, stderr io.Writer) {
+// attachRenewEvery is how often nid attach renews its lease.
+var attachRenewEvery = workflows.AttachRenewEvery
+
+// renewAttach renews the lease every attachRenewEvery until ctx ends,
+// while the hold is asked for too (taken says it was given). A
+// renewal that fails is tried again within a second or two and said once
+// on stderr: the session keeps the hold for workflows.AttachLease after
+// the last renewal that reached it, and the person's CLI is never stopped
+// for it. A renewal is a signal, which a session takes whether or not the
+// lease still holds it, so each is followed by a look at the session: a
+// hold the session took back (its lease ran out while nid could not reach
+// it, a machine that slept) is said at once, for nid's turns go on with
+// the conversation the person's CLI is still on.
+func renewAttach(ctx context.Context, ops attachOps, opts attachOptions, lease string, taken *atomic.Bool, stderr io.Writer) {
 	ref := opts.Group + "/" + opts.Name
 	failing := false
-	wait := workflows.AttachRenewEvery
+	wait := attachRenewEvery
 	for {
 		select {
 		case <-ctx.Done():
@@ -326,12 +404,24 @@ func renewAttach(ctx context.Context, ops attachOps, opts attachOptions, lease s
 		case <-time.After(wait):
 		}
 		err := ops.Renew(ctx, opts.Group, opts.Name, lease)
+		if err == nil && taken.Load() {
+			v, verr := ops.View(ctx, opts.Group, opts.Name)
+			if verr == nil && (v.Attach == nil || v.Attach.Who != opts.Who) {
+				if ctx.Err() != nil {
+					return
+				}
+				fmt.Fprintf(stderr, "\r\nnid: %s is no longer held by this nid attach: its lease ran out while nid could not be reached, "+
+					"and the session has taken it back (%s); nid's turns now go on with its conversation, so exit this CLI, then attach again\r\n",
+					ref, heldText(v))
+				return
+			}
+		}
 		switch {
 		case err == nil:
 			if failing {
 				fmt.Fprintf(stderr, "\r\nnid: renewed the hold on %s again\r\n", ref)
 			}
-			failing, wait = false, workflows.AttachRenewEvery
+			failing, wait = false, attachRenewEvery
 		case ctx.Err() != nil:
 			return
 		default:

@@ -3,15 +3,19 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
@@ -260,4 +264,136 @@ func TestAttachCompletion(t *testing.T) {
 	require.Contains(t, complete(""), "attach")
 	require.Equal(t, []string{"--command", "--config"}, complete("attach", "web/lead", "--co"))
 	require.Empty(t, complete("attach", "web/lead", "--command", ""), "a program: the shell completes a file name")
+}
+
+// lostHold is a session that took its hold back while nid attach still
+// ran its command (the lease ran out while nid could not be reached): the
+// renewals it is sent are signals, which it takes without a word.
+type lostHold struct {
+	fakeAttach
+	lost chan struct{}
+}
+
+func (f *lostHold) View(ctx context.Context, g, n string) (workflows.SessionView, error) {
+	select {
+	case <-f.lost:
+		v := execSession()
+		v.Status = workflows.StatusWorking
+		return v, nil
+	default:
+		return f.fakeAttach.View(ctx, g, n)
+	}
+}
+
+func TestAttachSaysWhenTheSessionTookItsHoldBack(t *testing.T) {
+	defer func(was time.Duration) { attachRenewEvery = was }(attachRenewEvery)
+	attachRenewEvery = 50 * time.Millisecond
+	held := execSession()
+	held.Attach = &workflows.AttachView{Who: "alice@box-a", Ready: true}
+	f := &lostHold{fakeAttach: fakeAttach{view: held, answer: workflows.AttachAnswer{Ready: true, Conversation: "c-1"}}, lost: make(chan struct{})}
+	close(f.lost)
+	var errOut syncBuffer
+	build := func(context.Context, workflows.SessionView, string, int) (*exec.Cmd, error) {
+		return exec.Command("sleep", "0.5"), nil
+	}
+	require.NoError(t, runAttach(context.Background(), f, build, attachBoxA, &bytes.Buffer{}, &errOut))
+	require.Equal(t, 1, strings.Count(errOut.String(), "web/lead is no longer held by this nid attach"), errOut.String())
+	require.Contains(t, errOut.String(), "it is working now")
+}
+
+// syncBuffer is a bytes.Buffer the renewals and the command's end may
+// write at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The attached CLI sends the session's MCP token to the address its host's
+// worker announced: an announcement is a signal any Temporal client can
+// send, so one naming another machine is not believed.
+func TestAttachSendsTheMCPTokenOnlyToThisMachine(t *testing.T) {
+	cfg := &config.Config{HTTP: config.HTTP{Listen: "127.0.0.1:7777"}}
+	hosts := func(url string) workflows.HostsView {
+		var h workflows.HostView
+		h.Name, h.HTTP = "box-a", url
+		return workflows.HostsView{Hosts: []workflows.HostView{h}}
+	}
+	require.Equal(t, "http://127.0.0.1:41234", attachMCPBase(cfg, hosts("http://127.0.0.1:41234"), "box-a"), "the port the worker got")
+	for _, planted := range []string{"http://evil.example:80", "http://203.0.113.9:7777", "https://127.0.0.1:1", "http://u:p@127.0.0.1:1"} {
+		require.Equal(t, "http://127.0.0.1:7777", attachMCPBase(cfg, hosts(planted), "box-a"), planted)
+	}
+}
+
+func TestAttachStartsNothingWhenTheSessionMovedWhileItWaited(t *testing.T) {
+	waiting := execSession()
+	waiting.Attach = &workflows.AttachView{Who: "alice@box-a", WaitingForTurn: 4}
+	moved := execSession()
+	moved.Host = "box-b"
+	moved.Attach = &workflows.AttachView{Who: "alice@box-a", Ready: true}
+	f := &fakeAttach{view: moved, waiting: []workflows.SessionView{waiting}, answer: workflows.AttachAnswer{WaitingForTurn: 4}}
+	b := &built{}
+	err := runAttach(context.Background(), f, b.build, attachBoxA, &bytes.Buffer{}, &bytes.Buffer{})
+	require.EqualError(t, err, "web/lead moved to host box-b while its turn ended: the hold is let go and nothing was started here; run nid attach web/lead on box-b")
+	require.Zero(t, b.calls, "nothing started on the wrong host")
+	require.Len(t, f.released, 1, "the hold is handed back")
+}
+
+// slowAttach is a session whose hold takes long to be given (its agent is
+// slow to close), and that counts the renewals it is sent.
+type slowAttach struct {
+	fakeAttach
+	renewals atomic.Int32
+	during   int32
+}
+
+func (f *slowAttach) Attach(ctx context.Context, g, n string, req workflows.AttachRequest) (workflows.AttachAnswer, error) {
+	time.Sleep(300 * time.Millisecond)
+	f.during = f.renewals.Load()
+	return f.fakeAttach.Attach(ctx, g, n, req)
+}
+
+func (f *slowAttach) Renew(context.Context, string, string, string) error {
+	f.renewals.Add(1)
+	return nil
+}
+
+func TestAttachRenewsTheLeaseWhileTheHoldIsGiven(t *testing.T) {
+	defer func(was time.Duration) { attachRenewEvery = was }(attachRenewEvery)
+	attachRenewEvery = 50 * time.Millisecond
+	held := execSession()
+	held.Attach = &workflows.AttachView{Who: "alice@box-a", Ready: true}
+	f := &slowAttach{fakeAttach: fakeAttach{view: held, answer: workflows.AttachAnswer{Ready: true, Conversation: "c-1"}}}
+	var errOut syncBuffer
+	require.NoError(t, runAttach(context.Background(), f, (&built{exitWithCode: "0"}).build, attachBoxA, &bytes.Buffer{}, &errOut))
+	require.Positive(t, f.during, "the lease was renewed while the session closed its agent")
+	require.NotContains(t, errOut.String(), "no longer held")
+}
+
+// A CLI killed while it holds the terminal in its modes (alternate
+// screen, hidden cursor, mouse and key reports) leaves the person a
+// terminal that works again.
+func TestAttachGivesTheTerminalBackAfterAKilledCLI(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	require.NoError(t, err)
+	defer ptmx.Close()
+	defer tty.Close()
+	var seen syncBuffer
+	go func() { _, _ = io.Copy(&seen, ptmx) }()
+	cmd := exec.Command("sh", "-c", `printf '\033[?1049h\033[?25l'; kill -9 $$`)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	require.Error(t, runInTerminal(cmd))
+	require.Eventually(t, func() bool { return strings.Contains(seen.String(), "\x1b[?1049l\x1b[?25h") }, 5*time.Second, 20*time.Millisecond,
+		"the terminal's modes were not undone: %q", seen.String())
 }

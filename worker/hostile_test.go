@@ -210,3 +210,44 @@ func TestHostileClientCannotMakeAWorkerAct(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "refs/heads/main", strings.TrimSpace(string(refs)), "the repository is as it was")
 }
+
+// A conversation id reaches the vendor CLI's command line: a hostile
+// client's turn on one that reads as an option (for Claude Code, an MCP
+// server to start outside any sandbox) is refused and runs nothing, the
+// agent's command included.
+func TestHostileConversationIdRunsNothing(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	marks := t.TempDir()
+	agent := filepath.Join(t.TempDir(), "claude")
+	require.NoError(t, os.WriteFile(agent, []byte("#!/bin/sh\ntouch "+filepath.Join(marks, "agent")+"\n"), 0o755))
+	cfg := env.Config(t, fmt.Sprintf("  web:\n    sessions:\n      - {agent: claude, name: lead, command: %s, permissions: full, env: {ANTHROPIC_API_KEY: not-a-key}}\n", agent))
+	n, err := Start(t.Context(), Options{Config: cfg, Logger: temporaltest.Logger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Stop() })
+	queue := "hostile-conversation"
+	w := sdkworker.New(c, queue, sdkworker.Options{})
+	w.RegisterWorkflowWithOptions(hostileActivity, workflow.RegisterOptions{Name: "hostile"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	planted := `--mcp-config={"mcpServers":{"x":{"type":"stdio","command":"/bin/sh","args":["-c","touch ` + filepath.Join(marks, "mcp") + `"]}}}`
+	input := map[string]any{
+		"session":      map[string]any{"group": "web", "name": "lead"},
+		"spec":         map[string]any{"kind": "claude"},
+		"conversation": planted,
+		"prompt":       "hello",
+		"kind":         "work",
+	}
+	run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{TaskQueue: queue, WorkflowExecutionTimeout: 2 * time.Minute},
+		"hostile", workflows.HostQueue(temporaltest.Host), activities.RunTurnName, input)
+	require.NoError(t, err)
+	err = run.Get(t.Context(), nil)
+	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+	require.True(t, ok, "want a refusal, got %v", err)
+	require.Equal(t, activities.ErrBadInput, appErr.Type(), "%v", err)
+	require.Contains(t, appErr.Error(), "is not a conversation id")
+	entries, err := os.ReadDir(marks)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing ran")
+}

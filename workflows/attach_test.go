@@ -146,6 +146,9 @@ func TestAttachRefusals(t *testing.T) {
 	st.Stopped = true
 	require.Equal(t, "web/lead is stopped (nid stop): nid start it, then attach", r.attachRefusal(time.Time{}, ok))
 	st.Stopped = false
+	st.HostDown = true
+	require.Equal(t, "web/lead's host box is down (its nid up does not answer): start nid up there, then attach", r.attachRefusal(time.Time{}, ok))
+	st.HostDown = false
 	require.Contains(t, r.attachRefusal(time.Time{}, AttachRequest{Who: strings.Repeat("w", MaxAttachWho+1), Lease: "l"}), "who attaches")
 	require.Contains(t, r.attachRefusal(time.Time{}, AttachRequest{Who: "w", Lease: strings.Repeat("l", MaxLeaseBytes+1)}), "lease id")
 }
@@ -317,4 +320,23 @@ func TestAHandbackWithoutAWindowKeepsTheModelsWindow(t *testing.T) {
 			require.Nil(t, hb.After.Percent, "model %q: another model's window is not known", tt.model)
 		}
 	}
+}
+
+// A move's rotation takes the session to another host: a hold taken on
+// the old host meanwhile would be ready on the new one, with the person's
+// CLI on the old one.
+func TestAttachDuringAMoveIsRefused(t *testing.T) {
+	h := newMoveHarness(t)
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host, in.Repo = "a", "/repo"
+	att := &updateResult{}
+	h.onSave = func() { h.update(att, UpdateAttach, AttachRequest{Who: "alice@a", Host: "a", Lease: "l1"}) }
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalMove, MoveRequest{Host: "b"}) })
+	v := h.run(in, time.Hour)
+
+	require.Equal(t, "b", v.Host)
+	require.True(t, att.done)
+	require.EqualError(t, att.rejected, "web/lead is moving to host b: attach there once it has moved")
+	require.Nil(t, v.Attach)
 }

@@ -242,6 +242,8 @@ type moveHarness struct {
 	saves    []activities.SaveWorkInput
 	prepares []activities.WorkspaceInput
 	queues   map[string][]string // by activity
+	// onSave runs inside the move's save of the work, on the old host.
+	onSave func()
 }
 
 func newMoveHarness(t *testing.T) *moveHarness {
@@ -256,6 +258,9 @@ func newMoveHarness(t *testing.T) *moveHarness {
 		defer h.mu.Unlock()
 		h.saves = append(h.saves, in)
 		h.queues["save"] = append(h.queues["save"], activity.GetInfo(ctx).TaskQueue)
+		if h.onSave != nil {
+			h.onSave()
+		}
 		return activities.SaveWorkResult{Salvage: activities.SalvageRef(in.Session, in.Number)}, nil
 	}, activity.RegisterOptions{Name: activities.SaveWorkName})
 	h.env.RegisterActivityWithOptions(func(ctx context.Context, in activities.WorkspaceInput) (activities.WorkspaceResult, error) {

@@ -106,6 +106,10 @@ func (s *rules) attachRefusal(now time.Time, req AttachRequest) string {
 		return fmt.Sprintf("%s is moving to host %s: attach there once it has moved", ref, s.st.PendingMove)
 	case s.st.Host != "" && req.Host != s.st.Host:
 		return fmt.Sprintf("%s runs on host %s: run nid attach there, or nid move it here first", ref, s.st.Host)
+	case s.st.HostDown:
+		// Taking the hold closes the agent on the host: with no worker
+		// there the update would wait for it, and nid attach say nothing.
+		return fmt.Sprintf("%s's host %s is down (its nid up does not answer): start nid up there, then attach", ref, s.st.Host)
 	}
 	return ""
 }
@@ -121,6 +125,11 @@ func holderText(h *AttachHold, now time.Time) string {
 func (s *session) validateAttach(ctx workflow.Context, req AttachRequest) error {
 	if why := s.attachRefusal(workflow.Now(ctx), req); why != "" {
 		return errors.New(why)
+	}
+	if s.moving != nil && s.st.Attach == nil {
+		// The move's rotation runs: the hold would be ready on the host
+		// it arrives on, while the person's CLI runs on this one.
+		return fmt.Errorf("%s is moving to host %s: attach there once it has moved", s.sessionRef(), s.moving.To)
 	}
 	return nil
 }

@@ -340,3 +340,22 @@ func TestAttachDuringAMoveIsRefused(t *testing.T) {
 	require.EqualError(t, att.rejected, "web/lead is moving to host b: attach there once it has moved")
 	require.Nil(t, v.Attach)
 }
+
+// A person who ended in a conversation of their own (a /clear, a new
+// thread) hands back a session whose turns since the last rotation are
+// the ones they took there: maxTurns counts from the fresh conversation.
+func TestAHandbackInANewConversationCountsItsTurnsFromThere(t *testing.T) {
+	h := newHarness(t)
+	h.agent.handback = agents.Handback{Found: true, Conversation: "conv-new", HandTurns: 1,
+		Usage: agents.Usage{UsedTokens: 5_000, WindowTokens: 100_000, Source: agents.SourceReported, Model: "fake-1"}}
+	h.send(time.Minute, 3)
+	h.attachAt(10*time.Minute, "alice@box", "l1")
+	h.renew("l1", 10*time.Minute, 30*time.Minute)
+	rel := h.releaseAt(30*time.Minute, "l1")
+	h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	hb := handbackOf(t, rel)
+	require.Equal(t, "conv-new", hb.Conversation)
+	require.Equal(t, 1, hb.After.Turns, "the one turn taken in the new conversation")
+	require.Equal(t, 4, hb.After.TotalTurns)
+}

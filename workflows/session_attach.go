@@ -309,8 +309,12 @@ func (s *session) foldHandback(ctx workflow.Context, res agents.Handback, hb *Ha
 	if !res.Found {
 		return
 	}
-	if res.Conversation != "" {
+	if res.Conversation != "" && res.Conversation != s.st.Conversation {
+		// The person ended in a conversation of their own (a /clear, a new
+		// thread): the turns since the last rotation are theirs there, so
+		// maxTurns counts from it as it does from a rotation.
 		s.st.Conversation = res.Conversation
+		s.st.Context.Turns = 0
 	}
 	s.st.Context.Turns += res.HandTurns
 	s.st.Context.TotalTurns += res.HandTurns

@@ -1,0 +1,125 @@
+package serverproc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/nid-dev/nid/worker"
+)
+
+// The test binary is its own child: with childEnv set it serves fakeStart.
+const childEnv = "NID_SERVERPROC_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		if err := Serve(fakeStart, os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type fakeServer struct {
+	opts  worker.EmbeddedOptions
+	links int
+}
+
+func (f *fakeServer) FrontendAddress() string { return fmt.Sprintf("127.0.0.1:%d", f.opts.Port) }
+func (f *fakeServer) UIAddress() string       { return fmt.Sprintf("http://127.0.0.1:%d", f.opts.UIPort) }
+func (f *fakeServer) UILoginLink() string {
+	f.links++
+	return fmt.Sprintf("%s/login/%d", f.UIAddress(), f.links)
+}
+func (f *fakeServer) Stop() error {
+	f.opts.Logger.Info("stopped", "namespace", f.opts.Namespace)
+	return nil
+}
+
+func fakeStart(_ context.Context, opts worker.EmbeddedOptions) (worker.EmbeddedServer, error) {
+	if opts.Namespace == "refused" {
+		return nil, errors.New("temporal.port 7233 is taken")
+	}
+	opts.Logger.Warn("started", "token", opts.APIToken, "attributes", len(opts.SearchAttributes))
+	return &fakeServer{opts: opts}, nil
+}
+
+// syncBuffer is a log destination the relay writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func startChild(t *testing.T, namespace string, logs *syncBuffer) (worker.EmbeddedServer, error) {
+	t.Setenv(childEnv, "1")
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return Start(exe)(context.Background(), worker.EmbeddedOptions{
+		StateDir: t.TempDir(), Namespace: namespace, Port: 7301, UIPort: 7302, APIToken: "nid-token",
+		SearchAttributes: map[string]enumspb.IndexedValueType{"NidGroup": enumspb.INDEXED_VALUE_TYPE_KEYWORD},
+		Logger:           slog.New(slog.NewTextHandler(logs, nil)),
+	})
+}
+
+func TestChildServesTheServerItWasAskedFor(t *testing.T) {
+	var logs syncBuffer
+	srv, err := startChild(t, "default", &logs)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:7301", srv.FrontendAddress())
+	require.Equal(t, "http://127.0.0.1:7302", srv.UIAddress())
+	// Each login link is good once, so each request gets a new one.
+	require.Equal(t, "http://127.0.0.1:7302/login/1", srv.UILoginLink())
+	require.Equal(t, "http://127.0.0.1:7302/login/2", srv.UILoginLink())
+	require.NoError(t, srv.Stop())
+	require.NoError(t, srv.Stop(), "a second Stop does nothing")
+	out := logs.String()
+	require.Contains(t, out, "level=WARN msg=started")
+	require.Contains(t, out, "attributes=1 token=nid-token")
+	require.Contains(t, out, "level=INFO msg=stopped namespace=default")
+}
+
+func TestChildThatCannotStartSaysWhy(t *testing.T) {
+	var logs syncBuffer
+	_, err := startChild(t, "refused", &logs)
+	require.EqualError(t, err, "temporal.port 7233 is taken")
+}
+
+func TestChildStopsWhenItsParentGoesAway(t *testing.T) {
+	var logs syncBuffer
+	srv, err := startChild(t, "default", &logs)
+	require.NoError(t, err)
+	c := srv.(*child)
+	// The parent's end of the pipe closes when it exits, however it exits.
+	require.NoError(t, c.stdin.Close())
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the child did not exit when its input ended")
+	}
+	require.NoError(t, c.waitErr)
+	require.True(t, strings.Contains(logs.String(), "msg=stopped"), logs.String())
+}

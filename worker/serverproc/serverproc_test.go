@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -122,4 +123,33 @@ func TestChildStopsWhenItsParentGoesAway(t *testing.T) {
 	}
 	require.NoError(t, c.waitErr)
 	require.True(t, strings.Contains(logs.String(), "msg=stopped"), logs.String())
+}
+
+func TestExtractWritesEachVersionOnceAndRunsIt(t *testing.T) {
+	dir := t.TempDir()
+	script := []byte("#!/bin/sh\necho serving\n")
+	path, err := extractTo(dir, script)
+	require.NoError(t, err)
+	out, err := exec.Command(path).Output()
+	require.NoError(t, err)
+	require.Equal(t, "serving\n", string(out))
+
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	again, err := extractTo(dir, script)
+	require.NoError(t, err)
+	require.Equal(t, path, again)
+	info2, err := os.Stat(again)
+	require.NoError(t, err)
+	require.Equal(t, info.ModTime(), info2.ModTime(), "the same version is not written twice")
+
+	other, err := extractTo(dir, []byte("#!/bin/sh\necho newer\n"))
+	require.NoError(t, err)
+	require.NotEqual(t, path, other, "another version gets its own file")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 2, "no half-written file is left behind")
+
+	_, err = extractTo(dir, nil)
+	require.ErrorContains(t, err, "carries no Temporal server")
 }

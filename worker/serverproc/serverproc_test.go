@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -148,8 +150,24 @@ func TestExtractWritesEachVersionOnceAndRunsIt(t *testing.T) {
 	require.NotEqual(t, path, other, "another version gets its own file")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	require.Len(t, entries, 2, "no half-written file is left behind")
+	require.Len(t, entries, 1, "the older version is removed and no half-written file is left behind")
+	require.Equal(t, filepath.Base(other), entries[0].Name())
 
 	_, err = extractTo(dir, nil)
 	require.ErrorContains(t, err, "carries no Temporal server")
+}
+
+func TestVersionKeyReadsOnlyTheBuildID(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	data, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	require.NotNil(t, goBuildID(data), "a Go executable's build ID is found")
+	key := versionKey(data)
+	// The code and data between the headers and the ID are not read.
+	changed := slices.Clone(data)
+	changed[len(changed)/2] ^= 0xff
+	require.Equal(t, key, versionKey(changed))
+	// Without one, the whole content names it.
+	require.NotEqual(t, versionKey([]byte("#!/bin/sh\necho a\n")), versionKey([]byte("#!/bin/sh\necho b\n")))
 }

@@ -185,58 +185,58 @@ func BenchmarkLs1000(b *testing.B) {
 	b.ReportMetric(idle, "%cpu-idle-1000")
 	fmt.Printf("nid up with 1000 idle sessions: %.1f%% of a core\n", idle)
 
-	const runs = 20
-	ls := timeRuns(runs, func() {
-		if n := strings.Count(s.mustNid("ls"), "\n"); n != 1001 {
-			b.Fatalf("nid ls printed %d lines, want 1001", n)
-		}
-	})
-	start := timeRuns(runs, func() { s.mustNid("ls", "--help") })
 	cfg, err := config.Load(config.LoadOptions{File: filepath.Join(s.dir, "nid.yaml"), Kinds: agents.ConfigKinds()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var c client.Client
-	dial := timeRuns(runs, func() {
-		if c != nil {
-			c.Close()
-		}
-		var err error
-		if c, err = worker.Dial(context.Background(), cfg, nil); err != nil {
-			b.Fatal(err)
-		}
-	})
-	defer c.Close()
-	list := timeRuns(runs, func() {
-		sessions, err := nidclient.Sessions(context.Background(), c, "")
-		if err != nil || len(sessions) != 1000 {
-			b.Fatalf("listed %d sessions (%v), want 1000", len(sessions), err)
-		}
-	})
+	// Each round times every part once, so that the machine's noise falls
+	// on all of them alike.
+	const runs = 20
+	var ls, start, dial, list durations
+	for i := 0; i < runs; i++ {
+		ls = append(ls, timed(func() {
+			if n := strings.Count(s.mustNid("ls"), "\n"); n != 1001 {
+				b.Fatalf("nid ls printed %d lines, want 1001", n)
+			}
+		}))
+		start = append(start, timed(func() { s.mustNid("ls", "--help") }))
+		var c client.Client
+		dial = append(dial, timed(func() {
+			if c, err = worker.Dial(context.Background(), cfg, nil); err != nil {
+				b.Fatal(err)
+			}
+		}))
+		list = append(list, timed(func() {
+			sessions, err := nidclient.Sessions(context.Background(), c, "")
+			if err != nil || len(sessions) != 1000 {
+				b.Fatalf("listed %d sessions (%v), want 1000", len(sessions), err)
+			}
+		}))
+		c.Close()
+	}
+	for _, d := range []durations{ls, start, dial, list} {
+		slices.Sort(d)
+	}
 	b.ReportMetric(ms(ls.median()), "ms-median-ls")
 	b.ReportMetric(ms(start.median()), "ms-median-start")
+	b.ReportMetric(ms(list.median()), "ms-median-list")
 	fmt.Printf("nid ls over 1000 sessions: median %v, best %v, worst %v of %d fresh processes (goal: at most %v, %s)\n",
 		ls.median(), ls[0], ls[len(ls)-1], runs, lsGoal, verdict(ls.median(), lsGoal))
-	rest := ls.median() - start.median() - dial.median() - list.median()
-	fmt.Printf("  of which, medians: process start %v, dial %v, visibility list %v, config and printing %v\n",
-		start.median(), dial.median(), list.median(), rest.Round(time.Millisecond))
+	fmt.Printf("  its parts, medians: process start %v (nid ls --help), dial %v, visibility list %v; the rest (config, decoding, printing) about %v\n",
+		start.median(), dial.median(), list.median(), (ls.median() - start.median() - dial.median() - list.median()).Round(time.Millisecond))
 }
 
-// durations are timed runs, fastest first.
+// durations are timed runs, fastest first once sorted.
 type durations []time.Duration
 
-// timeRuns times n runs of f.
-func timeRuns(n int, f func()) durations {
-	var d durations
-	for i := 0; i < n; i++ {
-		start := time.Now()
-		f()
-		d = append(d, time.Since(start).Round(100*time.Microsecond))
-	}
-	slices.Sort(d)
-	return d
+// timed is how long f takes.
+func timed(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start).Round(100 * time.Microsecond)
 }
 
+// median is the middle of sorted runs.
 func (d durations) median() time.Duration { return d[len(d)/2] }
 
 // ms is d in milliseconds, as benchmark metrics report it.

@@ -18,8 +18,8 @@ import (
 
 // Serve is the child's side: it reads the options from in, starts the server
 // with start, answers on out, and logs to logs as JSON lines. It returns once
-// the parent asked it to stop, its input ended (the parent is gone) or
-// SIGTERM came, having stopped the server.
+// the parent asked it to stop or SIGTERM came, having stopped the server, or
+// at once when its input ends (the parent is gone); the caller then exits.
 func Serve(start worker.StartEmbedded, in io.Reader, out, logs io.Writer) error {
 	// Ctrl-C at a terminal reaches the whole foreground process group: the
 	// parent shuts its workers down first and then stops the server, which
@@ -70,7 +70,10 @@ func Serve(start worker.StartEmbedded, in io.Reader, out, logs io.Writer) error 
 		select {
 		case r, ok := <-incoming:
 			if !ok {
-				return srv.Stop()
+				// The parent is gone without asking: the server goes as it
+				// would have gone with it, at once, leaving its port and
+				// database to the next nid up. SQLite's journal recovers.
+				return nil
 			}
 			switch r.Op {
 			case opLoginLink:

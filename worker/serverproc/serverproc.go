@@ -9,8 +9,10 @@
 // over its standard streams, one JSON object a line: the options on stdin,
 // the frontend's address on stdout once it answers, then a request and its
 // answer at a time. The child (Serve) logs to stderr as JSON lines, which the
-// parent hands to its own logger. When the parent goes away its stdin ends,
-// and the child stops the server and exits.
+// parent hands to its own logger. A child whose parent is killed dies at
+// once, as the server did when it ran in the killed process, so that the
+// next nid up finds its port and database free: on Linux the kernel kills
+// it, elsewhere it exits when its stdin ends.
 //
 // Nothing here imports the server either: the child is handed its start
 // function, so that only cmd/nid links it.
@@ -27,6 +29,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -101,22 +104,27 @@ func start(ctx context.Context, exe string, args []string, opts worker.EmbeddedO
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the embedded Temporal server (%s): %w", exe, err)
-	}
 	c := &child{cmd: cmd, stdin: stdin, replies: bufio.NewScanner(stdout), exited: make(chan struct{})}
 	c.replies.Buffer(make([]byte, 64*1024), 1<<20)
-	logsDone := make(chan struct{})
+	started := make(chan error, 1)
 	go func() {
-		defer close(logsDone)
-		relayLogs(stderr, logger)
-	}()
-	go func() {
+		// The child dies with the thread that started it (diesWithParent),
+		// so that thread stays until the child has exited.
+		runtime.LockOSThread()
+		diesWithParent(cmd)
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		// Wait closes the pipes, so it waits for the logs to be read first.
-		<-logsDone
+		relayLogs(stderr, logger)
 		c.waitErr = cmd.Wait()
 		close(c.exited)
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start the embedded Temporal server (%s): %w", exe, err)
+	}
 
 	sent := options{
 		StateDir: opts.StateDir, Namespace: opts.Namespace, Port: opts.Port, UIPort: opts.UIPort,

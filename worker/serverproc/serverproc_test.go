@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +23,23 @@ import (
 // The test binary is its own child: with childEnv set it serves fakeStart.
 const childEnv = "NID_SERVERPROC_TEST_CHILD"
 
+// With parentEnv set it starts a child, prints the child's pid and waits to
+// be killed.
+const parentEnv = "NID_SERVERPROC_TEST_PARENT"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(parentEnv) != "" {
+		os.Unsetenv(parentEnv)
+		os.Setenv(childEnv, "1")
+		exe, _ := os.Executable()
+		srv, err := Start(exe)(context.Background(), worker.EmbeddedOptions{StateDir: os.TempDir(), Namespace: "slow"})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(srv.(*child).cmd.Process.Pid)
+		select {}
+	}
 	if os.Getenv(childEnv) != "" {
 		if err := Serve(fakeStart, os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -47,6 +62,10 @@ func (f *fakeServer) UILoginLink() string {
 	return fmt.Sprintf("%s/login/%d", f.UIAddress(), f.links)
 }
 func (f *fakeServer) Stop() error {
+	if f.opts.Namespace == "slow" {
+		// As a real server's stop does, it takes a while.
+		time.Sleep(5 * time.Second)
+	}
 	f.opts.Logger.Info("stopped", "namespace", f.opts.Namespace)
 	return nil
 }
@@ -124,7 +143,7 @@ func TestChildStopsWhenItsParentGoesAway(t *testing.T) {
 		t.Fatal("the child did not exit when its input ended")
 	}
 	require.NoError(t, c.waitErr)
-	require.True(t, strings.Contains(logs.String(), "msg=stopped"), logs.String())
+	require.NotContains(t, logs.String(), "msg=stopped", "the server goes at once, as it would have in the killed parent")
 }
 
 func TestExtractWritesEachVersionOnceAndRunsIt(t *testing.T) {
@@ -170,4 +189,38 @@ func TestVersionKeyReadsOnlyTheBuildID(t *testing.T) {
 	require.Equal(t, key, versionKey(changed))
 	// Without one, the whole content names it.
 	require.NotEqual(t, versionKey([]byte("#!/bin/sh\necho a\n")), versionKey([]byte("#!/bin/sh\necho b\n")))
+}
+
+func TestChildDiesWithAKilledParent(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	parent := exec.Command(exe)
+	parent.Env = append(os.Environ(), parentEnv+"=1")
+	out, err := parent.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, parent.Start())
+	var pid int
+	_, err = fmt.Fscan(out, &pid)
+	require.NoError(t, err, "the parent prints its child's pid")
+
+	require.NoError(t, parent.Process.Kill())
+	_ = parent.Wait()
+	// The next nid up must find the port and database free: the child goes
+	// with its parent, not after stopping the server.
+	deadline := time.Now().Add(2 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child %d outlived its killed parent by 2 s", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive says whether pid is a process that has not ended; a zombie has.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	return !bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z"))
 }

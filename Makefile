@@ -6,8 +6,12 @@ GO ?= go
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
+# bin/nid carries the plain build of cmd/nid, which links the Temporal server,
+# and runs it as a child process for nid up and nid server, so that no other
+# command pays to initialise the server's packages (docs/performance.md).
 build: ## Build bin/nid (the first build compiles the Temporal server: minutes)
-	$(GO) build -o bin/nid ./cmd/nid
+	$(GO) build -o cmd/nid/nid-server.bin ./cmd/nid
+	$(GO) build -tags nidlean -o bin/nid ./cmd/nid
 
 check: ## gofmt, go vet, workflowcheck (workflow code stays deterministic)
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && echo "gofmt: files above need formatting" && exit 1)
@@ -63,4 +67,4 @@ bench-cluster: deps ## 50 and 200 sim sessions on the embedded server and on a P
 	$(GO) test -timeout 90m -run '^$$' -bench Cluster -benchtime 1x ./e2e
 
 clean: ## Remove built binaries
-	rm -rf bin
+	rm -rf bin cmd/nid/nid-server.bin

@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -50,6 +51,10 @@ type Deps struct {
 	// IsTerminal reports whether w is a terminal, which decides colour; nil
 	// means asking the operating system about w's file descriptor.
 	IsTerminal func(w io.Writer) bool
+	// BuildInfo is what the binary was built from, which nid version
+	// reports; nil means debug.ReadBuildInfo. A binary that carries the
+	// Temporal server as a separate executable adds the server's modules.
+	BuildInfo func() (*debug.BuildInfo, bool)
 	// Args is the command line the app is run with; nil means os.Args.
 	// Shell completion reads the word being completed from it, which
 	// urfave/cli does not hand on.

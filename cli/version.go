@@ -64,7 +64,11 @@ func newVersionCommand(a *app) *cli.Command {
 			if err := noArgs(cCtx); err != nil {
 				return err
 			}
-			return runVersion(versionOptions{JSON: cCtx.Bool("json"), Build: debug.ReadBuildInfo}, a.Stdout)
+			build := a.BuildInfo
+			if build == nil {
+				build = debug.ReadBuildInfo
+			}
+			return runVersion(versionOptions{JSON: cCtx.Bool("json"), Build: build}, a.Stdout)
 		}),
 	}
 }

@@ -162,8 +162,15 @@ func sessionRuns(b *testing.B, c client.Client, ctx context.Context, id string) 
 	return runs, longest
 }
 
-// peakRSS returns a process's peak resident set size in KiB.
+// peakRSS returns nid's (pid's) peak resident set size in KiB, its embedded
+// server's included.
 func peakRSS(b *testing.B, pid int) int64 {
 	b.Helper()
-	return procStatus(b, pid, "VmHWM:")
+	// The sum of nid's and its server's peaks: at most a little over the
+	// peak of their sum, as both grow with the sessions.
+	var total int64
+	for _, p := range withServer(b, pid) {
+		total += procStatus(b, p, "VmHWM:")
+	}
+	return total
 }

@@ -135,10 +135,15 @@ func (s *site) runtimeGauges(b *testing.B) (liveHeap, goroutines float64) {
 	return liveHeap, goroutines
 }
 
-// residentKiB is a process's resident set size now, in KiB.
+// residentKiB is nid's (pid's) resident set size now, in KiB, its embedded
+// server's included.
 func residentKiB(b *testing.B, pid int) int64 {
 	b.Helper()
-	return procStatus(b, pid, "VmRSS:")
+	var total int64
+	for _, p := range withServer(b, pid) {
+		total += procStatus(b, p, "VmRSS:")
+	}
+	return total
 }
 
 func procStatus(b *testing.B, pid int, field string) int64 {

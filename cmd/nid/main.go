@@ -3,6 +3,14 @@
 //
 // main only wires the process to package cli: signals, standard streams,
 // the environment, the embedded Temporal server, and the exit code.
+//
+// The embedded server comes in one of two ways. Built plainly (go build,
+// go run, go install), nid links the server and runs it in its own process.
+// Built by make build (the nidlean tag), nid carries that plain build as a
+// separate executable and runs the server as its child (package serverproc):
+// Go initialises every package a binary links before main runs, and the
+// server's eight hundred cost every command, nid ls and nid version too,
+// tens of milliseconds and megabytes (docs/performance.md).
 package main
 
 import (
@@ -13,10 +21,13 @@ import (
 	"syscall"
 
 	"github.com/nid-dev/nid/cli"
-	"github.com/nid-dev/nid/worker/embedded"
+	"github.com/nid-dev/nid/worker/serverproc"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == serverproc.ChildArg {
+		os.Exit(serveChild())
+	}
 	os.Exit(run())
 }
 
@@ -31,7 +42,8 @@ func run() int {
 	}()
 
 	app := cli.NewApp(cli.Deps{
-		StartEmbedded: embedded.Start,
+		StartEmbedded: startEmbedded,
+		BuildInfo:     buildInfo,
 		Stdout:        os.Stdout,
 		Stderr:        os.Stderr,
 		Environ:       os.Environ(),

@@ -86,13 +86,20 @@ func build() (string, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
+	// Built as make build builds it: the plain build, which links the
+	// server, carried by the one that runs it as a child.
 	bin := filepath.Join(dir, "nid")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/nid")
-	cmd.Dir = root
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building nid: %v\n%s", err, out.String())
+	for _, args := range [][]string{
+		{"build", "-o", filepath.Join("cmd", "nid", "nid-server.bin"), "./cmd/nid"},
+		{"build", "-tags", "nidlean", "-o", bin, "./cmd/nid"},
+	} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("building nid (go %s): %v\n%s", strings.Join(args, " "), err, out.String())
+		}
 	}
 	return bin, nil
 }

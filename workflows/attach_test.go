@@ -210,7 +210,7 @@ func TestAHandbackFoldsTheVendorsRecordsAndRotatesOverTheThreshold(t *testing.T)
 	require.False(t, hb.Expired)
 	require.Len(t, h.agent.handbacks, 1)
 	require.Equal(t, "conv-1", h.agent.handbacks[0].Conversation)
-	require.Contains(t, eventTexts(v, EventAttach), "handed back by alice@box: context 20% → 90%, 3 turns by hand, 1 compactions")
+	require.Contains(t, eventTexts(v, EventAttach), "handed back by alice@box: context 20% → 90%, 3 turns by hand, 1 compaction")
 
 	rots := rotations(v)
 	require.Len(t, rots, 2, "the person's compaction counts as the vendor's, then the policy rotates at once")

@@ -332,14 +332,22 @@ func (hb Handback) Text() string {
 	if hb.Expired {
 		how = "taken back from " + hb.Who + " (nid attach stopped renewing its lease)"
 	}
-	text := fmt.Sprintf("%s: context %s → %s, %d turns by hand", how, percentText(hb.Before), percentText(hb.After), hb.HandTurns)
+	text := fmt.Sprintf("%s: context %s → %s, %s by hand", how, percentText(hb.Before), percentText(hb.After), count(hb.HandTurns, "turn"))
 	if hb.Compactions > 0 {
-		text += fmt.Sprintf(", %d compactions", hb.Compactions)
+		text += ", " + count(hb.Compactions, "compaction")
 	}
 	if hb.Note != "" {
 		text += " (" + hb.Note + ")"
 	}
 	return text
+}
+
+// count is n nouns, the noun singular for one: "1 turn", "3 turns".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // percentText is a context record's percent, or "unknown".

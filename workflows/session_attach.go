@@ -180,6 +180,9 @@ func (s *session) readyHold(ctx workflow.Context) {
 		return // handed back meanwhile
 	}
 	h.Ready, h.WaitingForTurn, h.ReadyAt = true, 0, workflow.Now(ctx)
+	// The turn waited for moved the context: what the hand-back compares
+	// with is what the person found, not what the agent had when they asked.
+	h.Before = s.st.Context
 	s.record(ctx, Event{Kind: EventAttach, Text: "ready for " + h.Who + ": its agent's process is closed"})
 }
 

@@ -19,12 +19,13 @@ import (
 )
 
 // attachAgent is what the test needs to know of a kind's CLI: the replies
-// whose usage makes the context 25% before and 42% after, as the kind
-// counts a reply's usage against its window.
+// whose usage makes the context 25% after the first turn, 30% after the
+// second and 42% after the person's, as the kind counts a reply's usage
+// against its window.
 type attachAgent struct {
-	kind         string
-	first, typed fakemodel.Reply
-	used, window int64
+	kind                 string
+	first, second, typed fakemodel.Reply
+	used, window         int64
 }
 
 var attachAgents = []attachAgent{
@@ -32,6 +33,7 @@ var attachAgents = []attachAgent{
 		kind: agents.KindClaude,
 		// Claude Code counts the context it sent, cached or not, of 200k.
 		first:  fakemodel.Reply{Text: "first answer", Input: 50_000, Cached: 3000, Output: 20},
+		second: fakemodel.Reply{Text: "second answer", Input: 60_000, Output: 20},
 		typed:  fakemodel.Reply{Text: "typed answer", Input: 84_000, Cached: 1000, Output: 30},
 		used:   84_000,
 		window: 200_000,
@@ -41,6 +43,7 @@ var attachAgents = []attachAgent{
 		// Codex counts the whole last response, its output included, of
 		// 95% of gpt-5.5's 272k.
 		first:  fakemodel.Reply{Text: "first answer", Input: 64_570, Output: 30},
+		second: fakemodel.Reply{Text: "second answer", Input: 77_490, Output: 30},
 		typed:  fakemodel.Reply{Text: "typed answer", Input: 108_498, Output: 30},
 		used:   108_528,
 		window: 258_400,
@@ -48,8 +51,9 @@ var attachAgents = []attachAgent{
 }
 
 // A person attaches to a Claude Code or Codex session, run with nid's
-// default settings in a git repo, the way they would: nid attach opens the
-// vendor's own CLI on the session's conversation, the model is sent the
+// default settings in a git repo, the way they would, while a turn runs:
+// nid attach waits for it to end, then opens the vendor's own CLI on the
+// session's conversation, showing that turn's answer; the model is sent the
 // earlier messages with what they type, the commands the model runs for
 // them write in the worktree but cannot read nid's state directory, and
 // when they exit nid attach says what it found, nid ls shows the context
@@ -78,6 +82,8 @@ func TestAttachToARealAgentAndHandItBack(t *testing.T) {
 					return fakemodel.Reply{Shell: "echo person > inside.txt", Input: 1000, Output: 5}, true
 				case strings.Contains(text, "remember the word pelican"):
 					return a.first, true
+				case strings.Contains(text, "and the word heron"):
+					return a.second, true
 				}
 				return fakemodel.Reply{}, false
 			})
@@ -103,13 +109,25 @@ func TestAttachToARealAgentAndHandItBack(t *testing.T) {
 			// first-run screens are behind them.
 			agenttest.TrustWorkDir(t, a.kind, env["HOME"], env["CODEX_HOME"], v.WorkDir, env["ANTHROPIC_API_KEY"])
 
+			// The second turn's answer waits until nid attach waits for it.
+			answer := make(chan struct{})
+			var answered sync.Once
+			letAnswer := func() { answered.Do(func() { close(answer) }) }
+			t.Cleanup(letAnswer)
+			m.OnRequest(func() { <-answer })
+			s.mustNid("send", "web/lead", "and the word heron")
+			s.eventually("the second turn to start", time.Minute, func() bool { return s.ls()["web/lead"].Status == workflows.StatusWorking })
 			cmd := exec.Command(temporaltest.Binary(t), "attach", "web/lead")
 			cmd.Dir = s.dir
 			cmd.Env = append(os.Environ(), "TERM=xterm-256color")
 			term := agenttest.StartTerminal(t, cmd)
-			mark := term.WaitFor(0, "attached to web/lead")
-			// The person sees the conversation the agent had.
-			mark = term.WaitFor(mark, "first answer")
+			mark := term.WaitFor(0, "waiting for turn 2 of web/lead to end")
+			m.OnRequest(nil)
+			letAnswer()
+			mark = term.WaitFor(mark, "attached to web/lead")
+			// The person sees the conversation the agent had, up to the
+			// turn nid attach waited for.
+			mark = term.WaitFor(mark, "second answer")
 			require.Equal(t, workflows.StatusAttached, s.ls()["web/lead"].Status)
 			out, errOut, code := s.nid("send", "web/lead", "Carry on after the hand-back")
 			require.Equal(t, 0, code, errOut)
@@ -141,13 +159,13 @@ func TestAttachToARealAgentAndHandItBack(t *testing.T) {
 			t.Cleanup(let)
 			m.OnRequest(func() { <-release })
 			term.Exit(mark, 2*time.Minute)
-			mark = term.WaitFor(mark, "handed back: context 25%")
+			mark = term.WaitFor(mark, "handed back: context 30%")
 			mark = term.WaitFor(mark, "→ 42%")
 			term.WaitFor(mark, ", 1 turn by hand")
 			row := s.ls()["web/lead"]
 			require.Equal(t, a.used, row.Context.UsedTokens, "nid ls shows the context the model reported for the typed turn")
 			require.Equal(t, a.window, row.Context.WindowTokens)
-			require.Equal(t, 2, row.Context.TotalTurns, "the turn by hand counts")
+			require.Equal(t, 3, row.Context.TotalTurns, "the turn by hand counts")
 			let()
 
 			var queued fakemodel.Request
@@ -161,7 +179,7 @@ func TestAttachToARealAgentAndHandItBack(t *testing.T) {
 				return false
 			})
 			require.Contains(t, queued.Body, "do the two things", "the next turn goes on in the conversation the person ended in")
-			s.eventually("the turn after the hand-back", 3*time.Minute, func() bool { return s.ls()["web/lead"].Context.TotalTurns == 3 })
+			s.eventually("the turn after the hand-back", 3*time.Minute, func() bool { return s.ls()["web/lead"].Context.TotalTurns == 4 })
 		})
 	}
 }

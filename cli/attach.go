@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"os/user"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -268,13 +269,16 @@ func runAttach(ctx context.Context, ops attachOps, build attachBuilder, opts att
 
 // runInTerminal runs cmd and gives the terminal back as it found it: a
 // CLI killed in raw mode would leave it so, and what nid attach prints
-// next unreadable.
+// next unreadable. cmd ends with nid attach (endWithNidAttach).
 func runInTerminal(cmd *exec.Cmd) error {
 	if f, ok := cmd.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		if state, err := term.GetState(int(f.Fd())); err == nil {
 			defer func() { _ = term.Restore(int(f.Fd()), state) }()
 		}
 	}
+	endWithNidAttach(cmd)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	return cmd.Run()
 }
 

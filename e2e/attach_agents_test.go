@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,6 +183,47 @@ func TestAttachToARealAgentAndHandItBack(t *testing.T) {
 			})
 			require.Contains(t, queued.Body, "do the two things", "the next turn goes on in the conversation the person ended in")
 			s.eventually("the turn after the hand-back", 3*time.Minute, func() bool { return s.ls()["web/lead"].Context.TotalTurns == 4 })
+
+			// A nid attach killed with -9 in the person's shell takes the
+			// CLI it started with it, and the session takes the hold back
+			// within the lease.
+			shell := exec.Command("sh", "-c", `"$0" attach web/lead; echo back in the shell; sleep 300`, temporaltest.Binary(t))
+			shell.Dir = s.dir
+			shell.Env = cmd.Env
+			term = agenttest.StartTerminal(t, shell)
+			mark = term.WaitFor(0, "attached to web/lead")
+			term.WaitFor(mark, "typed answer")
+			nidAttach := childrenOf(t, shell.Process.Pid)
+			require.Len(t, nidAttach, 1)
+			cli := childrenOf(t, nidAttach[0])
+			require.Len(t, cli, 1, "nid attach runs the CLI")
+			require.NoError(t, syscall.Kill(nidAttach[0], syscall.SIGKILL))
+			killed := time.Now()
+			term.WaitFor(mark, "back in the shell")
+			s.eventually("the CLI to end with nid attach", 10*time.Second, func() bool { return !running(cli[0]) })
+			s.eventually("the lease to run out", workflows.AttachLease+30*time.Second, func() bool {
+				return s.ls()["web/lead"].Status != workflows.StatusAttached
+			})
+			require.Less(t, time.Since(killed), workflows.AttachLease+30*time.Second)
+			require.True(t, s.session(c, "web", "lead").LastHandback.Expired, "taken back when the lease ran out")
 		})
 	}
+}
+
+// childrenOf is the pids of the processes pid started.
+func childrenOf(t *testing.T, pid int) []int {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	require.NoError(t, err)
+	var kids []int
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		require.NoError(t, err)
+		for _, f := range strings.Fields(string(b)) {
+			kid, err := strconv.Atoi(f)
+			require.NoError(t, err)
+			kids = append(kids, kid)
+		}
+	}
+	return kids
 }

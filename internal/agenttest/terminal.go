@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,9 +35,7 @@ var escapes = regexp.MustCompile(`\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]
 // test's end kills it if it still runs.
 func StartTerminal(t testing.TB, cmd *exec.Cmd) *Terminal {
 	t.Helper()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
-	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
-	require.NoError(t, err)
+	f := StartInPTY(t, cmd, 50, 160)
 	term := &Terminal{t: t, cmd: cmd, f: f, done: make(chan struct{})}
 	var raw []byte
 	go func() {
@@ -66,6 +65,27 @@ func StartTerminal(t testing.TB, cmd *exec.Cmd) *Terminal {
 		f.Close()
 	})
 	return term
+}
+
+// StartInPTY starts cmd in a new pseudo-terminal of rows and cols, as in
+// a person's terminal: cmd leads a session whose controlling terminal it
+// is. It returns the terminal's end the person's side reads and writes.
+// The test holds the other end open until it ends: when the last of the
+// command's processes closes it, Linux may fail the reader's next read
+// before it has read what they wrote last (nid attach's hand-back line).
+func StartInPTY(t testing.TB, cmd *exec.Cmd, rows, cols uint16) *os.File {
+	t.Helper()
+	f, tty, err := pty.Open()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tty.Close() })
+	require.NoError(t, pty.Setsize(f, &pty.Winsize{Rows: rows, Cols: cols}))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		require.NoError(t, err)
+	}
+	return f
 }
 
 // Done is closed when the command has ended.

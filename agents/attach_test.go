@@ -2,166 +2,32 @@ package agents_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
+	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/internal/fakemodel"
 )
 
-// terminal is a pseudo-terminal an interactive command runs in, read as a
-// person would see it: its output without the escape sequences and, since
-// the CLIs move the cursor instead of printing spaces, without spaces.
-type terminal struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	f    *os.File
-	mu   sync.Mutex
-	seen string
-	done chan struct{}
-}
-
-var escapes = regexp.MustCompile(`\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\s`)
-
-// startTerminal runs cmd, as nid attach would, but in a pseudo-terminal.
-func startTerminal(t *testing.T, cmd *exec.Cmd) *terminal {
-	t.Helper()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
-	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
-	require.NoError(t, err)
-	term := &terminal{t: t, cmd: cmd, f: f, done: make(chan struct{})}
-	var raw []byte
-	go func() {
-		b := make([]byte, 64<<10)
-		for {
-			n, err := f.Read(b)
-			raw = append(raw, b[:n]...)
-			term.mu.Lock()
-			term.seen = escapes.ReplaceAllString(string(raw), "")
-			term.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		_ = cmd.Wait()
-		close(term.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-term.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-term.done
-		}
-		f.Close()
-	})
-	return term
-}
-
-// screen is everything the terminal showed so far.
-func (term *terminal) screen() string {
-	term.mu.Lock()
-	defer term.mu.Unlock()
-	return term.seen
-}
-
-// waitFor waits until the terminal has shown text (spaces aside) since
-// mark, a length of screen, and returns the new mark.
-func (term *terminal) waitFor(mark int, text string) int {
-	term.t.Helper()
-	want := strings.Join(strings.Fields(text), "")
-	var at int
-	require.Eventually(term.t, func() bool {
-		s := term.screen()
-		if mark > len(s) {
-			return false
-		}
-		i := strings.Index(s[mark:], want)
-		at = mark + i + len(want)
-		return i >= 0
-	}, 60*time.Second, 100*time.Millisecond, "the terminal never showed %q; it shows:\n%s", text, clipTail(term.screen()))
-	return at
-}
-
-func clipTail(s string) string {
-	if len(s) > 3000 {
-		return "…" + s[len(s)-3000:]
-	}
-	return s
-}
-
-// typeLine types text and, once the CLI has echoed it, Enter.
-func (term *terminal) typeLine(mark int, text string) int {
-	term.t.Helper()
-	_, err := term.f.Write([]byte(text))
-	require.NoError(term.t, err)
-	mark = term.waitFor(mark, text)
-	time.Sleep(300 * time.Millisecond)
-	_, err = term.f.Write([]byte("\r"))
-	require.NoError(term.t, err)
-	return mark
-}
-
-// exit leaves the CLI the way a person does, with /exit, and waits for
-// it to end.
-func (term *terminal) exit(mark int) {
-	term.t.Helper()
-	term.typeLine(mark, "/exit")
-	select {
-	case <-term.done:
-	case <-time.After(30 * time.Second):
-		term.t.Fatalf("the CLI did not exit after /exit; it shows:\n%s", clipTail(term.screen()))
-	}
-}
-
 // trustWorkDir sets, in the rig's HOME, what a person's own settings say
-// once they have used the CLI in the session's working directory: its
-// first-run screens seen and the directory trusted (Claude Code's
-// .claude.json, Codex's config.toml). nid leaves a person's settings to
-// them; its turns, which are not interactive, need none of this.
+// once they have used the CLI in the session's working directory.
 func (r *agentRig) trustWorkDir() {
-	switch r.kind.Name {
-	case agents.KindClaude:
-		path := filepath.Join(r.home, ".claude.json")
-		state := map[string]any{}
-		if b, err := os.ReadFile(path); err == nil {
-			require.NoError(r.t, json.Unmarshal(b, &state))
-		}
-		state["hasCompletedOnboarding"] = true
-		state["projects"] = map[string]any{r.workDir: map[string]any{"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}}
-		// The last 20 characters of the key the person approved.
-		state["customApiKeyResponses"] = map[string]any{"approved": []string{r.set.Env["ANTHROPIC_API_KEY"]}, "rejected": []string{}}
-		b, err := json.Marshal(state)
-		require.NoError(r.t, err)
-		require.NoError(r.t, os.WriteFile(path, b, 0o600))
-	case agents.KindCodex:
-		path := filepath.Join(r.set.Env["CODEX_HOME"], "config.toml")
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-		require.NoError(r.t, err)
-		defer f.Close()
-		_, err = fmt.Fprintf(f, "[tui]\nscreen_reader_detection_done = true\n[projects.%q]\ntrust_level = \"trusted\"\n[notice.model_migrations]\n\"gpt-5.5\" = \"gpt-6-sol\"\n", r.workDir)
-		require.NoError(r.t, err)
-	}
+	agenttest.TrustWorkDir(r.t, r.kind.Name, r.home, r.set.Env["CODEX_HOME"], r.workDir, r.set.Env["ANTHROPIC_API_KEY"])
 }
 
 // attach runs a turn of the session, closes its process as the hold does,
 // and opens the session's interactive CLI on its conversation in a
 // terminal, showing the earlier answer.
-func (r *agentRig) attach() (term *terminal, conv string, since time.Time, mark int) {
+func (r *agentRig) attach() (term *agenttest.Terminal, conv string, since time.Time, mark int) {
 	r.t.Helper()
 	r.trustWorkDir()
 	r.model.Script(fakemodel.Reply{Text: "first answer", Input: 5000, Cached: 3000, Output: 20})
@@ -171,9 +37,9 @@ func (r *agentRig) attach() (term *terminal, conv string, since time.Time, mark 
 	since = time.Now()
 	cmd, err := r.acts.AttachCommand(context.Background(), r.ref, r.spec, rep.Conversation, r.generation, "")
 	require.NoError(r.t, err)
-	term = startTerminal(r.t, cmd)
+	term = agenttest.StartTerminal(r.t, cmd)
 	// The person sees the conversation the agent had.
-	mark = term.waitFor(0, "first answer")
+	mark = term.WaitFor(0, "first answer")
 	return term, rep.Conversation, since, mark
 }
 
@@ -199,12 +65,12 @@ func TestAttachResumesTheConversationAndHandsBack(t *testing.T) {
 			term, conv, since, mark := r.attach()
 			typed := fakemodel.Reply{Text: "typed answer", Input: 7000, Cached: 1000, Output: 30}
 			r.model.Script(typed)
-			mark = term.typeLine(mark, "hello from a person")
-			mark = term.waitFor(mark, "typed answer")
+			mark = term.TypeLine(mark, "hello from a person")
+			mark = term.WaitFor(mark, "typed answer")
 			last := lastRequest(t, r.model).Body
 			require.Contains(t, last, "pelican", "the model was sent the conversation's earlier messages")
 			require.Contains(t, last, "hello from a person")
-			term.exit(mark)
+			term.Exit(mark, 30*time.Second)
 
 			h := r.handback(conv, since)
 			require.True(t, h.Found, h.Note)
@@ -242,17 +108,17 @@ func TestAttachNewConversationIsHandedBack(t *testing.T) {
 			r := newRig(t, agents.KindOf(name))
 			term, conv, since, mark := r.attach()
 			r.model.Script(fakemodel.Reply{Text: "typed answer", Input: 7000, Output: 30})
-			mark = term.typeLine(mark, "hello from a person")
-			mark = term.waitFor(mark, "typed answer")
+			mark = term.TypeLine(mark, "hello from a person")
+			mark = term.WaitFor(mark, "typed answer")
 			fresh := map[string]string{agents.KindClaude: "/clear", agents.KindCodex: "/new"}[name]
-			mark = term.typeLine(mark, fresh)
+			mark = term.TypeLine(mark, fresh)
 			time.Sleep(2 * time.Second)
 			afresh := fakemodel.Reply{Text: "fresh answer", Input: 2500, Output: 15}
 			r.model.Script(afresh)
-			mark = term.typeLine(mark, "start over please")
-			mark = term.waitFor(mark, "fresh answer")
+			mark = term.TypeLine(mark, "start over please")
+			mark = term.WaitFor(mark, "fresh answer")
 			require.NotContains(t, lastRequest(t, r.model).Body, "pelican", "the new conversation has none of the old")
-			term.exit(mark)
+			term.Exit(mark, 30*time.Second)
 
 			h := r.handback(conv, since)
 			require.True(t, h.Found, h.Note)
@@ -273,7 +139,7 @@ func TestAttachCompactionIsHandedBack(t *testing.T) {
 			r := newRig(t, agents.KindOf(name))
 			term, conv, since, mark := r.attach()
 			r.model.Script(fakemodel.Reply{Text: "Summary: we worked.", Input: 5100, Output: 300})
-			mark = term.typeLine(mark, "/compact")
+			mark = term.TypeLine(mark, "/compact")
 			require.Eventually(t, func() bool {
 				last := lastRequest(t, r.model)
 				return strings.Contains(last.Body, "summary of the conversation") || strings.Contains(last.Headers.Get("x-codex-turn-metadata"), "compaction")
@@ -281,9 +147,9 @@ func TestAttachCompactionIsHandedBack(t *testing.T) {
 			time.Sleep(2 * time.Second)
 			after := fakemodel.Reply{Text: "after the compaction", Input: 900, Output: 10}
 			r.model.Script(after)
-			mark = term.typeLine(mark, "go on")
-			mark = term.waitFor(mark, "after the compaction")
-			term.exit(mark)
+			mark = term.TypeLine(mark, "go on")
+			mark = term.WaitFor(mark, "after the compaction")
+			term.Exit(mark, 30*time.Second)
 
 			h := r.handback(conv, since)
 			require.True(t, h.Found, h.Note)
@@ -320,9 +186,9 @@ func TestAttachedCLIHasTheSessionsPermissions(t *testing.T) {
 				fakemodel.Reply{Tool: agents.ToolBoardRead, ToolInput: map[string]any{}, Input: 100, Output: 5},
 				fakemodel.Reply{Text: "all done", Input: 100, Output: 5},
 			)
-			mark = term.typeLine(mark, "do the three things")
-			mark = term.waitFor(mark, "all done")
-			term.exit(mark)
+			mark = term.TypeLine(mark, "do the three things")
+			mark = term.WaitFor(mark, "all done")
+			term.Exit(mark, 30*time.Second)
 
 			b, err := os.ReadFile(inside)
 			require.NoError(t, err, "a command wrote in the working directory")
@@ -346,9 +212,9 @@ func TestAttachExecRunsTheCommandInTheWorkDir(t *testing.T) {
 	since := time.Now()
 	cmd, err := r.acts.AttachCommand(context.Background(), r.ref, r.spec, "conv-1", r.generation, script)
 	require.NoError(t, err)
-	term := startTerminal(t, cmd)
+	term := agenttest.StartTerminal(t, cmd)
 	select {
-	case <-term.done:
+	case <-term.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the command did not end")
 	}
@@ -462,13 +328,13 @@ func TestAttachWithoutConversationStartsOne(t *testing.T) {
 			since := time.Now()
 			cmd, err := r.acts.AttachCommand(context.Background(), r.ref, r.spec, "", r.generation, "")
 			require.NoError(t, err)
-			term := startTerminal(t, cmd)
-			mark := term.waitFor(0, map[string]string{agents.KindClaude: "accept edits on", agents.KindCodex: "Ask Codex to do anything"}[name])
+			term := agenttest.StartTerminal(t, cmd)
+			mark := term.WaitFor(0, map[string]string{agents.KindClaude: "accept edits on", agents.KindCodex: "Ask Codex to do anything"}[name])
 			first := fakemodel.Reply{Text: "a first answer", Input: 3000, Output: 12}
 			r.model.Script(first)
-			mark = term.typeLine(mark, "hello from a person")
-			mark = term.waitFor(mark, "a first answer")
-			term.exit(mark)
+			mark = term.TypeLine(mark, "hello from a person")
+			mark = term.WaitFor(mark, "a first answer")
+			term.Exit(mark, 30*time.Second)
 
 			h := r.handback("", since)
 			require.True(t, h.Found, h.Note)

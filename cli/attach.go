@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"os/user"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -323,13 +324,18 @@ func runAttach(ctx context.Context, ops attachOps, build attachBuilder, opts att
 
 // runInTerminal runs cmd and gives the terminal back as it found it: a
 // CLI killed in raw mode would leave it so, and what nid attach prints
-// next unreadable.
+// next unreadable. cmd ends with nid attach (endWithNidAttach).
 func runInTerminal(cmd *exec.Cmd) error {
 	if f, ok := cmd.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		if state, err := term.GetState(int(f.Fd())); err == nil {
 			defer func() { _ = term.Restore(int(f.Fd()), state) }()
 		}
 	}
+	endWithNidAttach(cmd)
+	// Pdeathsig is sent when the thread that started the child ends: the
+	// child is started and waited for on this one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	err := cmd.Run()
 	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

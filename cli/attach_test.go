@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -396,4 +402,43 @@ func TestAttachGivesTheTerminalBackAfterAKilledCLI(t *testing.T) {
 	require.Error(t, runInTerminal(cmd))
 	require.Eventually(t, func() bool { return strings.Contains(seen.String(), "\x1b[?1049l\x1b[?25h") }, 5*time.Second, 20*time.Millisecond,
 		"the terminal's modes were not undone: %q", seen.String())
+}
+
+// envAttachChild, set, makes the test binary play nid attach for
+// TestTheAttachedCommandEndsWithNidAttach: it runs a command as nid attach
+// runs the CLI, having printed the command's pid.
+const envAttachChild = "NIDTEST_ATTACH_CHILD"
+
+// A nid attach killed with -9 in a person's shell takes the CLI it started
+// with it: left running in the terminal, the CLI would go on with the
+// session's conversation while the session, its lease run out, goes on
+// with it too.
+func TestTheAttachedCommandEndsWithNidAttach(t *testing.T) {
+	if os.Getenv(envAttachChild) != "" {
+		cmd := exec.Command("sh", "-c", "echo $$; exec sleep 300")
+		cmd.Stdout = os.Stdout
+		_ = runInTerminal(cmd)
+		return
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux ties a child's life to its parent's")
+	}
+	nidAttach := exec.Command(os.Args[0], "-test.run=^TestTheAttachedCommandEndsWithNidAttach$")
+	nidAttach.Env = append(os.Environ(), envAttachChild+"=1")
+	out, err := nidAttach.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, nidAttach.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+
+	require.NoError(t, nidAttach.Process.Signal(syscall.SIGKILL))
+	_ = nidAttach.Wait()
+	require.Eventually(t, func() bool {
+		// Gone, or a zombie no one has reaped yet: either way, ended.
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	}, 5*time.Second, 50*time.Millisecond, "the command nid attach ran outlived it")
 }

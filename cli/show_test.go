@@ -152,6 +152,9 @@ func TestShowAttached(t *testing.T) {
 	p := func(f float64) *float64 { return &f }
 	h := workflows.Handback{Who: "alice@box", Before: workflows.ContextRecord{Percent: p(41)}, After: workflows.ContextRecord{Percent: p(58)}, HandTurns: 3}
 	require.Equal(t, "handed back by alice@box: context 41% → 58%, 3 turns by hand", h.Text())
+	h.HandTurns, h.Compactions = 1, 1
+	require.Equal(t, "handed back by alice@box: context 41% → 58%, 1 turn by hand, 1 compaction", h.Text())
+	h.HandTurns, h.Compactions = 3, 0
 	h.Expired, h.Note = true, "an exec agent keeps no records nid can read"
 	require.Equal(t, "taken back from alice@box (nid attach stopped renewing its lease): context 41% → 58%, 3 turns by hand (an exec agent keeps no records nid can read)", h.Text())
 }

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -34,8 +34,7 @@ func (s *site) attach(args ...string) *attached {
 	a.cmd = exec.Command(temporaltest.Binary(s.t), append([]string{"attach"}, args...)...)
 	a.cmd.Dir = s.dir
 	a.cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	tty, err := pty.StartWithSize(a.cmd, &pty.Winsize{Rows: 40, Cols: 160})
-	require.NoError(s.t, err)
+	tty := agenttest.StartInPTY(s.t, a.cmd, 40, 160)
 	a.tty = tty
 	go func() { _, _ = io.Copy(a.out, tty) }() // ends when the terminal closes
 	go func() { a.done <- a.cmd.Wait() }()
@@ -157,7 +156,10 @@ echo "answered"
 	// Exit hands it back; nid says what it found and delivers the message.
 	a.typeLine(t, "exit")
 	require.Equal(t, 0, a.wait(t), a.out.String())
-	require.Contains(t, a.out.String(), "handed back: context 41% of 200k → 41% of 200k, 0 turns by hand")
+	// What it printed last may reach the terminal's reader after its exit.
+	s.eventually("nid attach to say what the hand-back found", 10*time.Second, func() bool {
+		return strings.Contains(a.out.String(), "handed back: context 41% of 200k → 41% of 200k, 0 turns by hand")
+	})
 	s.eventually("the queued message delivered after the hand-back", time.Minute, func() bool {
 		return strings.Contains(received(), "Carry on after the hand-back")
 	})

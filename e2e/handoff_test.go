@@ -118,19 +118,24 @@ func handoffModel(t *testing.T) *fakemodel.Model {
 }
 
 // sessionYAML is a session of kind in nid.yaml, run against the fake model
-// the way the adapter suite runs it, each with a home and temp directory of
-// its own. Claude Code keeps its sandbox's sockets in its temp directory,
-// whose path must stay short: t.TempDir() holds the test's long name.
+// the way the adapter suite runs it, with agentEnv's environment.
 func sessionYAML(t *testing.T, kind string, m *fakemodel.Model) string {
+	return sessionYAMLWith(t, kind, agentEnv(t, kind, m))
+}
+
+// agentEnv is the environment of a session of kind run against the fake
+// model: a home and temp directory of its own, and for Codex a CODEX_HOME
+// whose config.toml names the fake model as its provider. Claude Code keeps
+// its sandbox's sockets in its temp directory, whose path must stay short:
+// t.TempDir() holds the test's long name.
+func agentEnv(t *testing.T, kind string, m *fakemodel.Model) map[string]string {
 	home := t.TempDir()
 	tmp, err := os.MkdirTemp("", "nid-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
 	env := map[string]string{"HOME": home, "TMPDIR": tmp}
-	model := ""
 	switch kind {
 	case agents.KindClaude:
-		model = "claude-sonnet-4-5"
 		maps.Copy(env, m.ClaudeEnv())
 		env["CLAUDE_CODE_TMPDIR"] = tmp
 	case agents.KindCodex:
@@ -139,11 +144,17 @@ func sessionYAML(t *testing.T, kind string, m *fakemodel.Model) string {
 		require.NoError(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(m.CodexProvider()), 0o644))
 		env["CODEX_HOME"], env[fakemodel.CodexAPIKeyEnv] = codexHome, "test-key"
 	}
+	return env
+}
+
+// sessionYAMLWith is the session web/lead of kind in nid.yaml, its pinned
+// CLI run with env.
+func sessionYAMLWith(t *testing.T, kind string, env map[string]string) string {
 	b, err := json.Marshal(env)
 	require.NoError(t, err)
 	y := fmt.Sprintf("      - agent: %s\n        name: lead\n        command: %s\n        turnTimeout: 2m\n        env: %s\n", kind, agentCLI(t, kind), b)
-	if model != "" {
-		y += "        model: " + model + "\n"
+	if kind == agents.KindClaude {
+		y += "        model: claude-sonnet-4-5\n"
 	}
 	return y
 }

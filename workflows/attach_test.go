@@ -116,6 +116,28 @@ func TestAttachDuringATurnWaitsForItThenClosesTheAgent(t *testing.T) {
 	require.Equal(t, []string{"attached by alice@box: it waits for turn 2 to end", "ready for alice@box: its agent's process is closed"}, texts)
 }
 
+// A hand-back compares the context with what the person found: that of
+// the turn the hold waited for, not the one the session had when they
+// asked.
+func TestAHandbackAfterATurnEndedComparesWithThatTurn(t *testing.T) {
+	h := newHarness(t)
+	att := &updateResult{}
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == "message 2" {
+			h.update(att, UpdateAttach, AttachRequest{Who: "alice@box", Lease: "l1"})
+		}
+	}
+	h.send(time.Minute, 3)
+	h.renew("l1", time.Minute+AttachRenewEvery, 20*time.Minute)
+	rel := h.releaseAt(20*time.Minute, "l1")
+	h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.Equal(t, 1, answerOf(t, att).Context.TotalTurns, "asked after the first turn")
+	hb := handbackOf(t, rel)
+	require.Equal(t, 2, hb.Before.TotalTurns, "before: the context after the turn waited for")
+	require.Equal(t, hb.Before, hb.After, "nothing done by hand")
+}
+
 func TestASecondAttachIsRefusedWithWhoHoldsIt(t *testing.T) {
 	h := newHarness(t)
 	h.send(time.Minute, 1)
@@ -213,7 +235,7 @@ func TestAHandbackFoldsTheVendorsRecordsAndRotatesOverTheThreshold(t *testing.T)
 	require.False(t, hb.Expired)
 	require.Len(t, h.agent.handbacks, 1)
 	require.Equal(t, "conv-1", h.agent.handbacks[0].Conversation)
-	require.Contains(t, eventTexts(v, EventAttach), "handed back by alice@box: context 20% → 90%, 3 turns by hand, 1 compactions")
+	require.Contains(t, eventTexts(v, EventAttach), "handed back by alice@box: context 20% → 90%, 3 turns by hand, 1 compaction")
 
 	rots := rotations(v)
 	require.Len(t, rots, 2, "the person's compaction counts as the vendor's, then the policy rotates at once")

@@ -189,6 +189,9 @@ func (s *session) readyHold(ctx workflow.Context) {
 		return // handed back meanwhile
 	}
 	h.Ready, h.WaitingForTurn, h.ReadyAt = true, 0, workflow.Now(ctx)
+	// The turn waited for moved the context: what the hand-back compares
+	// with is what the person found, not what the agent had when they asked.
+	h.Before = s.st.Context
 	s.record(ctx, Event{Kind: EventAttach, Text: "ready for " + h.Who + ": its agent's process is closed"})
 }
 
@@ -345,14 +348,22 @@ func (hb Handback) Text() string {
 	if hb.Expired {
 		how = "taken back from " + hb.Who + " (nid attach stopped renewing its lease)"
 	}
-	text := fmt.Sprintf("%s: context %s → %s, %d turns by hand", how, percentText(hb.Before), percentText(hb.After), hb.HandTurns)
+	text := fmt.Sprintf("%s: context %s → %s, %s by hand", how, percentText(hb.Before), percentText(hb.After), count(hb.HandTurns, "turn"))
 	if hb.Compactions > 0 {
-		text += fmt.Sprintf(", %d compactions", hb.Compactions)
+		text += ", " + count(hb.Compactions, "compaction")
 	}
 	if hb.Note != "" {
 		text += " (" + hb.Note + ")"
 	}
 	return text
+}
+
+// count is n nouns, the noun singular for one: "1 turn", "3 turns".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // percentText is a context record's percent, or "unknown".

@@ -161,7 +161,8 @@ type AttachHold struct {
 	// ReadyAt is when the hold became ready: what the vendor's records
 	// say after it is the person's, before it the agent's own last turn.
 	ReadyAt time.Time `json:"readyAt,omitempty"`
-	// Before is the context record when the person attached.
+	// Before is the context record the person found: when they attached,
+	// then, once the turn the hold waited for has ended, that turn's.
 	Before ContextRecord `json:"before"`
 }
 

@@ -1,4 +1,4 @@
-// Package agenttest holds the helpers the agents and activities tests
+// Package agenttest holds the helpers the agents, activities and e2e tests
 // share; only tests use it. It imports none of nid's packages, so that
 // package agents' own tests can use it without an import cycle.
 package agenttest

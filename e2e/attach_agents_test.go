@@ -104,13 +104,17 @@ func TestAttachToARealAgentAndHandItBack(t *testing.T) {
 				}
 			})
 			c := s.client()
+			var v workflows.SessionView
+			s.eventually("the session's worktree", time.Minute, func() bool {
+				v = s.session(c, "web", "lead")
+				return v.WorkDir != ""
+			})
+			// The person has used the CLI in the worktree before: its
+			// first-run screens are behind them. Written before the
+			// session's own CLI first runs, which may write the same files.
+			agenttest.TrustWorkDir(t, a.kind, env["HOME"], env["CODEX_HOME"], v.WorkDir, env["ANTHROPIC_API_KEY"])
 			s.mustNid("send", "web/lead", "remember the word pelican")
 			s.eventually("the first turn", 3*time.Minute, func() bool { return s.ls()["web/lead"].Turns == 1 })
-			v := s.session(c, "web", "lead")
-			require.NotEmpty(t, v.WorkDir)
-			// The person has used the CLI in the worktree before: its
-			// first-run screens are behind them.
-			agenttest.TrustWorkDir(t, a.kind, env["HOME"], env["CODEX_HOME"], v.WorkDir, env["ANTHROPIC_API_KEY"])
 
 			// The second turn's answer waits until nid attach waits for it.
 			answer := make(chan struct{})

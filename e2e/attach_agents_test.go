@@ -18,6 +18,7 @@ import (
 	"github.com/nid-dev/nid/internal/agenttest"
 	"github.com/nid-dev/nid/internal/fakemodel"
 	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/statedir"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -97,6 +98,11 @@ func TestAttachToARealAgentAndHandItBack(t *testing.T) {
     sessions:
 ` + sessionYAMLWith(t, a.kind, env)
 			s.writeConfig()
+			// The person has used the CLI in the session's worktree before:
+			// its first-run screens are behind them. Written before nid up,
+			// ahead of the session's own CLI, which writes the same files.
+			workDir := filepath.Join(s.dir, ".nid", statedir.Worktrees, "web", "lead")
+			agenttest.TrustWorkDir(t, a.kind, env["HOME"], env["CODEX_HOME"], workDir, env["ANTHROPIC_API_KEY"])
 			up := s.up()
 			t.Cleanup(func() {
 				if t.Failed() {
@@ -104,17 +110,10 @@ func TestAttachToARealAgentAndHandItBack(t *testing.T) {
 				}
 			})
 			c := s.client()
-			var v workflows.SessionView
-			s.eventually("the session's worktree", time.Minute, func() bool {
-				v = s.session(c, "web", "lead")
-				return v.WorkDir != ""
-			})
-			// The person has used the CLI in the worktree before: its
-			// first-run screens are behind them. Written before the
-			// session's own CLI first runs, which may write the same files.
-			agenttest.TrustWorkDir(t, a.kind, env["HOME"], env["CODEX_HOME"], v.WorkDir, env["ANTHROPIC_API_KEY"])
 			s.mustNid("send", "web/lead", "remember the word pelican")
 			s.eventually("the first turn", 3*time.Minute, func() bool { return s.ls()["web/lead"].Turns == 1 })
+			v := s.session(c, "web", "lead")
+			require.Equal(t, workDir, v.WorkDir, "the worktree the CLI was told to trust")
 
 			// The second turn's answer waits until nid attach waits for it.
 			answer := make(chan struct{})

@@ -56,19 +56,7 @@ func ReleaseAttach(ctx context.Context, c client.Client, group, name, lease stri
 // *RefusedError; a session that is not running as a *NotFoundError; no
 // answer as an *UnavailableError.
 func UpdateSession(ctx context.Context, c client.Client, group, name, update string, arg, out any) error {
-	var sent bool
-	err := Resend(ctx, func() error {
-		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID:   workflows.SessionID(group, name),
-			UpdateName:   update,
-			Args:         []any{arg},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		if sent = err == nil; sent {
-			err = handle.Get(ctx, out)
-		}
-		return err
-	})
+	sent, err := updateWorkflow(ctx, c, workflows.SessionID(group, name), update, arg, out)
 	switch {
 	case err == nil:
 		return nil

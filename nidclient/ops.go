@@ -223,19 +223,7 @@ func updateGroup(ctx context.Context, c client.Client, group, field, update stri
 // a group that is not running as a *NotFoundError; no answer as an
 // *UnavailableError.
 func UpdateGroup(ctx context.Context, c client.Client, group, update string, arg, out any) error {
-	var sent bool
-	err := Resend(ctx, func() error {
-		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID:   workflows.GroupID(group),
-			UpdateName:   update,
-			Args:         []any{arg},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		if sent = err == nil; sent {
-			err = handle.Get(ctx, out)
-		}
-		return err
-	})
+	sent, err := updateWorkflow(ctx, c, workflows.GroupID(group), update, arg, out)
 	switch {
 	case err == nil:
 		return nil
@@ -501,4 +489,24 @@ func Forget(ctx context.Context, c client.Client, group string) ([]string, error
 		return ended, &UnavailableError{Who: "Temporal", Err: err}
 	}
 	return ended, nil
+}
+
+// updateWorkflow sends update to workflow id, resent while the server is
+// unreachable, and decodes its answer into out; sent says whether the
+// workflow took the update, so that an error is its refusal rather than
+// why it could not be reached.
+func updateWorkflow(ctx context.Context, c client.Client, id, update string, arg, out any) (sent bool, err error) {
+	err = Resend(ctx, func() error {
+		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID:   id,
+			UpdateName:   update,
+			Args:         []any{arg},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if sent = err == nil; sent {
+			err = handle.Get(ctx, out)
+		}
+		return err
+	})
+	return sent, err
 }

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -33,16 +32,12 @@ const (
 	recordFiles = 100_000
 )
 
-// errNotRecord says a path is not a regular file nid may read as a
-// vendor's record.
-var errNotRecord = errors.New("not a regular file")
-
 // readRecord calls line with each complete line of the last recordTail
 // bytes of the regular file path, skipping lines longer than recordLine.
 // A symlink is refused, and so is anything that is not a regular file (a
 // FIFO would block the read).
 func readRecord(ctx context.Context, path string, line func([]byte)) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openRegular(path)
 	if err != nil {
 		return err
 	}
@@ -50,9 +45,6 @@ func readRecord(ctx context.Context, path string, line func([]byte)) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: %w", path, errNotRecord)
 	}
 	partial := false
 	if fi.Size() > recordTail {

@@ -34,6 +34,18 @@ func (h *harness) attachAt(d time.Duration, who, lease string) *updateResult {
 	return r
 }
 
+// attachDuring asks for the hold while the turn with prompt runs, as a
+// person who steps in on a working session does.
+func (h *harness) attachDuring(prompt, who, lease string) *updateResult {
+	r := &updateResult{}
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if in.Prompt == prompt {
+			h.update(r, UpdateAttach, AttachRequest{Who: who, Lease: lease})
+		}
+	}
+	return r
+}
+
 // releaseAt hands the session back by lease at d.
 func (h *harness) releaseAt(d time.Duration, lease string) *updateResult {
 	r := &updateResult{}
@@ -95,12 +107,7 @@ func TestAttachWhileIdleClosesTheAgentAndHolds(t *testing.T) {
 
 func TestAttachDuringATurnWaitsForItThenClosesTheAgent(t *testing.T) {
 	h := newHarness(t)
-	att := &updateResult{}
-	h.agent.onTurn = func(in activities.TurnInput) {
-		if in.Prompt == "message 2" {
-			h.update(att, UpdateAttach, AttachRequest{Who: "alice@box", Lease: "l1"})
-		}
-	}
+	att := h.attachDuring("message 2", "alice@box", "l1")
 	h.send(time.Minute, 3)
 	h.renew("l1", time.Minute+AttachRenewEvery, time.Hour)
 	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
@@ -121,12 +128,7 @@ func TestAttachDuringATurnWaitsForItThenClosesTheAgent(t *testing.T) {
 // asked.
 func TestAHandbackAfterATurnEndedComparesWithThatTurn(t *testing.T) {
 	h := newHarness(t)
-	att := &updateResult{}
-	h.agent.onTurn = func(in activities.TurnInput) {
-		if in.Prompt == "message 2" {
-			h.update(att, UpdateAttach, AttachRequest{Who: "alice@box", Lease: "l1"})
-		}
-	}
+	att := h.attachDuring("message 2", "alice@box", "l1")
 	h.send(time.Minute, 3)
 	h.renew("l1", time.Minute+AttachRenewEvery, 20*time.Minute)
 	rel := h.releaseAt(20*time.Minute, "l1")

@@ -80,19 +80,12 @@ func (e *Exec) Handback(context.Context, SessionRef, Process, string, time.Time)
 // (--resume), or on a new one when conv is empty, built as the session's
 // turns are (claudeCLI) but for the print mode and its stream-json.
 func (c *Claude) Interactive(ref SessionRef, p Process, mcp MCPAccess, conv, _ string) (*exec.Cmd, error) {
-	if conv != "" {
-		if err := CheckConversation(conv); err != nil {
-			return nil, err
-		}
-	}
 	cmd, err := claudeCLI(p, mcp)
 	if err != nil {
 		return nil, err
 	}
-	if conv == "" {
-		cmd.Args = append(cmd.Args, "--session-id", newUUID())
-	} else {
-		cmd.Args = append(cmd.Args, "--resume", conv)
+	if _, err := onClaudeConversation(cmd, conv); err != nil {
+		return nil, err
 	}
 	return interactiveCommand(cmd), nil
 }

@@ -319,19 +319,29 @@ type claudeProc struct {
 }
 
 // startClaude starts cmd on conversation conv, a new one when empty.
-func startClaude(cmd *exec.Cmd, p Process, conv string) (*claudeProc, error) {
-	if conv != "" {
-		if err := CheckConversation(conv); err != nil {
-			return nil, err
-		}
-	}
-	proc := &claudeProc{key: commandKey(cmd), conv: conv}
+// onClaudeConversation points cmd at conversation conv, checked first,
+// since it goes on the command line, or at a new one when conv is empty,
+// and returns the conversation it names.
+func onClaudeConversation(cmd *exec.Cmd, conv string) (string, error) {
 	if conv == "" {
-		proc.conv = newUUID()
-		cmd.Args = append(cmd.Args, "--session-id", proc.conv)
-	} else {
-		cmd.Args = append(cmd.Args, "--resume", conv)
+		conv = newUUID()
+		cmd.Args = append(cmd.Args, "--session-id", conv)
+		return conv, nil
 	}
+	if err := CheckConversation(conv); err != nil {
+		return "", err
+	}
+	cmd.Args = append(cmd.Args, "--resume", conv)
+	return conv, nil
+}
+
+func startClaude(cmd *exec.Cmd, p Process, conv string) (*claudeProc, error) {
+	key := commandKey(cmd)
+	conv, err := onClaudeConversation(cmd, conv)
+	if err != nil {
+		return nil, err
+	}
+	proc := &claudeProc{key: key, conv: conv}
 	proc.liveProc = newLiveProc(cmd)
 	if err := proc.start(p.PidDir, proc.receive); err != nil {
 		return nil, AgentFailed("claude: %v", err)

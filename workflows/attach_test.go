@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -382,4 +383,22 @@ func TestAHandbackInANewConversationCountsItsTurnsFromThere(t *testing.T) {
 	require.Equal(t, "conv-new", hb.Conversation)
 	require.Equal(t, 1, hb.After.Turns, "the one turn taken in the new conversation")
 	require.Equal(t, 4, hb.After.TotalTurns)
+}
+
+// The hand-back reads the vendor's records from when the hold became
+// ready, once the session's own agent was closed, not from when the
+// person asked: what came before is the agent's, not theirs.
+func TestAHandbackReadsFromWhenTheHoldWasReady(t *testing.T) {
+	h := newHarness(t)
+	h.env.OnActivity(activities.StopAgentName, mock.Anything, mock.Anything).After(30 * time.Second).Return(h.agent.Stop)
+	h.send(time.Minute, 1)
+	var asked time.Time
+	h.at(10*time.Minute, func() { asked = h.env.Now() })
+	h.attachAt(10*time.Minute, "alice@box", "l1")
+	h.renew("l1", 10*time.Minute, 20*time.Minute)
+	h.releaseAt(20*time.Minute, "l1")
+	h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.Len(t, h.agent.handbacks, 1)
+	require.Equal(t, asked.Add(30*time.Second).UTC(), h.agent.handbacks[0].Since.UTC(), "the closing of the agent took 30s")
 }

@@ -35,7 +35,8 @@ func newLsCommand(a *app) *cli.Command {
 			"and context: \"62% of 200k\" is how full the context window is, \"↻2\" counts\n" +
 			"rotations, \"—\" means the agent reports no usage. From 75% the percent is\n" +
 			"yellow on a terminal (never with NO_COLOR). HOST is the host it runs on. One\n" +
-			"visibility query answers it. When no worker has asked Temporal for the\n" +
+			"visibility query answers it, or a running nid up of this configuration, which keeps\n" +
+			"the same list current. When no worker has asked Temporal for the\n" +
 			"sessions' work for two minutes, nothing runs them, and a line on stderr says\n" +
 			"that STATUS is what it was when the last worker stopped.",
 		Flags: []cli.Flag{jsonFlag()},
@@ -57,6 +58,17 @@ func newLsCommand(a *app) *cli.Command {
 			// the user set stands.
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(lsGCPercent)
+			}
+			cfg, err := a.loadConfig(cCtx)
+			if err != nil {
+				return err
+			}
+			if live, ok := liveSessions(cCtx.Context, cfg, opts.Group); ok {
+				var note string
+				if u := live.Unserved; u != nil {
+					note = unservedText(u.LastPoll, opts.Now)
+				}
+				return printLs(live.Sessions, note, opts, a.Stdout, a.Stderr)
 			}
 			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
 				return runLs(ctx, c, opts, a.Stdout, a.Stderr)
@@ -94,12 +106,18 @@ func runLs(ctx context.Context, c client.Client, opts lsOptions, stdout, stderr 
 	if err != nil {
 		return err
 	}
+	var note string
 	if len(sessions) > 0 {
-		defer func() {
-			if note := <-unserved; note != "" {
-				fmt.Fprintln(stderr, note)
-			}
-		}()
+		note = <-unserved
+	}
+	return printLs(sessions, note, opts, stdout, stderr)
+}
+
+// printLs prints the sessions, and after them note on stderr when there
+// is one.
+func printLs(sessions []nidclient.Session, note string, opts lsOptions, stdout, stderr io.Writer) error {
+	if len(sessions) > 0 && note != "" {
+		defer fmt.Fprintln(stderr, note)
 	}
 	if opts.JSON {
 		items := make([]lsItem, 0, len(sessions))
@@ -139,6 +157,10 @@ func unservedNote(ctx context.Context, c client.Client, now time.Time) string {
 	if err != nil || !unserved {
 		return ""
 	}
+	return unservedText(since, now)
+}
+
+func unservedText(since, now time.Time) string {
 	return nidclient.NoWorkerText(since, now) + ", so each STATUS is what the session last wrote: start nid up or nid worker"
 }
 

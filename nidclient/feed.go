@@ -27,6 +27,9 @@ type FeedOptions struct {
 	// Backlog is how many past events of each session the first poll
 	// shows.
 	Backlog int
+	// Listing, when set, lists the sessions (a process that serves many
+	// feeds keeps one); otherwise each poll lists them all.
+	Listing *Listing
 }
 
 // Feed follows the events of running sessions, as `nid watch` and the HTTP
@@ -143,14 +146,17 @@ const unlistedEvery = 10
 // sessions lists the sessions followed; on the first poll a group with none
 // must be running.
 func (f *Feed) sessions(ctx context.Context, first bool) ([]Session, error) {
-	if first {
-		sessions, err := Sessions(ctx, f.c, f.opts.Group)
-		if err != nil {
-			return nil, err
-		}
-		return f.only(sessions), nil
+	list := func(ctx context.Context, group string) ([]Session, error) { return ListSessions(ctx, f.c, group) }
+	if f.opts.Listing != nil {
+		list = f.opts.Listing.list
 	}
-	sessions, err := ListSessions(ctx, f.c, f.opts.Group)
+	var sessions []Session
+	var err error
+	if first {
+		sessions, err = sessionsOrGroups(ctx, f.c, f.opts.Group, list)
+	} else {
+		sessions, err = list(ctx, f.opts.Group)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +198,15 @@ func (f *Feed) fetch(ctx context.Context, targets []Session) []fetched {
 // ListSessions does, but a group that is not running is a *NotFoundError
 // naming the groups that are, not an empty list.
 func Sessions(ctx context.Context, c client.Client, group string) ([]Session, error) {
-	sessions, err := ListSessions(ctx, c, group)
+	return sessionsOrGroups(ctx, c, group, func(ctx context.Context, group string) ([]Session, error) {
+		return ListSessions(ctx, c, group)
+	})
+}
+
+// sessionsOrGroups lists group's sessions with list and, when there are
+// none, tells a group that is not running from one that has none.
+func sessionsOrGroups(ctx context.Context, c client.Client, group string, list func(context.Context, string) ([]Session, error)) ([]Session, error) {
+	sessions, err := list(ctx, group)
 	if err != nil {
 		return nil, &UnavailableError{Who: "Temporal", Err: err}
 	}

@@ -15,6 +15,7 @@
 package nidclient
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -99,20 +100,39 @@ func ListSessions(ctx context.Context, c client.Client, group string) ([]Session
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	var out []Session
+	runs := make([]sessionRun, 0, len(execs))
 	for _, e := range execs {
-		s := SessionFrom(e)
-		// A session that just continued as new can show twice while
-		// visibility catches up; the newest run comes first.
-		if seen[s.Ref()] {
+		runs = append(runs, runOf(e))
+	}
+	return newestRuns(runs), nil
+}
+
+// sessionRun is a session as one of its runs lists it.
+type sessionRun struct {
+	Session
+	id    string
+	start time.Time
+}
+
+func runOf(e *workflowpb.WorkflowExecutionInfo) sessionRun {
+	return sessionRun{Session: SessionFrom(e), id: e.GetExecution().GetRunId(), start: e.GetStartTime().AsTime()}
+}
+
+// newestRuns is each session once, as its newest run lists it (a session
+// that just continued as new can show twice while visibility catches up),
+// sorted by group/name.
+func newestRuns(runs []sessionRun) []Session {
+	slices.SortFunc(runs, func(a, b sessionRun) int {
+		return cmp.Or(strings.Compare(a.Ref(), b.Ref()), b.start.Compare(a.start), strings.Compare(a.id, b.id))
+	})
+	out := make([]Session, 0, len(runs))
+	for i, r := range runs {
+		if i > 0 && runs[i-1].Ref() == r.Ref() {
 			continue
 		}
-		seen[s.Ref()] = true
-		out = append(out, s)
+		out = append(out, r.Session)
 	}
-	slices.SortFunc(out, func(a, b Session) int { return strings.Compare(a.Ref(), b.Ref()) })
-	return out, nil
+	return out
 }
 
 // SessionFrom decodes a session workflow's visibility record.

@@ -82,6 +82,8 @@ type APIOptions struct {
 	// when there is none.
 	WebUI     string
 	Namespace string
+	// Temporal is the Temporal server's address, as this worker dials it.
+	Temporal string
 	// MaxEventStreams is how many event streams may be open at once
 	// (zero: DefaultMaxEventStreams). Each one polls Temporal.
 	MaxEventStreams int
@@ -97,8 +99,10 @@ const DefaultMaxEventStreams = 32
 // handler. Every request needs the bearer token, or the cookie the
 // dashboard sets when a browser logs in (see LoginLink).
 type API struct {
-	c       client.Client
-	opts    APIOptions
+	c    client.Client
+	opts APIOptions
+	// listing answers session.list and the event streams' session lists.
+	listing *nidclient.Listing
 	guard   *guard
 	methods map[string]method
 	// streams holds a token for each open event stream.
@@ -107,7 +111,7 @@ type API struct {
 
 // NewAPI returns the API over Temporal client c.
 func NewAPI(c client.Client, opts APIOptions) *API {
-	a := &API{c: c, opts: opts, guard: newGuard(opts.Token, opts.Now), streams: make(chan struct{}, cmp.Or(opts.MaxEventStreams, DefaultMaxEventStreams))}
+	a := &API{c: c, opts: opts, listing: nidclient.NewListing(c), guard: newGuard(opts.Token, opts.Now), streams: make(chan struct{}, cmp.Or(opts.MaxEventStreams, DefaultMaxEventStreams))}
 	a.methods = map[string]method{
 		MethodSessionList:       onGroup(optional, a.sessionList),
 		MethodSessionGet:        onSession(a.sessionGet),

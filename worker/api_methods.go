@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
@@ -17,14 +18,43 @@ import (
 // SessionList is the session.list answer.
 type SessionList struct {
 	Sessions []nidclient.Session `json:"sessions"`
+	// Namespace is the Temporal namespace the sessions run in, so that a
+	// client can tell that this worker serves the one it would ask.
+	Namespace string `json:"namespace"`
+	// Temporal is the address of the Temporal server the sessions run on.
+	Temporal string `json:"temporal"`
+	// Unserved is there when no worker has asked Temporal for the
+	// sessions' work lately (see nidclient.Unserved): then each status
+	// is what the session last wrote.
+	Unserved *Unserved `json:"unserved,omitempty"`
+}
+
+// Unserved says since when no worker has asked for nid's work.
+type Unserved struct {
+	// LastPoll is the last worker's last poll, absent when Temporal knows
+	// of none.
+	LastPoll time.Time `json:"lastPoll,omitzero"`
 }
 
 func (a *API) sessionList(ctx context.Context, group string, _ groupRequest) (any, error) {
-	sessions, err := nidclient.Sessions(ctx, a.c, group)
+	// Asked beside the list, so that it costs no time of its own.
+	unserved := make(chan *Unserved, 1)
+	go func() { unserved <- a.unserved(ctx) }()
+	sessions, err := a.listing.Sessions(ctx, group)
 	if err != nil {
 		return nil, err
 	}
-	return SessionList{Sessions: nonNil(sessions)}, nil
+	return SessionList{Sessions: nonNil(sessions), Namespace: a.opts.Namespace, Temporal: a.opts.Temporal, Unserved: <-unserved}, nil
+}
+
+// unserved is nil unless no worker has asked for nid's work lately, and
+// when Temporal will not say.
+func (a *API) unserved(ctx context.Context) *Unserved {
+	unserved, since, err := nidclient.Unserved(ctx, a.c, time.Now())
+	if err != nil || !unserved {
+		return nil
+	}
+	return &Unserved{LastPoll: since}
 }
 
 // SessionAnswer is the session.get answer: the session's view with where to

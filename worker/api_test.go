@@ -90,7 +90,7 @@ func TestAPIReads(t *testing.T) {
 	require.Equal(t, map[string]any{"sessions": []any{
 		map[string]any{"group": "web", "name": "lead", "agent": "sim", "status": "idle", "host": temporaltest.Host, "context": asJSON(t, lead.Context)},
 		map[string]any{"group": "web", "name": "worker", "agent": "sim", "status": "idle", "host": temporaltest.Host, "context": asJSON(t, worker.Context)},
-	}}, got, "each session with its context record as the session keeps it")
+	}, "namespace": s.Namespace, "temporal": s.Address}, got, "each session with its context record as the session keeps it, and where they run")
 	ctx := got["sessions"].([]any)[0].(map[string]any)["context"].(map[string]any)
 	require.Equal(t, "reported", ctx["source"])
 	require.Equal(t, 2.0, ctx["totalTurns"])
@@ -804,4 +804,14 @@ func TestAQuietEventStreamPollsLessOften(t *testing.T) {
 	// QuietPolls: polls at 0.5, 1.5, 3.5 and 5.5 s. At the fast pace it
 	// would have been ten.
 	require.LessOrEqual(t, polls, 4, "a quiet stream kept polling every %v", eventsEvery)
+}
+
+// session.list says when no worker asks for nid's work, so that nid ls,
+// answered by the API, warns as it does when it asks Temporal itself.
+func TestSessionListSaysWhenNothingRunsTheSessions(t *testing.T) {
+	t.Parallel()
+	s := newAPISite(t, "")
+	got := s.ok(t, MethodSessionList, `{}`)
+	require.Equal(t, map[string]any{"sessions": []any{}, "namespace": s.Namespace, "temporal": s.Address, "unserved": map[string]any{}}, got,
+		"no worker has polled this namespace: Temporal knows of none")
 }

@@ -84,7 +84,7 @@ func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	feed := nidclient.NewFeed(a.c, nidclient.FeedOptions{Group: f.group, Name: f.name, Backlog: f.backlog})
+	feed := nidclient.NewFeed(a.c, nidclient.FeedOptions{Group: f.group, Name: f.name, Backlog: f.backlog, Listing: a.listing})
 	// The first poll comes before the answer's status: an unknown group or
 	// session is an error, not a silent empty stream.
 	poll, err := feed.Poll(ctx)

@@ -166,7 +166,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	n.HTTP = "http://" + ln.Addr().String()
 	mcp := NewMCPEndpoint(key, temporalSessions{c: n.Client}, n.HTTP)
 	logs := transcript.New(cfg.State)
-	api := NewAPI(n.Client, APIOptions{Token: token, Transcripts: logs, WebUI: n.UI, Namespace: cfg.Temporal.Namespace})
+	api := NewAPI(n.Client, APIOptions{Token: token, Transcripts: logs, WebUI: n.UI, Namespace: cfg.Temporal.Namespace, Temporal: cfg.Address()})
 	scrape := MetricsAuth(m.Handler(), token, cfg.HTTP.MetricsToken)
 	n.http = NewHTTPServer(mcp.Handler(), api.Handler(), scrape, DefaultHTTPLimits())
 	n.Login = n.HTTP + api.LoginLink()

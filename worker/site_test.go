@@ -54,7 +54,7 @@ func newAPI(t testing.TB, groups string, opts APIOptions) *apiSite {
 		temporaltest.Listed(t, s.c, cfg)
 	}
 	s.calls = &temporaltest.Counter{Client: env.Client(t)}
-	opts.Token, opts.Transcripts, opts.WebUI, opts.Namespace = testToken, s.logs, "http://127.0.0.1:8233", env.Namespace
+	opts.Token, opts.Transcripts, opts.WebUI, opts.Namespace, opts.Temporal = testToken, s.logs, "http://127.0.0.1:8233", env.Namespace, env.Address
 	s.api = NewAPI(s.calls, opts)
 	return s
 }

@@ -292,6 +292,9 @@ const (
 	SearchContextPercent = "NidContextPercent"
 	SearchRotations      = "NidRotations"
 	SearchHost           = "NidHost"
+	// SearchListedAt is when a session last changed its listing (search
+	// attributes or memo), since VersionListedAt.
+	SearchListedAt = "NidListedAt"
 )
 
 // SearchAttributes lists nid's custom search attributes and their types, for
@@ -305,6 +308,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		SearchContextPercent: enumspb.INDEXED_VALUE_TYPE_DOUBLE,
 		SearchRotations:      enumspb.INDEXED_VALUE_TYPE_INT,
 		SearchHost:           enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SearchListedAt:       enumspb.INDEXED_VALUE_TYPE_DATETIME,
 	}
 }
 

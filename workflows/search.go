@@ -16,6 +16,7 @@ var (
 	percentKey   = temporal.NewSearchAttributeKeyFloat64(SearchContextPercent)
 	rotationsKey = temporal.NewSearchAttributeKeyInt64(SearchRotations)
 	hostKey      = temporal.NewSearchAttributeKeyKeyword(SearchHost)
+	listedAtKey  = temporal.NewSearchAttributeKeyTime(SearchListedAt)
 )
 
 // SessionSearchAttributes are the attributes a session workflow starts with,
@@ -150,11 +151,6 @@ func (s *listingRun) publish(ctx workflow.Context) {
 	if s.st.Host != "" && (!p.valid || p.host != s.st.Host) {
 		updates = append(updates, hostKey.ValueSet(s.st.Host))
 	}
-	if len(updates) > 0 {
-		if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
-			workflow.GetLogger(ctx).Warn("search attributes not updated", "error", err)
-		}
-	}
 	memo := map[string]interface{}{}
 	if !p.valid || !sameContext(p.context, c) {
 		contextAt = workflow.Now(ctx)
@@ -165,6 +161,17 @@ func (s *listingRun) publish(ctx workflow.Context) {
 	}
 	if !p.valid && s.has(VersionPublishesRung) {
 		memo[MemoRung] = s.version
+	}
+	if s.has(VersionListedAt) && (len(updates) > 0 || len(memo) > 0) {
+		// Every change of the listing carries when it was made, so that a
+		// listing kept by a running nid up can ask visibility for the
+		// sessions changed since rather than for all of them.
+		updates = append(updates, listedAtKey.ValueSet(workflow.Now(ctx)))
+	}
+	if len(updates) > 0 {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
+			workflow.GetLogger(ctx).Warn("search attributes not updated", "error", err)
+		}
 	}
 	if len(memo) > 0 {
 		if err := workflow.UpsertMemo(ctx, memo); err != nil {

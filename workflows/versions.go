@@ -242,8 +242,16 @@ const (
 	// session goes on as after a turn. Histories: testdata/rung20-*.json.gz.
 	VersionAttach Version = 20
 
+	// VersionListedAt: every change a session makes to its listing (its
+	// search attributes or its memo) also sets SearchListedAt to the
+	// workflow's time, so that a running nid up keeps the listing of every
+	// session by asking visibility only for those changed since it last
+	// asked (nidclient.Listing). A memo-only change now comes with a search
+	// attribute upsert. Histories: testdata/rung24-*.json.gz.
+	VersionListedAt Version = 24
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionAttach
+	versionLatest = VersionListedAt
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

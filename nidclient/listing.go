@@ -43,7 +43,19 @@ type Listing struct {
 	newest time.Time
 	// wholeAt is when the last whole list was made (the local clock).
 	wholeAt time.Time
+	// shown are the newest change times visibility showed, each with when
+	// (the local clock) its answer came, oldest first.
+	shown []shownAt
+	// settled is a change time every change stamped before which has been
+	// seen: it was shown at least listingMargin before an ask that has
+	// answered since began, so each change stamped before it had reached
+	// visibility by then, and that ask found what the ones before had not.
+	// An idle fleet's asks then start from its last change rather than a
+	// margin before it.
+	settled time.Time
 }
+
+type shownAt struct{ newest, at time.Time }
 
 const (
 	// listingMargin is how long after the time it carries a change may
@@ -101,6 +113,7 @@ func (l *Listing) refresh(ctx context.Context) error {
 		l.newest = time.Time{}
 		l.wholeAt = now
 		l.fold(execs)
+		l.answered(now)
 		return nil
 	}
 	// A run deleted (in the Web UI, or by retention) leaves visibility
@@ -115,7 +128,11 @@ func (l *Listing) refresh(ctx context.Context) error {
 		}
 		counted <- resp.GetCount()
 	}()
-	execs, err := listExecutions(ctx, l.c, ChangedSessionsQuery(l.newest.Add(-listingMargin)))
+	since := l.newest.Add(-listingMargin)
+	if l.settled.After(since) {
+		since = l.settled
+	}
+	execs, err := listExecutions(ctx, l.c, ChangedSessionsQuery(since))
 	count := <-counted
 	if err != nil {
 		return err
@@ -125,7 +142,23 @@ func (l *Listing) refresh(ctx context.Context) error {
 		l.runs = nil
 		return l.refresh(ctx)
 	}
+	l.answered(now)
 	return nil
+}
+
+// answered notes that an ask begun at start has answered: the change times
+// shown listingMargin before start are settled, and the newest is shown
+// now.
+func (l *Listing) answered(start time.Time) {
+	for len(l.shown) > 0 && !l.shown[0].at.Add(listingMargin).After(start) {
+		if l.shown[0].newest.After(l.settled) {
+			l.settled = l.shown[0].newest
+		}
+		l.shown = l.shown[1:]
+	}
+	if n := len(l.shown); n == 0 || l.shown[n-1].newest.Before(l.newest) {
+		l.shown = append(l.shown, shownAt{newest: l.newest, at: l.now()})
+	}
 }
 
 // fold takes in what a list returned: running runs replace what was known

@@ -187,6 +187,43 @@ func TestAListingFindsALateChangeWithinTheMargin(t *testing.T) {
 	require.Equal(t, []string{"web/lead working", "web/worker working"}, statuses(got))
 }
 
+// Once the newest change was shown longer than the margin before an ask
+// that has answered, every change stamped before it has been seen: an idle
+// fleet's asks start from its last change, not a margin before it.
+func TestAListingSettlesWhatItHasSeen(t *testing.T) {
+	ctx := context.Background()
+	clock := t0
+	v := &fakeVisibility{runs: []visibilityRun{
+		{group: "web", name: "lead", run: "a1", status: "idle", start: t0.Add(-time.Hour), listed: t0.Add(-time.Second)},
+	}}
+	l := newTestListing(v, &clock)
+	ask := func() {
+		t.Helper()
+		_, err := l.Sessions(ctx, "")
+		require.NoError(t, err)
+	}
+	ask()
+	clock = clock.Add(listingMargin - time.Millisecond)
+	ask()
+	clock = clock.Add(time.Millisecond)
+	ask()
+	ask()
+	require.Equal(t, []string{
+		SessionsQuery(""),
+		ChangedSessionsQuery(t0.Add(-time.Second - listingMargin)),
+		ChangedSessionsQuery(t0.Add(-time.Second - listingMargin)),
+		ChangedSessionsQuery(t0.Add(-time.Second)),
+	}, v.queries, "the third ask began a margin after the change was shown; the fourth may start from it")
+
+	v.queries = nil
+	v.runs[0].status, v.runs[0].listed = "working", t0.Add(20*time.Second)
+	got, err := l.Sessions(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"web/lead working"}, statuses(got))
+	ask()
+	require.Equal(t, []string{ChangedSessionsQuery(t0.Add(-time.Second)), ChangedSessionsQuery(t0.Add(20*time.Second - listingMargin))}, v.queries)
+}
+
 // A run that does not stamp its changes (an older rung) makes each answer
 // a whole list until it is gone; and every listingFullEvery the Listing
 // lists everything again.

@@ -20,9 +20,9 @@ type SessionList struct {
 	Sessions []nidclient.Session `json:"sessions"`
 	// Namespace is the Temporal namespace the sessions run in, so that a
 	// client can tell that this worker serves the one it would ask.
-	Namespace string `json:"namespace"`
+	Namespace string `json:"namespace,omitempty"`
 	// Temporal is the address of the Temporal server the sessions run on.
-	Temporal string `json:"temporal"`
+	Temporal string `json:"temporal,omitempty"`
 	// Unserved is there when no worker has asked Temporal for the
 	// sessions' work lately (see nidclient.Unserved): then each status
 	// is what the session last wrote.

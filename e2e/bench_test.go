@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,10 +60,11 @@ func verdict(got, goal time.Duration) string {
 // message each) and waits until that side has taken them all before the
 // next side starts, the order rotating each round, so that the machine's
 // noise falls on each side alike and no side runs while another is
-// measured. A gap counts when both its turns fall inside one side's round,
-// after the round's last prompt was sent: the gaps between rounds, and
-// those the prompts' own signals overlap, are left out. The first round is
-// a warm-up and is not counted.
+// measured (turnSide.round says how a round's end is seen). A gap counts
+// when both its turns fall inside one side's round, after the round's last
+// prompt was sent: the gaps between rounds, and those the prompts' own
+// signals overlap, are left out. The first round is a warm-up and is not
+// counted.
 func BenchmarkTurnOverhead(b *testing.B) {
 	s := newBenchSite(b, `  bench:
     rotate: {mode: off}
@@ -71,18 +73,19 @@ func BenchmarkTurnOverhead(b *testing.B) {
         name: one
         sim: {window: 100000000, tokensPerTurn: 1, turnDelay: 0s}
 `)
-	c := s.client()
 	ctx := context.Background()
 	cfg, err := config.Load(config.LoadOptions{File: filepath.Join(s.dir, "nid.yaml"), Kinds: agents.ConfigKinds()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	fc, err := worker.Dial(ctx, cfg, nil)
+	// One client, dialled as nid dials, sends every side its prompts and
+	// runs the floors' workers.
+	c, err := worker.Dial(ctx, cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(fc.Close)
-	one, two := startFloor(b, fc, true), startFloor(b, fc, false)
+	b.Cleanup(c.Close)
+	one, two := startFloor(b, c, true), startFloor(b, c, false)
 	sessionID := workflows.SessionID("bench", "one")
 	sides := []*turnSide{
 		{name: "nid", workflowID: sessionID, activity: activities.RunTurnName,
@@ -93,12 +96,12 @@ func BenchmarkTurnOverhead(b *testing.B) {
 	}
 	for _, f := range []*floor{one, two} {
 		sides = append(sides, &turnSide{name: f.name, workflowID: f.workflowID, activity: floorTurnName,
-			send:  func(text string) error { return fc.SignalWorkflow(ctx, f.workflowID, "", floorSignal, text) },
-			turns: func() int { return f.turns(b, fc) }})
+			send:  func(text string) error { return c.SignalWorkflow(ctx, f.workflowID, "", floorSignal, text) },
+			turns: func() int { return f.turns(b, c) }})
 	}
 	for r := 0; r <= floorRounds; r++ {
 		for i := range sides {
-			sides[(r+i)%len(sides)].round(b, r > 0)
+			sides[(r+i)%len(sides)].round(b, c, r > 0)
 		}
 	}
 
@@ -128,6 +131,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		slices.SortFunc(phases, func(a, b gapPhase) int { return cmp.Compare(a.total(), b.total()) })
 		fmt.Printf("  where the slowest tenth went (medians): %s\n", phaseMedians(phases[len(phases)*9/10:]))
 		fmt.Printf("  one turn's events, from the turn before ending to this one ending: %s\n", turnEvents)
+		fmt.Printf("  events per turn in the counted rounds: %s\n", side.eventsPerTurn(events))
 	}
 	for i, side := range sides[1:] {
 		floorMedian, floorP90 := gaps[i+1].median(), gaps[i+1][len(gaps[i+1])*9/10]
@@ -175,8 +179,13 @@ type turnSide struct {
 }
 
 // round sends the side floorTurns prompts at once and waits until it has
-// taken them all; counted keeps the round's span.
-func (t *turnSide) round(b *testing.B, counted bool) {
+// taken them all; counted keeps the round's span. While the round runs
+// the benchmark only asks the server whether the workflow has a task
+// pending (DescribeWorkflowExecution, which no worker answers): a query
+// would be a task for the worker the side is being measured on, heavier
+// for nid's view than for the floor's count. Once idle, a query says
+// whether every prompt was taken.
+func (t *turnSide) round(b *testing.B, c client.Client, counted bool) {
 	b.Helper()
 	for i := 0; i < floorTurns; i++ {
 		if err := t.send(fmt.Sprintf("turn %d", t.taken+i+1)); err != nil {
@@ -186,14 +195,25 @@ func (t *turnSide) round(b *testing.B, counted bool) {
 	t.taken += floorTurns
 	sent := time.Now()
 	deadline := sent.Add(time.Minute)
-	for t.turns() < t.taken {
+	for {
 		if time.Now().After(deadline) {
 			b.Fatalf("%s took fewer than %d turns in a minute", t.name, t.taken)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if counted {
-		t.rounds = append(t.rounds, [2]time.Time{sent, time.Now()})
+		time.Sleep(20 * time.Millisecond)
+		d, err := c.DescribeWorkflowExecution(context.Background(), t.workflowID, "")
+		if err != nil {
+			b.Fatalf("%s: %v", t.name, err)
+		}
+		if len(d.GetPendingActivities()) > 0 || d.GetPendingWorkflowTask() != nil {
+			continue
+		}
+		done := time.Now()
+		if t.turns() >= t.taken {
+			if counted {
+				t.rounds = append(t.rounds, [2]time.Time{sent, done})
+			}
+			return
+		}
 	}
 }
 
@@ -217,6 +237,32 @@ func (t *turnSide) counted(gaps []turnGap) ([]gapPhase, string) {
 		return nil, ""
 	}
 	return phases, kept[len(kept)/2].events
+}
+
+// eventsPerTurn says how many events of each type the side's history
+// holds in its counted rounds, per activity completed in them (every
+// activity in them is a turn): what a turn writes.
+func (t *turnSide) eventsPerTurn(events []*historypb.HistoryEvent) string {
+	count := map[string]int{}
+	for _, e := range events {
+		at := e.GetEventTime().AsTime()
+		for _, r := range t.rounds {
+			if !at.Before(r[0]) && !at.After(r[1]) {
+				name := strings.TrimPrefix(e.GetEventType().String(), "EventType")
+				if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+					name += " " + a.GetActivityType().GetName()
+				}
+				count[name]++
+				break
+			}
+		}
+	}
+	turns := float64(count["ActivityTaskCompleted"])
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(count)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(count[name])/turns))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // history is the current run's history of the workflow id.

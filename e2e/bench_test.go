@@ -17,6 +17,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/agents"
@@ -108,7 +109,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 	gaps := make([]durations, len(sides))
 	for i, side := range sides {
 		events := history(b, c, side.workflowID)
-		phases, turnEvents := side.counted(turnPhases(events, side.activity))
+		kept, phases, turnEvents, slowest := side.counted(turnPhases(events, side.activity))
 		if len(phases) < 10 {
 			b.Fatalf("%s: only %d turn gaps counted", side.name, len(phases))
 		}
@@ -131,6 +132,8 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		slices.SortFunc(phases, func(a, b gapPhase) int { return cmp.Compare(a.total(), b.total()) })
 		fmt.Printf("  where the slowest tenth went (medians): %s\n", phaseMedians(phases[len(phases)*9/10:]))
 		fmt.Printf("  one turn's events, from the turn before ending to this one ending: %s\n", turnEvents)
+		fmt.Printf("  the slowest gap's turn: %s\n", slowest)
+		fmt.Printf("  gaps %s\n", extraWork(kept))
 		fmt.Printf("  events per turn in the counted rounds: %s\n", side.eventsPerTurn(events))
 	}
 	for i, side := range sides[1:] {
@@ -218,9 +221,9 @@ func (t *turnSide) round(b *testing.B, c client.Client, counted bool) {
 }
 
 // counted keeps the gaps that fall inside one of the side's counted
-// rounds, and says the events of the middle one's turn.
-func (t *turnSide) counted(gaps []turnGap) ([]gapPhase, string) {
-	var kept []turnGap
+// rounds, and says the events of the middle one's turn and of the slowest
+// one's.
+func (t *turnSide) counted(gaps []turnGap) (kept []turnGap, phases []gapPhase, middle, slowest string) {
 	for _, g := range gaps {
 		for _, r := range t.rounds {
 			if !g.ended.Before(r[0]) && !g.next.After(r[1]) {
@@ -229,14 +232,39 @@ func (t *turnSide) counted(gaps []turnGap) ([]gapPhase, string) {
 			}
 		}
 	}
-	var phases []gapPhase
+	if len(kept) == 0 {
+		return nil, nil, "", ""
+	}
 	for _, g := range kept {
 		phases = append(phases, g.phase)
 	}
-	if len(kept) == 0 {
-		return nil, ""
+	slow := slices.MaxFunc(kept, func(a, b turnGap) int { return cmp.Compare(a.phase.total(), b.phase.total()) })
+	return kept, phases, kept[len(kept)/2].events, slow.events
+}
+
+// extraWork splits gaps into those whose events, up to the next turn
+// starting, hold more than the floor's (a listing written, a timer, a
+// signal to the group, another workflow task) and the rest, and says the
+// median of each: what nid's extra events cost the gap they fall in.
+func extraWork(gaps []turnGap) string {
+	var extra, plain durations
+	for _, g := range gaps {
+		gap := g.events[:strings.Index(g.events, "ActivityTaskStarted")]
+		if strings.Count(gap, "WorkflowTaskCompleted") > 1 || strings.Contains(gap, "Upsert") || strings.Contains(gap, "Timer") || strings.Contains(gap, "Signal") {
+			extra = append(extra, g.phase.total())
+		} else {
+			plain = append(plain, g.phase.total())
+		}
 	}
-	return phases, kept[len(kept)/2].events
+	slices.Sort(extra)
+	slices.Sort(plain)
+	say := func(d durations) string {
+		if len(d) == 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%d, median %v", len(d), d.median().Round(10*time.Microsecond))
+	}
+	return fmt.Sprintf("with more than the floor's events %s; the rest %s", say(extra), say(plain))
 }
 
 // eventsPerTurn says how many events of each type the side's history
@@ -244,10 +272,12 @@ func (t *turnSide) counted(gaps []turnGap) ([]gapPhase, string) {
 // activity in them is a turn): what a turn writes.
 func (t *turnSide) eventsPerTurn(events []*historypb.HistoryEvent) string {
 	count := map[string]int{}
+	size := 0
 	for _, e := range events {
 		at := e.GetEventTime().AsTime()
 		for _, r := range t.rounds {
 			if !at.Before(r[0]) && !at.After(r[1]) {
+				size += proto.Size(e)
 				name := strings.TrimPrefix(e.GetEventType().String(), "EventType")
 				if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
 					name += " " + a.GetActivityType().GetName()
@@ -262,7 +292,7 @@ func (t *turnSide) eventsPerTurn(events []*historypb.HistoryEvent) string {
 	for _, name := range slices.Sorted(maps.Keys(count)) {
 		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(count[name])/turns))
 	}
-	return strings.Join(parts, ", ")
+	return fmt.Sprintf("%s; %.0f bytes of events", strings.Join(parts, ", "), float64(size)/turns)
 }
 
 // history is the current run's history of the workflow id.

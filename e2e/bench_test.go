@@ -249,7 +249,7 @@ func (t *turnSide) counted(gaps []turnGap) (kept []turnGap, phases []gapPhase, m
 func extraWork(gaps []turnGap) string {
 	var extra, plain durations
 	for _, g := range gaps {
-		gap := g.events[:strings.Index(g.events, "ActivityTaskStarted")]
+		gap, _, _ := strings.Cut(g.events, "ActivityTaskStarted")
 		if strings.Count(gap, "WorkflowTaskCompleted") > 1 || strings.Contains(gap, "Upsert") || strings.Contains(gap, "Timer") || strings.Contains(gap, "Signal") {
 			extra = append(extra, g.phase.total())
 		} else {

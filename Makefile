@@ -53,7 +53,7 @@ fuzz: ## Run every fuzz target on its checked-in seeds and FUZZTIME (40000x) new
 		done; \
 	done
 
-bench: ## Orchestration gap between turns, nid ls over 1,000 sessions, nid up's memory (1, 50, 200 sessions; 10,000 turns), with the goals
+bench: ## Orchestration gap between turns and the floor (Temporal's own), nid ls over 1,000 sessions, nid up's memory (1, 50, 200 sessions; 10,000 turns), with the goals
 	$(GO) test -timeout 60m -run '^$$' -bench 'TurnOverhead|Ls1000|Memory' -benchtime 1x ./e2e
 
 # NID_BENCH_TURNS sets how many turns each side takes (default 20).

@@ -266,25 +266,40 @@ const activityPollers = 8
 const httpGrace = 2 * time.Second
 
 func activityWorkerOptions(m *metrics.Metrics, attempts *attemptRecorder) sdkworker.Options {
-	// On Ctrl-C a turn in flight gets a moment to finish rather than
-	// being cut and run again by the next worker.
+	opts := ActivityWorkerOptions()
+	opts.Interceptors = append(m.Interceptors(), attempts)
+	return opts
+}
+
+// ActivityWorkerOptions are the options of a host's activity worker before
+// nid's interceptors (its metrics and attempt records): a poll on every
+// partition of the host's queue (activityPollers), and on Ctrl-C a moment
+// for a turn in flight to finish rather than being cut and run again by
+// the next worker. BenchmarkTurnOverhead's floor runs with the same.
+func ActivityWorkerOptions() sdkworker.Options {
 	return sdkworker.Options{
 		WorkerStopTimeout:                5 * time.Second,
-		Interceptors:                     append(m.Interceptors(), attempts),
 		MaxConcurrentActivityTaskPollers: activityPollers,
 	}
 }
 
-// workflowWorkerOptions give the workflow worker pollers of their own for
-// the shared queue and for its sticky queue. With the SDK's default, one
-// set of pollers for both, a poller always picks the sticky queue while
-// that has a backlog; a couple of hundred busy sessions keep one there all
-// the time, and a workflow task on the shared queue (a session's first, any
-// after a restart or a cache eviction, a new group's) waited as long as the
-// others kept busy: 23 of 200 sim sessions took no turn in 20 minutes.
 func workflowWorkerOptions(m *metrics.Metrics) sdkworker.Options {
+	opts := WorkflowWorkerOptions()
+	opts.Interceptors = m.Interceptors()
+	return opts
+}
+
+// WorkflowWorkerOptions are the options of the workflow worker before
+// nid's metrics interceptors. They give it pollers of their own for the
+// shared queue and for its sticky queue. With the SDK's default, one set
+// of pollers for both, a poller always picks the sticky queue while that
+// has a backlog; a couple of hundred busy sessions keep one there all the
+// time, and a workflow task on the shared queue (a session's first, any
+// after a restart or a cache eviction, a new group's) waited as long as
+// the others kept busy: 23 of 200 sim sessions took no turn in 20
+// minutes. BenchmarkTurnOverhead's floor runs with the same.
+func WorkflowWorkerOptions() sdkworker.Options {
 	return sdkworker.Options{
-		Interceptors:               m.Interceptors(),
 		WorkflowTaskPollerBehavior: sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{}),
 	}
 }

@@ -54,7 +54,7 @@ fuzz: ## Run every fuzz target on its checked-in seeds and FUZZTIME (40000x) new
 	done
 
 bench: ## Orchestration gap between turns, nid ls over 1,000 sessions, nid up's memory (1, 50, 200 sessions; 10,000 turns), with the goals
-	$(GO) test -timeout 60m -run '^$$' -bench 'TurnOverhead|Ls1000|Memory' -benchtime 1x ./e2e
+	$(GO) test -timeout 60m -run '^$$' -bench 'TurnOverhead|Ls1000|Memory|FleetStart' -benchtime 1x ./e2e
 
 # NID_BENCH_TURNS sets how many turns each side takes (default 20).
 bench-agents: deps ## A turn of the real Claude Code and Codex CLIs by hand and through nid: median, p90 and their ratio against the goals

@@ -94,15 +94,17 @@ const fleetMemoryGoal = 600 << 20
 // heap beside it.
 func (s *site) printFleetMemory(b *testing.B, up *upProcess, n int) {
 	b.Helper()
+	pids := withServer(b, up.cmd.Process.Pid)
+	own := procStatus(b, pids[0], "VmRSS:") << 10
 	rss := residentKiB(b, up.cmd.Process.Pid) << 10
-	heap, _ := s.runtimeGauges(b)
+	heap, goroutines := s.runtimeGauges(b)
 	b.ReportMetric(float64(rss)/(1<<20), fmt.Sprintf("MiB-rss-%d-idle", n))
 	got := "met"
 	if rss > fleetMemoryGoal {
 		got = "NOT met"
 	}
-	fmt.Printf("nid up with %d idle sim sessions: %d MiB resident, its server's included (goal: at most %d MiB, %s); nid up's live Go heap %.0f MiB\n",
-		n, rss>>20, fleetMemoryGoal>>20, got, heap/(1<<20))
+	fmt.Printf("nid up with %d idle sim sessions: %d MiB resident, its server's included (goal: at most %d MiB, %s): nid up %d MiB (live Go heap %.0f MiB, %.0f goroutines), its server %d MiB\n",
+		n, rss>>20, fleetMemoryGoal>>20, got, own>>20, heap/(1<<20), goroutines, (rss-own)>>20)
 }
 
 // startPhases says, in words, where the start of a sample of sessions went:

@@ -446,7 +446,7 @@ func TestHostsPlaceABatchInOrderOrNoneOfIt(t *testing.T) {
 	h.at(2*time.Minute, func() { before = h.view() })
 	bad := h.placeAll(3*time.Minute, PlaceRequest{Session: "web/four"}, PlaceRequest{Session: "not a session"})
 	badHost := h.placeAll(3*time.Minute, PlaceRequest{Session: "web/four"}, PlaceRequest{Session: "web/five", Want: "no such host!"})
-	empty := h.placeAll(3*time.Minute)
+	empty := h.placeAll(3 * time.Minute)
 	tooMany := h.placeAll(3*time.Minute, make([]PlaceRequest, MaxPlaceBatch+1)...)
 	var after HostsView
 	h.at(4*time.Minute, func() { after = h.view() })

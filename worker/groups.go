@@ -118,8 +118,11 @@ func startGroup(ctx context.Context, c client.Client, name string, g config.Grou
 		ID:                       workflows.GroupID(name),
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		TypedSearchAttributes:    workflows.GroupSearchAttributes(name),
-		StaticSummary:            workflows.GroupSummary(name, g.Goal),
+		// Else the SDK answers a running group with its run, as if
+		// started now.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes:                    workflows.GroupSearchAttributes(name),
+		StaticSummary:                            workflows.GroupSummary(name, g.Goal),
 		StaticDetails: fmt.Sprintf("The nid group %s: it owns the rotate policy, the board (tasks, claims, locks), "+
 			"the budget and the inbox of its sessions (%s), and pushes them to the sessions.", name, strings.Join(sessions, ", ")),
 	}, workflows.GroupWorkflowName, workflows.GroupInput{

@@ -65,6 +65,8 @@ func (h HostRecord) deadline() time.Time { return h.LastSeen.Add(hostMissedBeats
 
 type hosts struct {
 	st *HostsState
+	// sel folds the beats and assignments; nil until the run starts.
+	sel workflow.Selector
 	// ladder is the rung this run follows: the registry is new at
 	// VersionHosts, and later changes to it branch on the ladder too.
 	ladder
@@ -105,6 +107,7 @@ func (r *hosts) selector(ctx workflow.Context) workflow.Selector {
 // beats stop, and tells the sessions of each host that changed.
 func (r *hosts) run(ctx workflow.Context) error {
 	sel := r.selector(ctx)
+	r.sel = sel
 	for {
 		// Beats first: a worker that restarts beats before it takes the
 		// registry's task, whose timer fired meanwhile, and must not be
@@ -344,6 +347,12 @@ func (r *hosts) validatePlaceAll(b PlaceBatch) error {
 // registry rather than a thousand. A batch in which one session cannot be
 // placed (it names no host and no live host takes sessions) places none.
 func (r *hosts) placeAll(ctx workflow.Context, b PlaceBatch) (Placements, error) {
+	// The beats that came before the batch are folded first: nid up's own
+	// first beat and its batch reach a new registry in the same workflow
+	// task, and the batch must see that host alive.
+	if err := workflow.Await(ctx, func() bool { return r.sel != nil && !r.sel.HasPending() }); err != nil {
+		return Placements{}, err
+	}
 	if r.roomiest() < 0 {
 		for i, req := range b.Sessions {
 			if req.Want == "" && r.where(req.Session) == "" {

@@ -309,7 +309,9 @@ func (r *hosts) place(ctx workflow.Context, req PlaceRequest) (Placement, error)
 		}
 		r.assign(req.Session, host)
 	}
-	return Placement{Host: host, Alive: r.has(VersionBatchedPlacement) && r.host(host).Alive}, nil
+	h := r.host(host)
+	_, stopped := slices.BinarySearch(h.Stopped, req.Session)
+	return Placement{Host: host, Alive: r.has(VersionBatchedPlacement) && h.Alive && !stopped}, nil
 }
 
 // roomiest is the index of the live host with the most room, the first by

@@ -439,9 +439,12 @@ func TestHostsPlaceABatchInOrderOrNoneOfIt(t *testing.T) {
 	h.keepBeating(a, time.Second, 10*time.Minute)
 	h.keepBeating(b, time.Second, 10*time.Minute)
 	early := h.place(30*time.Second, "web/one", "")
+	h.at(40*time.Second, func() {
+		h.env.SignalWorkflow(SignalHostAssign, HostAssign{Session: "web/paused", Host: "a", Stopped: true})
+	})
 	batch := h.placeAll(time.Minute,
 		PlaceRequest{Session: "web/one"}, PlaceRequest{Session: "web/two"}, PlaceRequest{Session: "web/three"},
-		PlaceRequest{Session: "api/solo", Want: "c"}, PlaceRequest{Session: "web/two"})
+		PlaceRequest{Session: "api/solo", Want: "c"}, PlaceRequest{Session: "web/two"}, PlaceRequest{Session: "web/paused"})
 	var before HostsView
 	h.at(2*time.Minute, func() { before = h.view() })
 	bad := h.placeAll(3*time.Minute, PlaceRequest{Session: "web/four"}, PlaceRequest{Session: "not a session"})
@@ -460,13 +463,14 @@ func TestHostsPlaceABatchInOrderOrNoneOfIt(t *testing.T) {
 		{Host: "b", Alive: true},
 		{Host: "c"},              // pinned to a host that never beat
 		{Host: "a", Alive: true}, // asked twice: placed once
+		{Host: "a"},              // stopped there: its first run must say it runs again
 	}, batch.value)
 	require.ErrorContains(t, bad.rejected, `session 2 of 2 in the batch ("not a session")`)
 	require.ErrorContains(t, bad.rejected, `"not a session" is not a session`)
 	require.ErrorContains(t, badHost.rejected, `session 2 of 2 in the batch ("web/five"): host "no such host!"`)
 	require.ErrorContains(t, empty.rejected, "the batch places no session")
 	require.ErrorContains(t, tooMany.rejected, fmt.Sprintf("the batch places %d sessions; the most one batch places is %d", MaxPlaceBatch+1, MaxPlaceBatch))
-	placed := map[string][]string{"a": {"web/two"}, "b": {"web/one", "web/three"}, "c": {"api/solo"}}
+	placed := map[string][]string{"a": {"web/paused", "web/two"}, "b": {"web/one", "web/three"}, "c": {"api/solo"}}
 	require.Equal(t, placed, sessionsByHost(before))
 	require.Equal(t, placed, sessionsByHost(after), "a refused batch places none of its sessions, web/four included")
 }

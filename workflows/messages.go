@@ -269,7 +269,8 @@ type PlaceRequest struct {
 }
 
 // Placement answers a PlaceRequest. Alive says the host was alive when the
-// registry answered (VersionBatchedPlacement: before it, always false).
+// registry answered and holds the session there as running, not stopped
+// (VersionBatchedPlacement: before it, always false).
 type Placement struct {
 	Host  string `json:"host"`
 	Alive bool   `json:"alive,omitempty"`

@@ -53,8 +53,8 @@ fuzz: ## Run every fuzz target on its checked-in seeds and FUZZTIME (40000x) new
 		done; \
 	done
 
-bench: ## Orchestration gap between turns and the floor (Temporal's own), nid ls over 1,000 sessions, nid up's memory (1, 50, 200 sessions; 10,000 turns), with the goals
-	$(GO) test -timeout 60m -run '^$$' -bench 'TurnOverhead|Ls1000|Memory' -benchtime 1x ./e2e
+bench: ## Orchestration gap between turns and the floor (Temporal's own), nid ls over 1,000 sessions, 1,000 sessions started, nid up's memory (1, 50, 200 and 1,000 sessions; 10,000 turns), with the goals
+	$(GO) test -timeout 60m -run '^$$' -bench 'TurnOverhead|Ls1000|Memory|FleetStart' -benchtime 1x ./e2e
 
 # NID_BENCH_TURNS sets how many turns each side takes (default 20).
 bench-agents: deps ## A turn of the real Claude Code and Codex CLIs by hand and through nid: median, p90 and their ratio against the goals
@@ -63,7 +63,7 @@ bench-agents: deps ## A turn of the real Claude Code and Codex CLIs by hand and 
 bench-long: ## One session for 10,000 turns: history bound, exact counters, time and memory (~15+ minutes)
 	$(GO) test -timeout 40m -run '^$$' -bench LongRun -benchtime 1x ./e2e
 
-bench-cluster: deps ## 50 and 200 sim sessions on the embedded server and on a PostgreSQL cluster with two hosts: turn overhead, nid ls (~30+ minutes)
+bench-cluster: deps ## 50 and 200 sim sessions on the embedded server and on a PostgreSQL cluster with two hosts: turn overhead, nid ls, how long they take to start (~30+ minutes)
 	$(GO) test -timeout 90m -run '^$$' -bench Cluster -benchtime 1x ./e2e
 
 clean: ## Remove built binaries

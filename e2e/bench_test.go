@@ -455,6 +455,7 @@ func BenchmarkLs1000(b *testing.B) {
 	idle := float64(cpuTime(b, up.cmd.Process.Pid)-busy) / float64(10*time.Second) * 100
 	b.ReportMetric(idle, "%cpu-idle-1000")
 	fmt.Printf("nid up with 1000 idle sessions: %.1f%% of a core\n", idle)
+	s.printFleetMemory(b, up, 1000)
 
 	cfg, err := config.Load(config.LoadOptions{File: filepath.Join(s.dir, "nid.yaml"), Kinds: agents.ConfigKinds()})
 	if err != nil {

@@ -60,7 +60,7 @@ func UpdateSession(ctx context.Context, c client.Client, group, name, update str
 	switch {
 	case err == nil:
 		return nil
-	case isUnknownUpdate(err):
+	case IsUnknownUpdate(err):
 		return &RefusedError{Message: fmt.Sprintf("%s/%s runs a version of nid from before nid attach: it can be attached once it has continued as new (nid doctor says which rung it runs)", group, name)}
 	case !sent:
 		return sessionError(ctx, c, group, name, err)
@@ -68,8 +68,8 @@ func UpdateSession(ctx context.Context, c client.Client, group, name, update str
 	return &RefusedError{Message: workflows.ErrorText(err)}
 }
 
-// isUnknownUpdate says the workflow has no handler for the update: its run
+// IsUnknownUpdate says the workflow has no handler for the update: its run
 // follows a rung from before the update existed.
-func isUnknownUpdate(err error) bool {
+func IsUnknownUpdate(err error) bool {
 	return strings.Contains(err.Error(), "unknown update")
 }

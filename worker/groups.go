@@ -7,102 +7,178 @@ import (
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
+// startConcurrency is how many groups, and then sessions, StartGroups
+// starts at once. One after another, a thousand sessions waited on a
+// thousand round trips through the server, each a few milliseconds on an
+// idle machine and tens on a busy one; a few dozen in flight keep the
+// server and the worker busy without queueing more than they take.
+const startConcurrency = 32
+
 // StartGroups starts every group of cfg and its sessions, or finds them
 // running and leaves their state alone: a restart resumes each session where
 // it was. The file's goal, sessions and (when the file changed it) policy
 // reach a running group through a validated update.
 //
-// A session is placed on a host (Place) before it starts; one running
-// keeps the host it has.
+// A session is placed on a host (PlaceAll) before it starts; one running
+// keeps the host it has. The groups start first, then every new session is
+// placed in one batch, in the file's order (groups by name), then the
+// sessions start, startConcurrency at a time.
 func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error {
-	// Placing is one update of the hosts registry a session: a restart of
-	// a couple of hundred sessions would wait on as many. One list says
-	// where the running ones are (a session the list has not caught up
-	// with yet is placed, and the registry answers with its host).
-	placed := map[string]string{}
+	// Placing asks the hosts registry: a restart of a couple of hundred
+	// sessions would wait on it for nothing. One list says where the
+	// running ones are (a session the list has not caught up with yet is
+	// placed, and the registry answers with its host).
+	placed := map[string]workflows.Placement{}
 	if running, err := nidclient.ListSessions(ctx, c, ""); err == nil {
 		for _, s := range running {
 			if s.Host != "" {
-				placed[s.Ref()] = s.Host
+				placed[s.Ref()] = workflows.Placement{Host: s.Host}
 			}
 		}
 	}
-	for _, name := range cfg.GroupNames() {
-		g := cfg.Groups[name]
-		sessions := make([]string, 0, len(g.Sessions))
-		for _, s := range g.Sessions {
-			sessions = append(sessions, s.Name)
+	names := cfg.GroupNames()
+	views := make([]workflows.GroupView, len(names))
+	starting, gctx := errgroup.WithContext(ctx)
+	starting.SetLimit(startConcurrency)
+	for i, name := range names {
+		starting.Go(func() (err error) {
+			views[i], err = startGroup(gctx, c, name, cfg.Groups[name])
+			return err
+		})
+	}
+	if err := starting.Wait(); err != nil {
+		return err
+	}
+
+	var unplaced []workflows.PlaceRequest
+	for _, name := range names {
+		for _, s := range cfg.Groups[name].Sessions {
+			if ref := name + "/" + s.Name; placed[ref].Host == "" {
+				unplaced = append(unplaced, workflows.PlaceRequest{Session: ref, Want: cfg.SessionHost(name, s)})
+			}
 		}
-		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID:                       workflows.GroupID(name),
+	}
+	if len(unplaced) > 0 {
+		answers, err := PlaceAll(ctx, c, unplaced)
+		if err != nil {
+			return err
+		}
+		for i, req := range unplaced {
+			placed[req.Session] = answers[i]
+		}
+	}
+
+	// The groups' sessions take turns to start: a new session's first turn
+	// waits for its group's board, and a group answers its sessions one
+	// at a time, so a group whose sessions all start at once gives its
+	// last one the board long after the first, while a group whose
+	// sessions start last sits idle until then.
+	starting, sctx := errgroup.WithContext(ctx)
+	starting.SetLimit(startConcurrency)
+	for round := 0; ; round++ {
+		started := false
+		for i, name := range names {
+			g := cfg.Groups[name]
+			if round >= len(g.Sessions) {
+				continue
+			}
+			s := g.Sessions[round]
+			started = true
+			starting.Go(func() error {
+				return startSession(sctx, c, cfg, name, g, s, views[i], placed[name+"/"+s.Name])
+			})
+		}
+		if !started {
+			break
+		}
+	}
+	return starting.Wait()
+}
+
+// startGroup starts group name, or finds it running and tells it what the
+// file says now; the answer says its policy and what it learned. A group
+// that starts now has the file's policy and has learned nothing, so it is
+// not asked: its answer would cost a board pushed to each of its sessions
+// in turn, none of which runs yet, before a single one could start.
+func startGroup(ctx context.Context, c client.Client, name string, g config.Group) (workflows.GroupView, error) {
+	sessions := make([]string, 0, len(g.Sessions))
+	for _, s := range g.Sessions {
+		sessions = append(sessions, s.Name)
+	}
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.GroupID(name),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Else the SDK answers a running group with its run, as if
+		// started now.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes:                    workflows.GroupSearchAttributes(name),
+		StaticSummary:                            workflows.GroupSummary(name, g.Goal),
+		StaticDetails: fmt.Sprintf("The nid group %s: it owns the rotate policy, the board (tasks, claims, locks), "+
+			"the budget and the inbox of its sessions (%s), and pushes them to the sessions.", name, strings.Join(sessions, ", ")),
+	}, workflows.GroupWorkflowName, workflows.GroupInput{
+		Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions,
+		Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
+	})
+	if err == nil {
+		return workflows.GroupView{Policy: g.Rotate}, nil
+	}
+	if _, running := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); !running {
+		return workflows.GroupView{}, fmt.Errorf("group %s: %w", name, err)
+	}
+	// The group's answer says its policy and what it learned: a session
+	// that starts now starts with them, as its siblings run, rather than
+	// with the file's policy until the next push.
+	var view workflows.GroupView
+	err = nidclient.UpdateGroup(ctx, c, name, workflows.UpdateSync, workflows.GroupSync{
+		Goal: g.Goal, Rotate: g.Rotate, Sessions: sessions,
+		Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
+	}, &view)
+	if err != nil {
+		return workflows.GroupView{}, fmt.Errorf("group %s: %w", name, err)
+	}
+	return view, nil
+}
+
+// startSession starts session s of group name where it is placed, or tells
+// the running session what the file says now; its state stays as it was.
+func startSession(ctx context.Context, c client.Client, cfg *config.Config, name string, g config.Group, s config.Session, view workflows.GroupView, at workflows.Placement) error {
+	host := at.Host
+	spec := AgentSpec(cfg, name, s)
+	_, err := c.SignalWithStartWorkflow(ctx, workflows.SessionID(name, s.Name),
+		workflows.SignalConfig, workflows.SessionConfig{Goal: g.Goal, Spec: spec},
+		client.StartWorkflowOptions{
 			TaskQueue:                workflows.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-			TypedSearchAttributes:    workflows.GroupSearchAttributes(name),
-			StaticSummary:            workflows.GroupSummary(name, g.Goal),
-			StaticDetails: fmt.Sprintf("The nid group %s: it owns the rotate policy, the board (tasks, claims, locks), "+
-				"the budget and the inbox of its sessions (%s), and pushes them to the sessions.", name, strings.Join(sessions, ", ")),
-		}, workflows.GroupWorkflowName, workflows.GroupInput{
-			Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions,
-			Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
+			TypedSearchAttributes:    workflows.SessionSearchAttributes(name, s.Name, s.Agent, host),
+			StaticSummary:            workflows.SessionSummary(name, s.Name, s.Agent),
+			StaticDetails: fmt.Sprintf("The nid session %s/%s: one %s agent seat in group %s. It sends the agent "+
+				"its turns, tracks how full its context is, and rotates the conversation (compaction or handoff) "+
+				"before it fills, keeping its worktree, branch, tasks and locks.", name, s.Name, s.Agent, name),
+		}, workflows.SessionWorkflowName, workflows.SessionInput{
+			Group:         name,
+			Name:          s.Name,
+			Goal:          g.Goal,
+			Spec:          spec,
+			Policy:        view.Policy,
+			Learned:       view.Learned,
+			ActivityQueue: workflows.HostQueue(host),
+			Host:          host,
+			Placed:        at.Alive,
+			Repo:          g.Repo,
+			WorkDir:       g.WorkDir,
 		})
-		if err != nil {
-			return fmt.Errorf("group %s: %w", name, err)
-		}
-		// The group's answer says its policy and what it learned: a session
-		// that starts now starts with them, as its siblings run, rather than
-		// with the file's policy until the next push.
-		var view workflows.GroupView
-		err = nidclient.UpdateGroup(ctx, c, name, workflows.UpdateSync, workflows.GroupSync{
-			Goal: g.Goal, Rotate: g.Rotate, Sessions: sessions,
-			Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
-		}, &view)
-		if err != nil {
-			return fmt.Errorf("group %s: %w", name, err)
-		}
-		for _, s := range g.Sessions {
-			spec := AgentSpec(cfg, name, s)
-			host, ok := placed[name+"/"+s.Name]
-			if !ok {
-				var err error
-				if host, err = Place(ctx, c, name+"/"+s.Name, cfg.SessionHost(name, s)); err != nil {
-					return err
-				}
-			}
-			// Start it, or tell the running session what the file says now;
-			// its state stays as it was.
-			_, err = c.SignalWithStartWorkflow(ctx, workflows.SessionID(name, s.Name),
-				workflows.SignalConfig, workflows.SessionConfig{Goal: g.Goal, Spec: spec},
-				client.StartWorkflowOptions{
-					TaskQueue:                workflows.TaskQueue,
-					WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-					TypedSearchAttributes:    workflows.SessionSearchAttributes(name, s.Name, s.Agent, host),
-					StaticSummary:            workflows.SessionSummary(name, s.Name, s.Agent),
-					StaticDetails: fmt.Sprintf("The nid session %s/%s: one %s agent seat in group %s. It sends the agent "+
-						"its turns, tracks how full its context is, and rotates the conversation (compaction or handoff) "+
-						"before it fills, keeping its worktree, branch, tasks and locks.", name, s.Name, s.Agent, name),
-				}, workflows.SessionWorkflowName, workflows.SessionInput{
-					Group:         name,
-					Name:          s.Name,
-					Goal:          g.Goal,
-					Spec:          spec,
-					Policy:        view.Policy,
-					Learned:       view.Learned,
-					ActivityQueue: workflows.HostQueue(host),
-					Host:          host,
-					Repo:          g.Repo,
-					WorkDir:       g.WorkDir,
-				})
-			if err != nil {
-				return fmt.Errorf("session %s/%s: %w", name, s.Name, err)
-			}
-		}
+	if err != nil {
+		return fmt.Errorf("session %s/%s: %w", name, s.Name, err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/temporaltest"
@@ -98,7 +99,8 @@ func TestApplyingTheFileAgainPlacesOnlyNewSessions(t *testing.T) {
 	require.Equal(t, placed+1, placements(t, c), "a new session is placed")
 }
 
-// placements counts the placing updates the hosts registry took.
+// placements counts the sessions the hosts registry was asked to place,
+// one at a time or in batches.
 func placements(t *testing.T, c client.Client) int {
 	t.Helper()
 	n := 0
@@ -106,8 +108,14 @@ func placements(t *testing.T, c client.Client) int {
 	for iter.HasNext() {
 		e, err := iter.Next()
 		require.NoError(t, err)
-		if a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && a.GetAcceptedRequest().GetInput().GetName() == workflows.UpdatePlace {
+		input := e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()
+		switch input.GetName() {
+		case workflows.UpdatePlace:
 			n++
+		case workflows.UpdatePlaceAll:
+			var batch workflows.PlaceBatch
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(input.GetArgs(), &batch))
+			n += len(batch.Sessions)
 		}
 	}
 	return n

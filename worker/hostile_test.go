@@ -20,6 +20,7 @@ import (
 
 	"github.com/nid-dev/nid/activities"
 	"github.com/nid-dev/nid/internal/temporaltest"
+	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -250,4 +251,42 @@ func TestHostileConversationIdRunsNothing(t *testing.T) {
 	entries, err := os.ReadDir(marks)
 	require.NoError(t, err)
 	require.Empty(t, entries, "nothing ran")
+}
+
+// A client holding the credential can send the hosts registry a batch of
+// placements of its own: past the cap, with names that are not sessions
+// (paths, NUL, 10 KB) or hosts that are not host names, hidden among good
+// ones. Each batch is refused whole, naming the entry, and the registry
+// places none of it and keeps what it had.
+func TestHostileBatchPlacementPlacesNothing(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	startNode(t, env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n"))
+	before, err := nidclient.Hosts(t.Context(), c)
+	require.NoError(t, err)
+	require.Equal(t, []string{"web/lead"}, before.Hosts[0].Sessions)
+
+	good := workflows.PlaceRequest{Session: "web/good"}
+	batches := map[string][]workflows.PlaceRequest{
+		"the most one batch places is":                     slices.Repeat([]workflows.PlaceRequest{good}, workflows.MaxPlaceBatch+1),
+		`session 2 of 3 in the batch ("../../etc/passwd")`: {good, {Session: "../../etc/passwd"}, good},
+		"session 2 of 2 in the batch":                      {good, {Session: "web/le\x00ad"}},
+		"session 1 of 2 in the batch":                      {{Session: "web/" + strings.Repeat("x", 10<<10)}, good},
+		`session 2 of 2 in the batch ("web/other"): host`:  {good, {Session: "web/other", Want: "../host"}},
+		"the batch places no session":                      {},
+	}
+	for want, batch := range batches {
+		h, err := c.UpdateWorkflow(t.Context(), client.UpdateWorkflowOptions{
+			WorkflowID: workflows.HostsID, UpdateName: workflows.UpdatePlaceAll,
+			Args: []interface{}{workflows.PlaceBatch{Sessions: batch}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(t.Context(), nil)
+		}
+		require.ErrorContains(t, err, want)
+	}
+	after, err := nidclient.Hosts(t.Context(), c)
+	require.NoError(t, err)
+	require.Len(t, after.Hosts, 1)
+	require.Equal(t, []string{"web/lead"}, after.Hosts[0].Sessions, "no batch placed anything, web/good included")
 }

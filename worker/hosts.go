@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -63,6 +64,54 @@ func Place(ctx context.Context, c client.Client, session, want string) (string, 
 		return "", fmt.Errorf("placing %s: %s", session, workflows.ErrorText(err))
 	}
 	return p.Host, nil
+}
+
+// placeBatch is how many sessions PlaceAll places in one update: a
+// thousand-session fleet is two round trips through the registry.
+const placeBatch = workflows.MaxPlaceBatch / 2
+
+// PlaceAll places many sessions, as Place would one by one and in the same
+// order, in one update of the registry for each placeBatch of them;
+// placed[i] is where reqs[i] runs. A registry whose run is older than
+// batches (workflows.VersionBatchedPlacement) is asked one session at a
+// time, and its answers say no host alive.
+func PlaceAll(ctx context.Context, c client.Client, reqs []workflows.PlaceRequest) (placed []workflows.Placement, err error) {
+	for chunk := range slices.Chunk(reqs, placeBatch) {
+		var p workflows.Placements
+		err := nidclient.Resend(ctx, func() error {
+			start := c.NewWithStartWorkflowOperation(hostsStart(), workflows.HostsWorkflowName, workflows.HostsInput{})
+			h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+				StartWorkflowOperation: start,
+				UpdateOptions: client.UpdateWorkflowOptions{
+					WorkflowID:   workflows.HostsID,
+					UpdateName:   workflows.UpdatePlaceAll,
+					Args:         []interface{}{workflows.PlaceBatch{Sessions: chunk}},
+					WaitForStage: client.WorkflowUpdateStageCompleted,
+				},
+			})
+			if err == nil {
+				err = h.Get(ctx, &p)
+			}
+			return err
+		})
+		switch {
+		case err != nil && nidclient.IsUnknownUpdate(err):
+			for _, req := range chunk {
+				host, err := Place(ctx, c, req.Session, req.Want)
+				if err != nil {
+					return nil, err
+				}
+				placed = append(placed, workflows.Placement{Host: host})
+			}
+		case err != nil:
+			return nil, fmt.Errorf("placing %d sessions from %s on: %s", len(chunk), chunk[0].Session, workflows.ErrorText(err))
+		case len(p.Placed) != len(chunk):
+			return nil, fmt.Errorf("placing %d sessions from %s on: the registry answered for %d", len(chunk), chunk[0].Session, len(p.Placed))
+		default:
+			placed = append(placed, p.Placed...)
+		}
+	}
+	return placed, nil
 }
 
 // heartbeat beats for this host every w.Heartbeat until ctx ends. A beat

@@ -216,6 +216,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 			heartbeat(bctx, n.Client, b, logger)
 		}()
 	}
+	sdkworker.SetStickyWorkflowCacheSize(workflowCacheSize)
 	wfw := sdkworker.New(n.Client, workflows.TaskQueue, workflowWorkerOptions(m))
 	RegisterWorkflows(wfw)
 	ws := []sdkworker.Worker{wfw}
@@ -251,6 +252,19 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	return n, nil
 }
+
+// workflowCacheSize is how many workflows the worker keeps in memory
+// between their tasks (the SDK's sticky cache, one per process). A workflow
+// that is not kept replays its whole history at its next task, up to the
+// thousands of events a session holds before it continues as new, so the
+// cache holds every session of a thousand-session host with room for a
+// rotation each and the groups. Kept, an idle session costs about 30 KiB
+// of nid up's memory (its state and its coroutines' stacks: 1,000 idle sim
+// sessions took 19 MiB of live heap and 11 MiB of stacks, the whole
+// process 63 MiB; docs/performance.md), so a full cache is about 60 MiB.
+// The SDK's default, 10,000, would let a bigger fleet grow nid up by
+// 300 MiB before the first eviction.
+const workflowCacheSize = 2048
 
 // activityPollers is how many polls a host keeps open on its queue. The
 // server splits a queue into four partitions and puts each task in one; the

@@ -38,6 +38,10 @@ const (
 	// HTTP address a heartbeat gives.
 	MaxHosts    = 256
 	MaxHostHTTP = 512
+	// MaxPlaceBatch bounds the sessions one UpdatePlaceAll places: a
+	// batch of them is one event of the registry's history, and this
+	// many stays far below the server's limit on a payload.
+	MaxPlaceBatch = 1000
 	// MaxChargeTurns, MaxChargeTokens and MaxChargeUSD bound one charge
 	// to the group's budget: a turn or a rotation, with every model call
 	// it made, is far below them.

@@ -65,6 +65,8 @@ func (h HostRecord) deadline() time.Time { return h.LastSeen.Add(hostMissedBeats
 
 type hosts struct {
 	st *HostsState
+	// sel folds the beats and assignments; nil until the run starts.
+	sel workflow.Selector
 	// ladder is the rung this run follows: the registry is new at
 	// VersionHosts, and later changes to it branch on the ladder too.
 	ladder
@@ -85,6 +87,12 @@ func HostsWorkflow(ctx workflow.Context, in HostsInput) error {
 		workflow.UpdateHandlerOptions{Validator: r.validatePlace}); err != nil {
 		return err
 	}
+	if r.has(VersionBatchedPlacement) {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePlaceAll, r.placeAll,
+			workflow.UpdateHandlerOptions{Validator: r.validatePlaceAll}); err != nil {
+			return err
+		}
+	}
 	return r.run(ctx)
 }
 
@@ -99,6 +107,7 @@ func (r *hosts) selector(ctx workflow.Context) workflow.Selector {
 // beats stop, and tells the sessions of each host that changed.
 func (r *hosts) run(ctx workflow.Context) error {
 	sel := r.selector(ctx)
+	r.sel = sel
 	for {
 		// Beats first: a worker that restarts beats before it takes the
 		// registry's task, whose timer fired meanwhile, and must not be
@@ -281,28 +290,87 @@ func (r *hosts) validatePlace(req PlaceRequest) error {
 	return nil
 }
 
+// errNoLiveHost is why a session that names no host is not placed.
+var errNoLiveHost = errors.New("no live host takes sessions: start nid worker (or nid up) with worker.maxSessions above 0, or pin the session with host:")
+
 // place answers where a session runs: where it already is; else the host
 // it asks for; else the live host with the most room, the first by name
 // among equals. With no live host that takes sessions, nothing is placed.
 func (r *hosts) place(ctx workflow.Context, req PlaceRequest) (Placement, error) {
-	if at := r.where(req.Session); at != "" {
-		return Placement{Host: at}, nil
-	}
-	host := req.Want
+	host := r.where(req.Session)
 	if host == "" {
-		best := -1
-		for i, h := range r.st.Hosts {
-			if h.Alive && h.MaxSessions > 0 && (best < 0 || h.free() > r.st.Hosts[best].free()) {
-				best = i
+		host = req.Want
+		if host == "" {
+			best := r.roomiest()
+			if best < 0 {
+				return Placement{}, errNoLiveHost
+			}
+			host = r.st.Hosts[best].Name
+		}
+		r.assign(req.Session, host)
+	}
+	h := r.host(host)
+	_, stopped := slices.BinarySearch(h.Stopped, req.Session)
+	return Placement{Host: host, Alive: r.has(VersionBatchedPlacement) && h.Alive && !stopped}, nil
+}
+
+// roomiest is the index of the live host with the most room, the first by
+// name among equals; -1 when no live host takes sessions.
+func (r *hosts) roomiest() int {
+	best := -1
+	for i, h := range r.st.Hosts {
+		if h.Alive && h.MaxSessions > 0 && (best < 0 || h.free() > r.st.Hosts[best].free()) {
+			best = i
+		}
+	}
+	return best
+}
+
+// validatePlaceAll refuses a batch that is empty, past MaxPlaceBatch, or
+// holds one request place would refuse, naming it: a refused batch places
+// none of its sessions.
+func (r *hosts) validatePlaceAll(b PlaceBatch) error {
+	switch {
+	case len(b.Sessions) == 0:
+		return errors.New("the batch places no session: it needs at least one")
+	case len(b.Sessions) > MaxPlaceBatch:
+		return fmt.Errorf("the batch places %d sessions; the most one batch places is %d", len(b.Sessions), MaxPlaceBatch)
+	}
+	for i, req := range b.Sessions {
+		if err := r.validatePlace(req); err != nil {
+			return fmt.Errorf("session %d of %d in the batch (%q): %w", i+1, len(b.Sessions), clip.Runes(req.Session, 80), err)
+		}
+	}
+	return nil
+}
+
+// placeAll places a batch of sessions in order, each as place would, in one
+// update: a fleet of a thousand new sessions is one round trip through the
+// registry rather than a thousand. A batch in which one session cannot be
+// placed (it names no host and no live host takes sessions) places none.
+func (r *hosts) placeAll(ctx workflow.Context, b PlaceBatch) (Placements, error) {
+	// The beats that came before the batch are folded first: nid up's own
+	// first beat and its batch reach a new registry in the same workflow
+	// task, and the batch must see that host alive.
+	if err := workflow.Await(ctx, func() bool { return r.sel != nil && !r.sel.HasPending() }); err != nil {
+		return Placements{}, err
+	}
+	if r.roomiest() < 0 {
+		for i, req := range b.Sessions {
+			if req.Want == "" && r.where(req.Session) == "" {
+				return Placements{}, fmt.Errorf("session %d of %d in the batch (%s) names no host, so none is placed: %w", i+1, len(b.Sessions), req.Session, errNoLiveHost)
 			}
 		}
-		if best < 0 {
-			return Placement{}, errors.New("no live host takes sessions: start nid worker (or nid up) with worker.maxSessions above 0, or pin the session with host:")
-		}
-		host = r.st.Hosts[best].Name
 	}
-	r.assign(req.Session, host)
-	return Placement{Host: host}, nil
+	out := Placements{Placed: make([]Placement, 0, len(b.Sessions))}
+	for _, req := range b.Sessions {
+		p, err := r.place(ctx, req)
+		if err != nil {
+			return Placements{}, err // not reached: the check above
+		}
+		out.Placed = append(out.Placed, p)
+	}
+	return out, nil
 }
 
 func (r *hosts) view() (HostsView, error) {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -407,4 +408,127 @@ func TestAStoppedSessionGivesItsHostsCapacityBack(t *testing.T) {
 		{Session: "web/lead", Host: "a", Stopped: true},
 		{Session: "web/lead", Host: "a"},
 	}, h.assigned)
+}
+
+// placeAll asks at d where each of reqs runs, in one batch.
+func (h *hostsHarness) placeAll(d time.Duration, reqs ...PlaceRequest) *updateResult {
+	r := &updateResult{}
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdatePlaceAll, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { r.rejected, r.done = err, true },
+			OnAccept: func() {},
+			OnComplete: func(v interface{}, err error) {
+				r.err, r.done = err, true
+				if err == nil {
+					r.value = v.(Placements).Placed
+				}
+			},
+		}, PlaceBatch{Sessions: reqs})
+	}, d)
+	return r
+}
+
+// A batch places its sessions in order exactly as one placement each
+// would; a batch with a bad entry, or one whose sessions need a live host
+// when there is none, is refused whole, names what was wrong, and changes
+// nothing the registry holds.
+func TestHostsPlaceABatchInOrderOrNoneOfIt(t *testing.T) {
+	h := newHostsHarness(t)
+	a := HostBeat{Host: "a", MaxSessions: 2, Every: 10 * time.Second}
+	b := HostBeat{Host: "b", MaxSessions: 3, Every: 10 * time.Second}
+	h.keepBeating(a, time.Second, 10*time.Minute)
+	h.keepBeating(b, time.Second, 10*time.Minute)
+	early := h.place(30*time.Second, "web/one", "")
+	h.at(40*time.Second, func() {
+		h.env.SignalWorkflow(SignalHostAssign, HostAssign{Session: "web/paused", Host: "a", Stopped: true})
+	})
+	batch := h.placeAll(time.Minute,
+		PlaceRequest{Session: "web/one"}, PlaceRequest{Session: "web/two"}, PlaceRequest{Session: "web/three"},
+		PlaceRequest{Session: "api/solo", Want: "c"}, PlaceRequest{Session: "web/two"}, PlaceRequest{Session: "web/paused"})
+	var before HostsView
+	h.at(2*time.Minute, func() { before = h.view() })
+	bad := h.placeAll(3*time.Minute, PlaceRequest{Session: "web/four"}, PlaceRequest{Session: "not a session"})
+	badHost := h.placeAll(3*time.Minute, PlaceRequest{Session: "web/four"}, PlaceRequest{Session: "web/five", Want: "no such host!"})
+	empty := h.placeAll(3 * time.Minute)
+	tooMany := h.placeAll(3*time.Minute, make([]PlaceRequest, MaxPlaceBatch+1)...)
+	var after HostsView
+	h.at(4*time.Minute, func() { after = h.view() })
+	h.run(5 * time.Minute)
+
+	require.Equal(t, "b", early.value)
+	require.NoError(t, batch.err)
+	require.Equal(t, []Placement{
+		{Host: "b", Alive: true}, // placed already: it stays
+		{Host: "a", Alive: true}, // a and b both have 2 left: the first by name
+		{Host: "b", Alive: true},
+		{Host: "c"},              // pinned to a host that never beat
+		{Host: "a", Alive: true}, // asked twice: placed once
+		{Host: "a"},              // stopped there: its first run must say it runs again
+	}, batch.value)
+	require.ErrorContains(t, bad.rejected, `session 2 of 2 in the batch ("not a session")`)
+	require.ErrorContains(t, bad.rejected, `"not a session" is not a session`)
+	require.ErrorContains(t, badHost.rejected, `session 2 of 2 in the batch ("web/five"): host "no such host!"`)
+	require.ErrorContains(t, empty.rejected, "the batch places no session")
+	require.ErrorContains(t, tooMany.rejected, fmt.Sprintf("the batch places %d sessions; the most one batch places is %d", MaxPlaceBatch+1, MaxPlaceBatch))
+	placed := map[string][]string{"a": {"web/paused", "web/two"}, "b": {"web/one", "web/three"}, "c": {"api/solo"}}
+	require.Equal(t, placed, sessionsByHost(before))
+	require.Equal(t, placed, sessionsByHost(after), "a refused batch places none of its sessions, web/four included")
+}
+
+func sessionsByHost(v HostsView) map[string][]string {
+	out := map[string][]string{}
+	for _, hv := range v.Hosts {
+		out[hv.Name] = hv.Sessions
+	}
+	return out
+}
+
+// A batch in which one session needs a live host, when none takes
+// sessions, places none of them: not even the one pinned before it.
+func TestHostsBatchWithNoLiveHostPlacesNothing(t *testing.T) {
+	h := newHostsHarness(t)
+	h.beat(time.Second, HostBeat{Host: "a", MaxSessions: 0, Every: 10 * time.Second})
+	r := h.placeAll(2*time.Second, PlaceRequest{Session: "web/pinned", Want: "a"}, PlaceRequest{Session: "web/lead"})
+	var v HostsView
+	h.at(3*time.Second, func() { v = h.view() })
+	h.run(time.Minute)
+	require.ErrorContains(t, r.err, "session 2 of 2 in the batch (web/lead) names no host, so none is placed: no live host takes sessions")
+	require.Len(t, v.Hosts, 1)
+	require.Empty(t, v.Hosts[0].Sessions, "the pinned session was not placed either")
+}
+
+// A new session the registry placed on a live host just before it started
+// tells the registry nothing (it knows), yet still hears when the host
+// goes down; its next run, after continue-as-new, tells it again.
+func TestSessionPlacedJustNowDoesNotTellTheRegistry(t *testing.T) {
+	h := newHarness(t)
+	var assigned []HostAssign
+	h.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			assigned = append(assigned, arg.(HostAssign))
+			return nil
+		})
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Host, in.Placed = "b", true
+	h.send(time.Minute, 1)
+	h.at(10*time.Minute, func() { h.env.SignalWorkflow(SignalHost, HostState{Host: "b", Alive: false}) })
+	var down SessionView
+	h.at(11*time.Minute, func() { down = h.view() })
+	v := h.run(in, time.Hour)
+	require.Empty(t, assigned, "the registry placed it: nothing to tell")
+	require.Equal(t, StatusHostDown, down.Status, "the registry's news still reaches it")
+	require.Equal(t, 1, v.Context.TotalTurns)
+
+	next := newHarness(t)
+	assigned = nil
+	next.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			assigned = append(assigned, arg.(HostAssign))
+			return nil
+		})
+	carried := sessionInput(policy(config.ModeOff, 85, 0))
+	carried.Host, carried.Placed = "b", true
+	carried.State = &SessionState{Status: StatusIdle, PlacementState: PlacementState{Host: "b"}, FeedState: FeedState{NextSeq: 5}}
+	next.run(carried, time.Minute)
+	require.Equal(t, []HostAssign{{Session: "web/lead", Host: "b"}}, assigned, "a run after the first tells it where it is")
 }

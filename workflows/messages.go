@@ -196,6 +196,12 @@ type SessionInput struct {
 	// (VersionHosts); its activities go to HostQueue(Host). Empty in a
 	// session started before hosts: ActivityQueue says where it runs.
 	Host string `json:"host,omitempty"`
+	// Placed says the registry placed the session on Host just before this
+	// start and found that host alive (Placement.Alive): the registry knows
+	// where the session is and the session what the registry would answer,
+	// so its first run tells the registry nothing
+	// (VersionBatchedPlacement). Read on first start only.
+	Placed bool `json:"placed,omitempty"`
 	// Repo is the group's git repository (each session gets a worktree);
 	// WorkDir the shared working directory without one.
 	Repo    string `json:"repo,omitempty"`
@@ -221,6 +227,11 @@ const (
 // UpdatePlace takes a PlaceRequest and returns a Placement: where a new
 // session runs.
 const UpdatePlace = "place"
+
+// UpdatePlaceAll takes a PlaceBatch and returns a Placements: where each
+// of many new sessions runs, decided in order as that many UpdatePlace
+// would decide it, in one update (VersionBatchedPlacement).
+const UpdatePlaceAll = "place_all"
 
 // QueryHosts returns a HostsView.
 const QueryHosts = "hosts"
@@ -257,9 +268,23 @@ type PlaceRequest struct {
 	Want    string `json:"want,omitempty"`
 }
 
-// Placement answers a PlaceRequest.
+// Placement answers a PlaceRequest. Alive says the host was alive when the
+// registry answered and holds the session there as running, not stopped
+// (VersionBatchedPlacement: before it, always false).
 type Placement struct {
-	Host string `json:"host"`
+	Host  string `json:"host"`
+	Alive bool   `json:"alive,omitempty"`
+}
+
+// PlaceBatch asks where each of Sessions runs, in order; at most
+// MaxPlaceBatch of them.
+type PlaceBatch struct {
+	Sessions []PlaceRequest `json:"sessions"`
+}
+
+// Placements answers a PlaceBatch: Placed[i] is where Sessions[i] runs.
+type Placements struct {
+	Placed []Placement `json:"placed"`
 }
 
 // HostsInput starts (or continues as new) the hosts registry.

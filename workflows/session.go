@@ -127,6 +127,10 @@ func newSession(in SessionInput) *session {
 			ConversationState: ConversationState{Context: ContextRecord{Usage: agents.Usage{Source: agents.SourceUnknown}}},
 		}
 	}
+	if in.State != nil {
+		// A run after the first tells the registry where it is.
+		in.Placed = false
+	}
 	in.State, in.Learned = nil, nil
 	s := &session{rules: rules{in: &in, st: st}}
 	s.listingRun.rules, s.groupLink.rules = &s.rules, &s.rules

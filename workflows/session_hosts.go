@@ -30,9 +30,20 @@ func (s *rules) queue() string {
 // hostStart decides the session's host once, the first time a run at
 // VersionHosts starts: the one the registry placed it on, or, for a session
 // that ran before hosts, the host whose queue it ran on. Each run then tells
-// the registry where the session is, which answers whether that host is up.
+// the registry where the session is, which answers whether that host is up;
+// but a new session the registry placed on a live host just before it
+// started (SessionInput.Placed, VersionBatchedPlacement) has nothing to tell
+// it: a thousand sessions starting at once kept the one registry busy for
+// minutes with their telling and its answers, each a signal written to its
+// history, and every session's first turn waited for its answer. Such a
+// session misses only a host counted down in the moment between its
+// placement and its start: it then waits for its turn as one whose host
+// is up, until the host comes back or is next counted down.
 func (s *session) hostStart(ctx workflow.Context) {
 	if !s.st.settleHost(s.in.Host, s.in.ActivityQueue) {
+		return
+	}
+	if s.has(VersionBatchedPlacement) && s.in.Placed {
 		return
 	}
 	s.tellRegistry(ctx)

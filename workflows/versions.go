@@ -242,6 +242,18 @@ const (
 	// session goes on as after a turn. Histories: testdata/rung20-*.json.gz.
 	VersionAttach Version = 20
 
+	// VersionBatchedPlacement: the hosts registry places many new sessions
+	// in one update (UpdatePlaceAll), each as UpdatePlace would and in
+	// order, and says whether each one's host is alive (Placement.Alive);
+	// a new session placed so on a live host (SessionInput.Placed) does
+	// not tell the registry where it is when its first run starts, as the
+	// registry knows. nid up starting a fleet then waits on one round trip
+	// through the registry, not one per session, and the registry is not
+	// sent a signal by every new session nor sends one back. Histories:
+	// testdata/rung22-*.json.gz; rung22-hosts.json.gz holds the batch,
+	// the sessions' the first run that tells the registry nothing.
+	VersionBatchedPlacement Version = 22
+
 	// VersionListedAt: every change a session makes to its listing (its
 	// search attributes or its memo) also sets SearchListedAt to the
 	// workflow's time, so that a running nid up keeps the listing of every

@@ -55,6 +55,10 @@ func extractTo(dir string, executable []byte) (string, error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("extract the Temporal server: %w", err)
 	}
+	// Writing it read every page of the executable nid carries, and those
+	// two hundred megabytes stayed counted in nid up's resident memory for
+	// as long as it ran: nid needs them no more.
+	release(executable)
 	// Each version is two hundred megabytes: the ones before this go. One
 	// still running keeps its file until it exits.
 	older, _ := filepath.Glob(filepath.Join(dir, "temporal-server-*"))

@@ -9,8 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,4 +227,45 @@ func alive(pid int) bool {
 		return false
 	}
 	return !bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z"))
+}
+
+// Extracting the carried executable leaves none of it counted in nid's
+// resident memory, though writing it out read every page.
+func TestExtractLeavesTheCarriedExecutableOutOfResidentMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("nid releases the pages on Linux only")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	// Mapped as nid's own executable data is: private and read-only.
+	f, err := os.Open(exe)
+	require.NoError(t, err)
+	defer f.Close()
+	info, err := f.Stat()
+	require.NoError(t, err)
+	carried, err := syscall.Mmap(int(f.Fd()), 0, int(info.Size()), syscall.PROT_READ, syscall.MAP_PRIVATE)
+	require.NoError(t, err)
+	defer func() { _ = syscall.Munmap(carried) }()
+	before := residentFileKiB(t)
+	_, err = extractTo(t.TempDir(), carried)
+	require.NoError(t, err)
+	after := residentFileKiB(t)
+	size := int64(len(carried)) >> 10
+	require.Less(t, after, before+size/10, "the %d KiB written out are not resident (file-backed resident memory %d KiB before, %d after)", size, before, after)
+}
+
+// residentFileKiB is this process's file-backed resident memory.
+func residentFileKiB(t *testing.T) int64 {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssFile:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			require.NoError(t, err)
+			return kib
+		}
+	}
+	t.Fatal("no RssFile in /proc/self/status")
+	return 0
 }

@@ -302,6 +302,27 @@ func (b *BoardState) view(group, goal string) BoardView {
 	return v
 }
 
+// seat is the board as session is sent it (since VersionTargetedBoard):
+// its own grant and no other's, and the detail and times of its own tasks
+// only. A session renders nothing else of them (BoardText shows a task's
+// id, status, title and holder), and a group of a thousand sessions
+// otherwise sent every grant and every task's detail with each push.
+func (v BoardView) seat(session string) BoardView {
+	out := v
+	out.Grants = nil
+	if g, ok := v.Grants[session]; ok {
+		out.Grants = map[string]int64{session: g}
+	}
+	out.Tasks = make([]Task, len(v.Tasks))
+	for i, t := range v.Tasks {
+		if t.Holder != session {
+			t.Detail, t.ClaimedAt, t.DoneAt = "", nil, nil
+		}
+		out.Tasks[i] = t
+	}
+	return out
+}
+
 // HeldBy is the open task session holds on the board, if any.
 func (v BoardView) HeldBy(session string) *Task {
 	for i := range v.Tasks {

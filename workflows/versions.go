@@ -242,8 +242,26 @@ const (
 	// session goes on as after a turn. Histories: testdata/rung20-*.json.gz.
 	VersionAttach Version = 20
 
+	// VersionTargetedBoard: a group sends its board only to the sessions
+	// a change concerns, so a group of a thousand sessions is not a
+	// thousand signals a claim. A claim, a task done, a lock taken or
+	// released, a task given by claim_next go to the session that made
+	// them; a task added, or given back by a stopped session, to the
+	// sessions that hold none; the budget spent or raised, a sync from
+	// nid up and a new group's first board to every session, and a run
+	// that continues as new sends none. Each session gets its seat's
+	// board (BoardView.seat: its own grant, and the detail of its own
+	// tasks only). A push's signals go out together and are awaited apart
+	// from the handler that sent them, so an update is answered, and the
+	// next signal taken, without waiting on a session's workflow task;
+	// the group continues as new once they are delivered. A session's
+	// copy of the board is then exact in what concerns it and otherwise
+	// as of its last push; board_read, nid board and the group's query
+	// read the group itself. Histories: testdata/rung23-*.json.gz.
+	VersionTargetedBoard Version = 23
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionAttach
+	versionLatest = VersionTargetedBoard
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

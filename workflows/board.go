@@ -303,22 +303,30 @@ func (b *BoardState) view(group, goal string) BoardView {
 }
 
 // seat is the board as session is sent it (since VersionTargetedBoard):
-// its own grant and no other's, and the detail and times of its own tasks
-// only. A session renders nothing else of them (BoardText shows a task's
-// id, status, title and holder), and a group of a thousand sessions
-// otherwise sent every grant and every task's detail with each push.
+// its own tasks, with their detail, and the open ones without it; the
+// tasks other sessions claimed or finished only counted (Others); its own
+// grant and no other's. The session acts on nothing else of them, and its
+// copy of them would be out of date anyway: the group no longer tells a
+// session of the others' claims. Every grant and every task went with
+// every push before, which at a thousand sessions and a full board was
+// most of a group's history.
 func (v BoardView) seat(session string) BoardView {
 	out := v
 	out.Grants = nil
 	if g, ok := v.Grants[session]; ok {
 		out.Grants = map[string]int64{session: g}
 	}
-	out.Tasks = make([]Task, len(v.Tasks))
-	for i, t := range v.Tasks {
-		if t.Holder != session {
-			t.Detail, t.ClaimedAt, t.DoneAt = "", nil, nil
+	out.Tasks = make([]Task, 0, len(v.Tasks))
+	for _, t := range v.Tasks {
+		switch {
+		case t.Holder == session:
+			out.Tasks = append(out.Tasks, t)
+		case t.Status == TaskTodo:
+			t.Detail = ""
+			out.Tasks = append(out.Tasks, t)
+		default:
+			out.Others++
 		}
-		out.Tasks[i] = t
 	}
 	return out
 }

@@ -280,15 +280,33 @@ func TestGroupPushesABoardOnlyWhereItConcerns(t *testing.T) {
 	require.Equal(t, 50, afterStart, "a new group's first board goes to every session")
 	require.Equal(t, 5, afterChanges-afterStart, "five changes, each for one session, are five signals, not 250")
 	require.Equal(t, 49, afterAdd-afterChanges, "a task added goes to the 49 sessions without one")
-	require.Equal(t, TaskDone, h.lastBoard("s01").Tasks[1].Status)
+	require.Equal(t, TaskDone, taskOf(h.lastBoard("s01"), "t2").Status)
 	mine := h.lastBoard("s03")
 	require.Equal(t, "s03", mine.HeldBy("s03").Holder)
 	require.Equal(t, "Dark mode toggle", mine.Tasks[0].Title)
 	other := h.lastBoard("s04")
-	require.Equal(t, "s03", other.Tasks[0].Holder, "the others' tasks are there, with their holders")
-	require.Empty(t, h.lastBoard("s04").Tasks[1].Detail, "but not their detail, which only the holder's prompt shows")
-	require.Equal(t, "the form", h.lastBoard("s01").Tasks[1].Detail, "its own task keeps its detail")
-	require.Empty(t, other.Tasks[2].Detail, "an open task's detail comes with its claim")
+	require.Equal(t, []string{"t3"}, taskIDs(other), "the open task; the others' claimed and done ones are counted")
+	require.Equal(t, 2, other.Others)
+	require.Empty(t, other.Tasks[0].Detail, "an open task's detail comes with its claim")
+	require.Contains(t, BoardText(other, "s04"), "(and 2 claimed or done by other sessions: board_read lists them)")
+	require.Equal(t, "the form", taskOf(h.lastBoard("s01"), "t2").Detail, "its own task keeps its detail")
+}
+
+func taskOf(b BoardView, id string) Task {
+	for _, t := range b.Tasks {
+		if t.ID == id {
+			return t
+		}
+	}
+	return Task{}
+}
+
+func taskIDs(b BoardView) []string {
+	var ids []string
+	for _, t := range b.Tasks {
+		ids = append(ids, t.ID)
+	}
+	return ids
 }
 
 // A group that continues as new sends no board: its sessions have it.

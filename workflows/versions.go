@@ -250,14 +250,18 @@ const (
 	// sessions that hold none; the budget spent or raised, a sync from
 	// nid up and a new group's first board to every session, and a run
 	// that continues as new sends none. Each session gets its seat's
-	// board (BoardView.seat: its own grant, and the detail of its own
-	// tasks only). A push's signals go out together and are awaited apart
-	// from the handler that sent them, so an update is answered, and the
-	// next signal taken, without waiting on a session's workflow task;
-	// the group continues as new once they are delivered. A session's
-	// copy of the board is then exact in what concerns it and otherwise
-	// as of its last push; board_read, nid board and the group's query
-	// read the group itself. Histories: testdata/rung23-*.json.gz.
+	// board (BoardView.seat): its own tasks, the open ones, a count of the
+	// others' (Others, which BoardText says, and which keeps a board whose
+	// tasks are all taken from reading as a board without tasks), its own
+	// grant. The sessions owed a board (GroupState.Owed) are sent it by
+	// one coroutine, a batch of at most pushBatchBytes at a time, so
+	// changes made while a batch is under way go in one push, and an
+	// update is answered, and the next signal taken, without waiting on a
+	// session's workflow task; the group continues as new between
+	// batches, carrying who is still owed. A session's copy of the board
+	// is then exact in what concerns it; board_read, nid board and the
+	// group's query read the group itself. Histories:
+	// testdata/rung23-*.json.gz.
 	VersionTargetedBoard Version = 23
 
 	// versionLatest is the rung new runs take.

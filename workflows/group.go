@@ -210,6 +210,17 @@ func (g *group) inboxClear(_ workflow.Context, req InboxClear) (int, error) {
 
 func (g *group) board() BoardView { return g.st.Board.view(g.name, g.st.Goal) }
 
+// answer is the board an update of session answers with: since
+// VersionTargetedBoard its seat's (BoardView.seat), as the session is sent
+// it. No client reads more of it than the task or lock it names, and the
+// whole board in every answer was most of a large group's history.
+func (g *group) answer(session string) BoardView {
+	if g.has(VersionTargetedBoard) {
+		return g.board().seat(session)
+	}
+	return g.board()
+}
+
 func (g *group) view() (GroupView, error) {
 	v := GroupView{
 		Name: g.name, Goal: g.st.Goal, Policy: g.st.Policy,
@@ -366,7 +377,7 @@ func (g *group) validateTaskClaim(_ workflow.Context, req BoardRequest) error {
 func (g *group) taskClaim(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	t := g.st.Board.claim(req.Session, req.TaskID, workflow.Now(ctx))
 	g.pushFor(ctx, req.Session)
-	return BoardResult{Task: &t, Board: g.board()}, nil
+	return BoardResult{Task: &t, Board: g.answer(req.Session)}, nil
 }
 
 func (g *group) validateTaskDone(_ workflow.Context, req BoardRequest) error {
@@ -379,7 +390,7 @@ func (g *group) validateTaskDone(_ workflow.Context, req BoardRequest) error {
 func (g *group) taskDone(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	t := g.st.Board.done(req.TaskID, workflow.Now(ctx))
 	g.pushFor(ctx, req.Session)
-	return BoardResult{Task: &t, Board: g.board()}, nil
+	return BoardResult{Task: &t, Board: g.answer(req.Session)}, nil
 }
 
 func (g *group) validateLockAcquire(_ workflow.Context, req BoardRequest) error {
@@ -392,7 +403,7 @@ func (g *group) validateLockAcquire(_ workflow.Context, req BoardRequest) error 
 func (g *group) lockAcquire(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	l := g.st.Board.acquire(req.Session, req.Lock, workflow.Now(ctx))
 	g.pushFor(ctx, req.Session)
-	return BoardResult{Lock: &l, Board: g.board()}, nil
+	return BoardResult{Lock: &l, Board: g.answer(req.Session)}, nil
 }
 
 func (g *group) validateLockRelease(_ workflow.Context, req BoardRequest) error {
@@ -405,7 +416,7 @@ func (g *group) validateLockRelease(_ workflow.Context, req BoardRequest) error 
 func (g *group) lockRelease(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	g.st.Board.release(req.Lock)
 	g.pushFor(ctx, req.Session)
-	return BoardResult{Board: g.board()}, nil
+	return BoardResult{Board: g.answer(req.Session)}, nil
 }
 
 func (g *group) validateStopSession(_ workflow.Context, req BoardRequest) error {

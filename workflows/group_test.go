@@ -267,7 +267,7 @@ func TestGroupPushesABoardOnlyWhereItConcerns(t *testing.T) {
 	}
 	var afterStart, afterChanges, afterAdd int
 	h.env.RegisterDelayedCallback(func() { afterStart = counts() }, 30*time.Second)
-	h.update(time.Minute, UpdateTaskClaim, BoardRequest{Session: "s01", TaskID: "t2"}, nil)
+	claim := h.update(time.Minute, UpdateTaskClaim, BoardRequest{Session: "s01", TaskID: "t2"}, &BoardResult{})
 	h.update(2*time.Minute, UpdateLockAcquire, BoardRequest{Session: "s02", Lock: "src/app.go"}, nil)
 	h.update(3*time.Minute, UpdateLockRelease, BoardRequest{Session: "s02", Lock: "src/app.go"}, nil)
 	h.update(4*time.Minute, UpdateTaskDone, BoardRequest{Session: "s01", TaskID: "t2"}, nil)
@@ -290,6 +290,9 @@ func TestGroupPushesABoardOnlyWhereItConcerns(t *testing.T) {
 	require.Empty(t, other.Tasks[0].Detail, "an open task's detail comes with its claim")
 	require.Contains(t, BoardText(other, "s04"), "(and 2 claimed or done by other sessions: board_read lists them)")
 	require.Equal(t, "the form", taskOf(h.lastBoard("s01"), "t2").Detail, "its own task keeps its detail")
+	answered := claim.value.(BoardResult).Board
+	require.Equal(t, []string{"t1", "t2"}, taskIDs(answered), "a claim is answered with the claimer's seat")
+	require.Empty(t, answered.Grants)
 }
 
 func taskOf(b BoardView, id string) Task {

@@ -253,7 +253,8 @@ const (
 	// board (BoardView.seat): its own tasks, the open ones, a count of the
 	// others' (Others, which BoardText says, and which keeps a board whose
 	// tasks are all taken from reading as a board without tasks), its own
-	// grant. The sessions owed a board (GroupState.Owed) are sent it by
+	// grant; a session's board update is answered with the same. The
+	// sessions owed a board (GroupState.Owed) are sent it by
 	// one coroutine, a batch of at most pushBatchBytes at a time, so
 	// changes made while a batch is under way go in one push, and an
 	// update is answered, and the next signal taken, without waiting on a

@@ -314,7 +314,39 @@ func historyLine(b *testing.B, c client.Client, id string, m historyMark, elapse
 	if ended != "" {
 		text += "\n    ENDED          a run ended " + ended + " (the server ends a run whose history passes its limits)"
 	}
+	if failed := failedTasks(c, id); failed != "" {
+		text += "\n    FAILED TASKS   " + failed
+	}
 	return text
+}
+
+// failedTasks names the workflow tasks of id's running run that failed or
+// timed out, with the first failure's cause: a workflow that cannot
+// complete its tasks shows as slow answers otherwise.
+func failedTasks(c client.Client, id string) string {
+	iter := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	failed, timedOut := 0, 0
+	first := ""
+	for iter.HasNext() {
+		e, err := iter.Next()
+		if err != nil {
+			return ""
+		}
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			failed++
+			if first == "" {
+				a := e.GetWorkflowTaskFailedEventAttributes()
+				first = a.GetCause().String() + ": " + a.GetFailure().GetMessage()
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+			timedOut++
+		}
+	}
+	if failed == 0 && timedOut == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d failed, %d timed out in the running run (first: %.300s)", failed, timedOut, first)
 }
 
 // startSeats starts a seat under each id, 32 at a time.

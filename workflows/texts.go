@@ -187,7 +187,7 @@ func BoardText(v BoardView, session string) string {
 		}
 	}
 	if v.Others > 0 {
-		fmt.Fprintf(&b, "  (and %d claimed or done by other sessions: board_read lists them)\n", v.Others)
+		b.WriteString(fmt.Sprintf("  (and %d claimed or done by other sessions: board_read lists them)\n", v.Others))
 	}
 	if len(v.Locks) == 0 {
 		b.WriteString("Locks: none held.\n")

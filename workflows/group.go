@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -136,39 +135,12 @@ func (g *group) setup(ctx workflow.Context) error {
 // run waits until the history is full, then continues as new: everything
 // else a group does answers a signal or an update.
 func (g *group) run(ctx workflow.Context) error {
-	if err := workflow.Await(ctx, func() bool { return g.historyFull(ctx) }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return historyFull(ctx, g.st.HistoryLimit) }); err != nil {
 		return err
 	}
 	delivered := func() bool { return g.delivering == 0 }
 	return continueAsNewWhen(ctx, g.ladder, g.signalSelector, delivered, GroupWorkflowName, func() any {
 		return GroupInput{Name: g.name, State: g.st}
-	})
-}
-
-// groupHistoryLimit is the history length after which a group continues as
-// new (since VersionTargetedBoard), when its state does not say otherwise.
-const groupHistoryLimit = 20000
-
-// historyFull says the group should continue as new. Since
-// VersionTargetedBoard it lets its history grow to groupHistoryLimit
-// events, past the few thousand at which the server suggests it (any other
-// reason the server gives, its size above all, still counts): a group of a
-// thousand sessions otherwise continued as new every few seconds, and the
-// updates that arrived at that moment waited seconds to be sent again.
-func (g *group) historyFull(ctx workflow.Context) bool {
-	if !g.has(VersionTargetedBoard) {
-		return historyFull(ctx, g.st.HistoryLimit)
-	}
-	info := workflow.GetInfo(ctx)
-	if info.GetCurrentHistoryLength() >= cmp.Or(g.st.HistoryLimit, groupHistoryLimit) {
-		return true
-	}
-	if !info.GetContinueAsNewSuggested() {
-		return false
-	}
-	reasons := info.GetContinueAsNewSuggestedReasons()
-	return len(reasons) == 0 || slices.ContainsFunc(reasons, func(r workflow.ContinueAsNewSuggestedReason) bool {
-		return r != workflow.ContinueAsNewSuggestedReasonTooManyHistoryEvents
 	})
 }
 
@@ -705,7 +677,7 @@ const (
 // history is full: the sessions still owed are carried to the next run.
 func (g *group) sendOwed(ctx workflow.Context) {
 	for {
-		if err := workflow.Await(ctx, func() bool { return len(g.st.Owed) > 0 && !g.historyFull(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return len(g.st.Owed) > 0 && !historyFull(ctx, g.st.HistoryLimit) }); err != nil {
 			return
 		}
 		g.st.BoardRev++

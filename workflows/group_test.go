@@ -312,37 +312,6 @@ func taskIDs(b BoardView) []string {
 	return ids
 }
 
-// A group's history runs to groupHistoryLimit events, not to the few
-// thousand at which the server suggests continuing as new; a suggestion for
-// its size is taken at once.
-func TestGroupContinuesAsNewAtItsOwnLength(t *testing.T) {
-	for _, tt := range []struct {
-		name      string
-		length    int
-		reason    workflow.ContinueAsNewSuggestedReason
-		continues bool
-	}{
-		{"suggested for its events", 5000, workflow.ContinueAsNewSuggestedReasonTooManyHistoryEvents, false},
-		{"at its own limit", groupHistoryLimit, workflow.ContinueAsNewSuggestedReasonTooManyHistoryEvents, true},
-		{"suggested for its size", 5000, workflow.ContinueAsNewSuggestedReasonHistorySizeTooLarge, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newGroupHarness(t)
-			h.env.RegisterDelayedCallback(func() {
-				h.env.SetCurrentHistoryLength(tt.length)
-				h.env.SetContinueAsNewSuggestedReasons([]workflow.ContinueAsNewSuggestedReason{tt.reason})
-				h.env.SetContinueAsNewSuggested(true)
-			}, time.Minute)
-			// A signal after it, for the run to look again.
-			h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalCharge, Charge{Session: "lead", Tokens: 1}) }, 2*time.Minute)
-			h.env.RegisterDelayedCallback(func() { h.env.CancelWorkflow() }, time.Hour)
-			h.env.ExecuteWorkflow(GroupWorkflowName, groupInput())
-			var can *workflow.ContinueAsNewError
-			require.Equal(t, tt.continues, errors.As(h.env.GetWorkflowError(), &can), "ended with %v", h.env.GetWorkflowError())
-		})
-	}
-}
-
 // A group that continues as new sends no board: its sessions have it.
 func TestGroupContinuedPushesNoBoard(t *testing.T) {
 	h := newGroupHarness(t)

@@ -259,8 +259,7 @@ const (
 	// changes made while a batch is under way go in one push, and an
 	// update is answered, and the next signal taken, without waiting on a
 	// session's workflow task; the group continues as new between
-	// batches, carrying who is still owed, and only at groupHistoryLimit
-	// events, not at the server's suggestion of a few thousand. A session's copy of the board
+	// batches, carrying who is still owed. A session's copy of the board
 	// is then exact in what concerns it; board_read, nid board and the
 	// group's query read the group itself. Histories:
 	// testdata/rung23-*.json.gz.

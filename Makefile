@@ -1,7 +1,7 @@
 # nid: `make help` lists the targets.
 GO ?= go
 
-.PHONY: help build check test deps fuzz bench bench-agents bench-long bench-cluster clean
+.PHONY: help build check test deps fuzz bench bench-agents bench-long bench-cluster bench-scale clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -65,6 +65,12 @@ bench-long: ## One session for 10,000 turns: history bound, exact counters, time
 
 bench-cluster: deps ## 50 and 200 sim sessions on the embedded server and on a PostgreSQL cluster with two hosts: turn overhead, nid ls, how long they take to start (~30+ minutes)
 	$(GO) test -timeout 90m -run '^$$' -bench Cluster -benchtime 1x ./e2e
+
+# NID_SCALE_QUICK=1 runs a smaller load for development; NID_SCALE_BACKENDS
+# (embedded,cluster), NID_SCALE_PARTS (registry,group,feed) and
+# NID_SCALE_GROUPS (100,500,1000) pick what runs (docs/scale.md).
+bench-scale: deps ## The hosts registry, groups of 100-1,000 sessions and the feed over 10,000 at a fleet's rates, embedded and PostgreSQL: throughput, p50/p99, history growth, where p99 passes 1 s; a sim session's cost a turn (~20 minutes)
+	$(GO) test -timeout 40m -run '^$$' -bench 'Scale' -benchtime 1x ./e2e
 
 clean: ## Remove built binaries
 	rm -rf bin cmd/nid/nid-server.bin

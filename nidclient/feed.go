@@ -30,7 +30,17 @@ type FeedOptions struct {
 	// Listing, when set, lists the sessions (a process that serves many
 	// feeds keeps one); otherwise each poll lists them all.
 	Listing *Listing
+	// BacklogSessions is how many sessions at most the first poll asks for
+	// their backlog (0: DefaultBacklogSessions). Past it, a session whose
+	// listing names its newest event is followed from that event on,
+	// without a query: a feed over ten thousand sessions otherwise opened
+	// with ten thousand queries, minutes of them, to show more events than
+	// anyone reads.
+	BacklogSessions int
 }
+
+// DefaultBacklogSessions is FeedOptions.BacklogSessions when it is 0.
+const DefaultBacklogSessions = 200
 
 // Feed follows the events of running sessions, as `nid watch` and the HTTP
 // API's event stream show them. Temporal has no push for workflow state, so
@@ -76,6 +86,9 @@ func (f *Feed) Poll(ctx context.Context) (FeedPoll, error) {
 		return FeedPoll{}, err
 	}
 	targets := sessions
+	if first && len(sessions) > cmp.Or(f.opts.BacklogSessions, DefaultBacklogSessions) {
+		targets = slices.DeleteFunc(slices.Clone(sessions), f.followFromListing)
+	}
 	if !first {
 		targets = slices.DeleteFunc(slices.Clone(sessions), f.seenAll)
 	}
@@ -137,6 +150,18 @@ func (f *Feed) seenAll(s Session) bool {
 		return s.LastEvent <= last
 	}
 	return f.polls%unlistedEvery != 0 && reflect.DeepEqual(f.answered[s.Ref()], s)
+}
+
+// followFromListing starts following a session at the newest event its
+// listing names, and says whether it could (a session that does not say
+// is asked).
+func (f *Feed) followFromListing(s Session) bool {
+	if s.LastEvent <= 0 {
+		return false
+	}
+	f.last[s.Ref()] = s.LastEvent
+	f.answered[s.Ref()] = s
+	return true
 }
 
 // unlistedEvery is how often, in polls, a feed asks a session whose listing

@@ -103,6 +103,24 @@ func pollFor(t *testing.T, feed *nidclient.Feed, n int) []workflows.Event {
 	return got
 }
 
+// A feed over more sessions than it asks backlogs of starts from their
+// listings: its first poll makes no query, and it shows what happens next.
+func TestAFeedOverManySessionsStartsFromTheirListing(t *testing.T) {
+	t.Parallel()
+	_, c := startIn(t, groups)
+	temporaltest.Settle(t, c)
+	counted := &temporaltest.Counter{Client: c}
+	feed := nidclient.NewFeed(counted, nidclient.FeedOptions{Backlog: 1, BacklogSessions: 2})
+	poll, err := feed.Poll(context.Background())
+	require.NoError(t, err)
+	require.Len(t, poll.Sessions, 5)
+	require.Zero(t, counted.Queries(), "no backlog asked of five sessions past two")
+	require.Empty(t, poll.Events)
+
+	temporaltest.TakeTurns(t, c, "web", "lead", "l1")
+	require.Equal(t, []string{"lead: message queued: l1", "lead: turn 1"}, texts(pollFor(t, feed, 2)), "what happens next")
+}
+
 // After its first poll a feed asks a session for its events only when its
 // listing names one the feed has not seen: idle sessions cost no query.
 func TestAFeedAsksOnlySessionsWithNews(t *testing.T) {

@@ -302,6 +302,35 @@ func (b *BoardState) view(group, goal string) BoardView {
 	return v
 }
 
+// seat is the board as session is sent it (since VersionTargetedBoard):
+// its own tasks, with their detail, and the open ones without it; the
+// tasks other sessions claimed or finished only counted (Others); its own
+// grant and no other's. The session acts on nothing else of them, and its
+// copy of them would be out of date anyway: the group no longer tells a
+// session of the others' claims. Every grant and every task went with
+// every push before, which at a thousand sessions and a full board was
+// most of a group's history.
+func (v BoardView) seat(session string) BoardView {
+	out := v
+	out.Grants = nil
+	if g, ok := v.Grants[session]; ok {
+		out.Grants = map[string]int64{session: g}
+	}
+	out.Tasks = make([]Task, 0, len(v.Tasks))
+	for _, t := range v.Tasks {
+		switch {
+		case t.Holder == session:
+			out.Tasks = append(out.Tasks, t)
+		case t.Status == TaskTodo:
+			t.Detail = ""
+			out.Tasks = append(out.Tasks, t)
+		default:
+			out.Others++
+		}
+	}
+	return out
+}
+
 // HeldBy is the open task session holds on the board, if any.
 func (v BoardView) HeldBy(session string) *Task {
 	for i := range v.Tasks {

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,6 +38,11 @@ type GroupState struct {
 	// Learned is what sessions saw of vendors that compact by themselves,
 	// or the human set, by agent kind and model.
 	Learned []LearnedPoint `json:"learned,omitempty"`
+	// Owed are the sessions owed the board (since VersionTargetedBoard),
+	// sorted: each is sent the board as it is when its turn comes, so
+	// changes made meanwhile go in one push, and a push to every session
+	// goes out in batches that may span a continue-as-new.
+	Owed []string `json:"owed,omitempty"`
 }
 
 type group struct {
@@ -44,12 +50,19 @@ type group struct {
 	st   *GroupState
 	// ladder is the rung of the version ladder this run follows.
 	ladder
+	// continued says this run took its state over from the run before,
+	// whose sessions have their boards already.
+	continued bool
+	// delivering counts the pushes whose signals are not yet delivered
+	// (since VersionTargetedBoard): the run continues as new only once
+	// they are, as the server drops a signal whose sender has closed.
+	delivering int
 }
 
 // GroupWorkflow owns a group's policy, board, budget and inbox. It changes
 // them through validated updates and pushes them to the group's sessions.
 func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
-	g := &group{name: in.Name, st: in.State}
+	g := &group{name: in.Name, st: in.State, continued: in.State != nil}
 	if g.st == nil {
 		g.st = &GroupState{
 			Goal: in.Goal, Policy: in.Policy, FilePolicy: in.Policy, FileBudget: in.Budget,
@@ -107,9 +120,13 @@ func (g *group) setup(ctx workflow.Context) error {
 		}
 	}
 	listenSignals(ctx, g.signalSelector, nil)
-	if g.has(VersionTeam) {
+	if g.has(VersionTargetedBoard) {
+		workflow.Go(ctx, g.sendOwed)
+	}
+	if g.has(VersionTeam) && !(g.continued && g.has(VersionTargetedBoard)) {
 		// Sessions wait for their first board; a restart of nid finds them
-		// waiting.
+		// waiting. A run that continues one before pushes nothing: its
+		// sessions have the board already.
 		g.push(ctx, "")
 	}
 	return nil
@@ -121,7 +138,8 @@ func (g *group) run(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return historyFull(ctx, g.st.HistoryLimit) }); err != nil {
 		return err
 	}
-	return continueAsNew(ctx, g.ladder, g.signalSelector, GroupWorkflowName, func() any {
+	delivered := func() bool { return g.delivering == 0 }
+	return continueAsNewWhen(ctx, g.ladder, g.signalSelector, delivered, GroupWorkflowName, func() any {
 		return GroupInput{Name: g.name, State: g.st}
 	})
 }
@@ -191,6 +209,17 @@ func (g *group) inboxClear(_ workflow.Context, req InboxClear) (int, error) {
 }
 
 func (g *group) board() BoardView { return g.st.Board.view(g.name, g.st.Goal) }
+
+// answer is the board an update of session answers with: since
+// VersionTargetedBoard its seat's (BoardView.seat), as the session is sent
+// it. No client reads more of it than the task or lock it names, and the
+// whole board in every answer was most of a large group's history.
+func (g *group) answer(session string) BoardView {
+	if g.has(VersionTargetedBoard) {
+		return g.board().seat(session)
+	}
+	return g.board()
+}
 
 func (g *group) view() (GroupView, error) {
 	v := GroupView{
@@ -324,7 +353,7 @@ func (g *group) validateTaskAdd(_ workflow.Context, req BoardRequest) error {
 
 func (g *group) taskAdd(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	t := g.st.Board.add(req.Title, req.Detail)
-	g.push(ctx, "")
+	g.pushOpened(ctx)
 	return BoardResult{Task: &t, Board: g.board()}, nil
 }
 
@@ -347,8 +376,8 @@ func (g *group) validateTaskClaim(_ workflow.Context, req BoardRequest) error {
 
 func (g *group) taskClaim(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	t := g.st.Board.claim(req.Session, req.TaskID, workflow.Now(ctx))
-	g.push(ctx, "")
-	return BoardResult{Task: &t, Board: g.board()}, nil
+	g.pushFor(ctx, req.Session)
+	return BoardResult{Task: &t, Board: g.answer(req.Session)}, nil
 }
 
 func (g *group) validateTaskDone(_ workflow.Context, req BoardRequest) error {
@@ -360,8 +389,8 @@ func (g *group) validateTaskDone(_ workflow.Context, req BoardRequest) error {
 
 func (g *group) taskDone(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	t := g.st.Board.done(req.TaskID, workflow.Now(ctx))
-	g.push(ctx, "")
-	return BoardResult{Task: &t, Board: g.board()}, nil
+	g.pushFor(ctx, req.Session)
+	return BoardResult{Task: &t, Board: g.answer(req.Session)}, nil
 }
 
 func (g *group) validateLockAcquire(_ workflow.Context, req BoardRequest) error {
@@ -373,8 +402,8 @@ func (g *group) validateLockAcquire(_ workflow.Context, req BoardRequest) error 
 
 func (g *group) lockAcquire(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	l := g.st.Board.acquire(req.Session, req.Lock, workflow.Now(ctx))
-	g.push(ctx, "")
-	return BoardResult{Lock: &l, Board: g.board()}, nil
+	g.pushFor(ctx, req.Session)
+	return BoardResult{Lock: &l, Board: g.answer(req.Session)}, nil
 }
 
 func (g *group) validateLockRelease(_ workflow.Context, req BoardRequest) error {
@@ -386,8 +415,8 @@ func (g *group) validateLockRelease(_ workflow.Context, req BoardRequest) error 
 
 func (g *group) lockRelease(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	g.st.Board.release(req.Lock)
-	g.push(ctx, "")
-	return BoardResult{Board: g.board()}, nil
+	g.pushFor(ctx, req.Session)
+	return BoardResult{Board: g.answer(req.Session)}, nil
 }
 
 func (g *group) validateStopSession(_ workflow.Context, req BoardRequest) error {
@@ -409,7 +438,14 @@ func (g *group) stopSession(ctx workflow.Context, req BoardRequest) (BoardResult
 	if err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, req.Session), "", SignalStop, StopRequest{Why: req.Why}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("stop not delivered", "session", req.Session, "error", err)
 	}
-	g.push(ctx, "")
+	switch {
+	case !g.has(VersionTargetedBoard):
+		g.push(ctx, "")
+	case slices.ContainsFunc(released, func(r string) bool { return strings.HasPrefix(r, "task ") }):
+		// Its tasks are open again: the sessions without one may take
+		// them. Its locks concern nobody else until they ask.
+		g.pushOpened(ctx)
+	}
 	g.grantSlots(ctx)
 	return BoardResult{Released: released, Board: g.board()}, nil
 }
@@ -555,7 +591,7 @@ func (g *group) onClaimNext(ctx workflow.Context, c ClaimNext) {
 		return
 	}
 	if g.st.Board.claimNext(c.Session, workflow.Now(ctx)) != nil {
-		g.push(ctx, "")
+		g.pushFor(ctx, c.Session)
 		return
 	}
 	g.push(ctx, c.Session)
@@ -565,6 +601,14 @@ func (g *group) onClaimNext(ctx workflow.Context, c ClaimNext) {
 // order. Paths a pre-VersionTeam history can reach check g.has(VersionTeam) first;
 // the others answer signals and updates such histories never had.
 func (g *group) push(ctx workflow.Context, only string) {
+	if g.has(VersionTargetedBoard) {
+		if only != "" {
+			g.pushTo(ctx, []string{only})
+		} else {
+			g.pushTo(ctx, g.running())
+		}
+		return
+	}
 	g.st.BoardRev++
 	b := g.board()
 	b.Rev = g.st.BoardRev
@@ -577,10 +621,120 @@ func (g *group) push(ctx workflow.Context, only string) {
 	}
 }
 
+// pushFor sends the board after a change that concerns session alone (its
+// claim, its task done, its lock): since VersionTargetedBoard to it only,
+// before to every session.
+func (g *group) pushFor(ctx workflow.Context, session string) {
+	if g.has(VersionTargetedBoard) {
+		g.push(ctx, session)
+		return
+	}
+	g.push(ctx, "")
+}
+
+// pushOpened sends the board after a task opened (added, or given back by
+// a stopped session): since VersionTargetedBoard to the sessions that hold
+// no task, the only ones that may claim it; before to every session.
+func (g *group) pushOpened(ctx workflow.Context) {
+	if !g.has(VersionTargetedBoard) {
+		g.push(ctx, "")
+		return
+	}
+	var seeking []string
+	for _, s := range g.running() {
+		if g.st.Board.held(s) == nil {
+			seeking = append(seeking, s)
+		}
+	}
+	g.pushTo(ctx, seeking)
+}
+
+// running is the group's sessions that are not stopped, in name order.
+func (g *group) running() []string {
+	return slices.DeleteFunc(slices.Clone(g.st.Sessions), func(s string) bool { return slices.Contains(g.st.Stopped, s) })
+}
+
+// pushTo owes each of sessions the board; sendOwed sends it.
+func (g *group) pushTo(_ workflow.Context, sessions []string) {
+	for _, s := range sessions {
+		g.st.Owed = insertSorted(g.st.Owed, s)
+	}
+}
+
+// Bounds on one batch of board pushes, which one workflow task sends: the
+// server refuses a task's answer past a few megabytes, and a history
+// passing its size limit ends the run.
+const (
+	pushBatchBytes    = 1 << 20
+	pushBatchSessions = 200
+)
+
+// sendOwed is the coroutine that sends the sessions owed the board their
+// seat's board (see BoardView.seat), a batch at a time under one new Rev,
+// and awaits each batch before the next. The handler that owed it goes on
+// at once: an update is answered, and the next signal taken, without
+// waiting for a session's workflow task. It starts no batch once the
+// history is full: the sessions still owed are carried to the next run.
+func (g *group) sendOwed(ctx workflow.Context) {
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(g.st.Owed) > 0 && !historyFull(ctx, g.st.HistoryLimit) }); err != nil {
+			return
+		}
+		g.st.BoardRev++
+		b := g.board()
+		b.Rev = g.st.BoardRev
+		batch := g.takeOwed(b)
+		sent := make([]workflow.Future, len(batch))
+		for i, s := range batch {
+			sent[i] = workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalBoard, b.seat(s))
+		}
+		g.delivering++
+		for i, f := range sent {
+			logUndelivered(ctx, "board", batch[i], f.Get(ctx, nil))
+		}
+		g.delivering--
+	}
+}
+
+// takeOwed takes the next batch of sessions owed board b, leaving out
+// those stopped since.
+func (g *group) takeOwed(b BoardView) []string {
+	owed := slices.DeleteFunc(g.st.Owed, func(s string) bool { return slices.Contains(g.st.Stopped, s) })
+	if len(owed) == 0 {
+		g.st.Owed = nil
+		return nil
+	}
+	size, _ := json.Marshal(b.seat(owed[0])) //workflowcheck:ignore encoding JSON is deterministic
+	n := min(len(owed), pushBatchSessions, max(1, pushBatchBytes/max(len(size), 1)))
+	batch := slices.Clone(owed[:n])
+	g.st.Owed = slices.Clone(owed[n:])
+	return batch
+}
+
+// deliver awaits the signals sent to sessions, and notes those that did
+// not arrive, apart from the handler that sent them.
+func (g *group) deliver(ctx workflow.Context, what string, sessions []string, sent []workflow.Future) {
+	g.delivering++
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { g.delivering-- }()
+		for i, f := range sent {
+			logUndelivered(ctx, what, sessions[i], f.Get(ctx, nil))
+		}
+	})
+}
+
 // pushPolicy sends the policy, with what was learned, to every session, in
 // name order.
 func (g *group) pushPolicy(ctx workflow.Context) {
 	change := PolicyChange{Rotate: g.st.Policy, Learned: slices.Clone(g.st.Learned)}
+	if g.has(VersionTargetedBoard) {
+		sent := make([]workflow.Future, len(g.st.Sessions))
+		for i, s := range g.st.Sessions {
+			sent[i] = workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalPolicy, change)
+		}
+		g.deliver(ctx, "policy", g.st.Sessions, sent)
+		return
+	}
 	for _, s := range g.st.Sessions {
 		err := workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalPolicy, change).Get(ctx, nil)
 		logUndelivered(ctx, "policy", s, err)

@@ -242,7 +242,86 @@ func TestGroupClaimConflictsNameTheHolder(t *testing.T) {
 	require.EqualError(t, reclaim.rejected, "task t1 is done")
 	require.Equal(t, TaskDone, v.Board.Tasks[0].Status)
 	require.Equal(t, TaskTodo, v.Board.Tasks[1].Status)
-	require.Equal(t, TaskDone, h.lastBoard("worker").Tasks[0].Status, "every change reaches every session")
+	require.Equal(t, TaskDone, h.lastBoard("lead").Tasks[0].Status, "the session that changed the board hears it")
+	require.Equal(t, TaskTodo, h.lastBoard("worker").Tasks[0].Status, "a claim and a task done concern only the session that made them")
+}
+
+// A group of many sessions sends a board change only to the sessions it
+// concerns: one signal for a claim, a lock or a task done, the sessions
+// without a task for a task added, and each its seat's board.
+func TestGroupPushesABoardOnlyWhereItConcerns(t *testing.T) {
+	h := newGroupHarness(t)
+	in := boardInput()
+	in.Sessions = nil
+	for i := range 50 {
+		in.Sessions = append(in.Sessions, fmt.Sprintf("s%02d", i))
+	}
+	counts := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for _, b := range h.boards {
+			n += len(b)
+		}
+		return n
+	}
+	var afterStart, afterChanges, afterAdd int
+	h.env.RegisterDelayedCallback(func() { afterStart = counts() }, 30*time.Second)
+	claim := h.update(time.Minute, UpdateTaskClaim, BoardRequest{Session: "s01", TaskID: "t2"}, &BoardResult{})
+	h.update(2*time.Minute, UpdateLockAcquire, BoardRequest{Session: "s02", Lock: "src/app.go"}, nil)
+	h.update(3*time.Minute, UpdateLockRelease, BoardRequest{Session: "s02", Lock: "src/app.go"}, nil)
+	h.update(4*time.Minute, UpdateTaskDone, BoardRequest{Session: "s01", TaskID: "t2"}, nil)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalClaimNext, ClaimNext{Session: "s03"}) }, 5*time.Minute)
+	h.env.RegisterDelayedCallback(func() { afterChanges = counts() }, 6*time.Minute)
+	h.update(7*time.Minute, UpdateTaskAdd, BoardRequest{Title: "Docs", Detail: "the README"}, nil)
+	h.env.RegisterDelayedCallback(func() { afterAdd = counts() }, 8*time.Minute)
+	h.run(in, time.Hour)
+
+	require.Equal(t, 50, afterStart, "a new group's first board goes to every session")
+	require.Equal(t, 5, afterChanges-afterStart, "five changes, each for one session, are five signals, not 250")
+	require.Equal(t, 49, afterAdd-afterChanges, "a task added goes to the 49 sessions without one")
+	require.Equal(t, TaskDone, taskOf(h.lastBoard("s01"), "t2").Status)
+	mine := h.lastBoard("s03")
+	require.Equal(t, "s03", mine.HeldBy("s03").Holder)
+	require.Equal(t, "Dark mode toggle", mine.Tasks[0].Title)
+	other := h.lastBoard("s04")
+	require.Equal(t, []string{"t3"}, taskIDs(other), "the open task; the others' claimed and done ones are counted")
+	require.Equal(t, 2, other.Others)
+	require.Empty(t, other.Tasks[0].Detail, "an open task's detail comes with its claim")
+	require.Contains(t, BoardText(other, "s04"), "(and 2 claimed or done by other sessions: board_read lists them)")
+	require.Equal(t, "the form", taskOf(h.lastBoard("s01"), "t2").Detail, "its own task keeps its detail")
+	answered := claim.value.(BoardResult).Board
+	require.Equal(t, []string{"t1", "t2"}, taskIDs(answered), "a claim is answered with the claimer's seat")
+	require.Empty(t, answered.Grants)
+}
+
+func taskOf(b BoardView, id string) Task {
+	for _, t := range b.Tasks {
+		if t.ID == id {
+			return t
+		}
+	}
+	return Task{}
+}
+
+func taskIDs(b BoardView) []string {
+	var ids []string
+	for _, t := range b.Tasks {
+		ids = append(ids, t.ID)
+	}
+	return ids
+}
+
+// A group that continues as new sends no board: its sessions have it.
+func TestGroupContinuedPushesNoBoard(t *testing.T) {
+	h := newGroupHarness(t)
+	in := boardInput()
+	in.State = &GroupState{Sessions: in.Sessions, Board: BoardState{Tasks: []Task{{ID: "t1", Title: "Dark mode toggle", Status: TaskTodo}}}, BoardRev: 7}
+	h.update(time.Minute, UpdateLockAcquire, BoardRequest{Session: "lead", Lock: "src/app.go"}, nil)
+	h.run(in, time.Hour)
+	require.Len(t, h.boards[SessionID("web", "lead")], 1, "only the lock's push")
+	require.EqualValues(t, 8, h.lastBoard("lead").Rev)
+	require.Empty(t, h.boards[SessionID("web", "worker")])
 }
 
 func TestGroupLockConflictsNameTheHolder(t *testing.T) {

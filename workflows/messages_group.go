@@ -201,6 +201,10 @@ type BoardView struct {
 	// Slots are the sessions rotating now by the group's leave
 	// (maxConcurrentRotations), each with the request it was granted on.
 	Slots []SlotRequest `json:"slots,omitempty"`
+	// Others counts the tasks a session's copy of the board leaves out:
+	// those other sessions claimed or finished (since
+	// VersionTargetedBoard). board_read and nid board list them.
+	Others int `json:"others,omitempty"`
 	// Rev numbers the boards a group pushes. Pushes made by different
 	// handlers (a signal, an update, a new run's first push) can arrive out
 	// of order; a session keeps the newest. Zero, from a history before

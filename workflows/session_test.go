@@ -326,7 +326,8 @@ type fakeGroup struct {
 
 func (g *fakeGroup) push() {
 	g.pushes++
-	b := g.board.view("web", g.goal)
+	// As the group sends it since VersionTargetedBoard: the session's seat.
+	b := g.board.view("web", g.goal).seat("lead")
 	b.Rev = int64(g.pushes)
 	g.h.env.SignalWorkflow(SignalBoard, b)
 	g.last = b
@@ -877,6 +878,43 @@ func TestSessionWorksThroughTheBoard(t *testing.T) {
 	require.Equal(t, StatusIdle, v.Status, "nothing left: idle until a task or a message arrives")
 	require.Nil(t, v.Task)
 	require.EqualValues(t, 4, chargedTurns(h.group.charges), "every turn is charged to the group")
+}
+
+// A session whose copy of the board leaves out every task, all taken by
+// other sessions, waits for one: it does not work on the group's goal as on
+// a board without tasks.
+func TestSessionWaitsWhenEveryTaskIsTakenByOthers(t *testing.T) {
+	h := newHarness(t)
+	h.group.board.add("Dark mode toggle", "")
+	h.group.board.add("Settings page", "")
+	h.group.board.claim("worker", "t1", time.Time{})
+	h.group.board.claim("other", "t2", time.Time{})
+	h.group.goal = "Add dark mode"
+	h.agent.onTurn = func(in activities.TurnInput) {
+		if strings.HasPrefix(in.Prompt, "Continue with task ") {
+			h.group.update(func(b *BoardState) { b.done("t3", time.Time{}) })
+		}
+	}
+	in := sessionInput(policy(config.ModeAuto, 85, 0))
+	in.Goal = "Add dark mode"
+	var idle SessionView
+	h.at(20*time.Minute, func() { idle = h.view() })
+	h.at(30*time.Minute, func() {
+		// Pushed outside the fake group's lock: the session asks for the
+		// task at once, in this same call.
+		h.group.mu.Lock()
+		h.group.board.add("Docs", "the README")
+		h.group.mu.Unlock()
+		h.group.push()
+	})
+	h.run(in, time.Hour)
+
+	require.Equal(t, StatusIdle, idle.Status)
+	require.Nil(t, idle.Task)
+	work := h.agent.turnsOfKind(agents.TurnWork)
+	require.Len(t, work, 2, "the task added is claimed and worked on, and nothing else")
+	require.Contains(t, work[0].Prompt, "Your task: task t3: Docs\nthe README", "no goal turn before it")
+	require.Contains(t, work[0].Prompt, "(and 2 claimed or done by other sessions: board_read lists them)")
 }
 
 func chargedTurns(cs []Charge) int64 {

@@ -70,7 +70,9 @@ func (s *rules) teamPrompt() string {
 	b := s.st.Board
 	p := b.Prompts.WithDefaults()
 	vars := []string{"group", s.in.Group, "session", s.in.Name, "goal", s.in.Goal, "board", BoardText(*b, s.in.Name)}
-	if len(b.Tasks) == 0 {
+	// A board whose tasks the group left out of this session's copy
+	// (BoardView.Others) has tasks, all taken: no goal turns.
+	if len(b.Tasks) == 0 && b.Others == 0 {
 		if s.in.Goal == "" {
 			return ""
 		}

@@ -55,9 +55,16 @@ func listenSignals(ctx workflow.Context, selector signalSelector, after func(wor
 // would otherwise be cut off by the new run, failing at the client after
 // its change was made.
 func continueAsNew(ctx workflow.Context, l ladder, selector signalSelector, workflowType string, input func() any) error {
+	return continueAsNewWhen(ctx, l, selector, nil, workflowType, input)
+}
+
+// continueAsNewWhen is continueAsNew that also waits, with the handlers,
+// until settled (when not nil) says what the run still has under way is
+// done.
+func continueAsNewWhen(ctx workflow.Context, l ladder, selector signalSelector, settled func() bool, workflowType string, input func() any) error {
 	sel := selector(ctx)
 	for {
-		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && (settled == nil || settled()) }); err != nil {
 			return err
 		}
 		if !sel.HasPending() {

@@ -168,9 +168,12 @@ func BoardText(v BoardView, session string) string {
 	if v.Goal != "" {
 		b.WriteString("Goal: " + v.Goal + "\n")
 	}
-	if len(v.Tasks) == 0 {
+	switch {
+	case len(v.Tasks) == 0 && v.Others > 0:
+		b.WriteString("Tasks: none open.\n")
+	case len(v.Tasks) == 0:
 		b.WriteString("Tasks: none on the board.\n")
-	} else {
+	default:
 		b.WriteString("Tasks:\n")
 		for _, t := range v.Tasks {
 			line := fmt.Sprintf("  %s [%s] %s", t.ID, t.Status, t.Title)
@@ -182,6 +185,9 @@ func BoardText(v BoardView, session string) string {
 			}
 			b.WriteString(line + "\n")
 		}
+	}
+	if v.Others > 0 {
+		b.WriteString(fmt.Sprintf("  (and %d claimed or done by other sessions: board_read lists them)\n", v.Others))
 	}
 	if len(v.Locks) == 0 {
 		b.WriteString("Locks: none held.\n")

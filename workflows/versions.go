@@ -254,6 +254,29 @@ const (
 	// the sessions' the first run that tells the registry nothing.
 	VersionBatchedPlacement Version = 22
 
+	// VersionTargetedBoard: a group sends its board only to the sessions
+	// a change concerns, so a group of a thousand sessions is not a
+	// thousand signals a claim. A claim, a task done, a lock taken or
+	// released, a task given by claim_next go to the session that made
+	// them; a task added, or given back by a stopped session, to the
+	// sessions that hold none; the budget spent or raised, a sync from
+	// nid up and a new group's first board to every session, and a run
+	// that continues as new sends none. Each session gets its seat's
+	// board (BoardView.seat): its own tasks, the open ones, a count of the
+	// others' (Others, which BoardText says, and which keeps a board whose
+	// tasks are all taken from reading as a board without tasks), its own
+	// grant; a session's board update is answered with the same. The
+	// sessions owed a board (GroupState.Owed) are sent it by
+	// one coroutine, a batch of at most pushBatchBytes at a time, so
+	// changes made while a batch is under way go in one push, and an
+	// update is answered, and the next signal taken, without waiting on a
+	// session's workflow task; the group continues as new between
+	// batches, carrying who is still owed. A session's copy of the board
+	// is then exact in what concerns it; board_read, nid board and the
+	// group's query read the group itself. Histories:
+	// testdata/rung23-*.json.gz.
+	VersionTargetedBoard Version = 23
+
 	// VersionListedAt: every change a session makes to its listing (its
 	// search attributes or its memo) also sets SearchListedAt to the
 	// workflow's time, so that a running nid up keeps the listing of every

@@ -242,6 +242,8 @@ const (
 	// session goes on as after a turn. Histories: testdata/rung20-*.json.gz.
 	VersionAttach Version = 20
 
+	// Rung 21 was never released: no history holds it.
+
 	// VersionBatchedPlacement: the hosts registry places many new sessions
 	// in one update (UpdatePlaceAll), each as UpdatePlace would and in
 	// order, and says whether each one's host is alive (Placement.Alive);

@@ -78,6 +78,8 @@ func scaleSeat(ctx workflow.Context) error {
 	sel.AddReceive(workflow.GetSignalChannel(ctx, scaleBump), func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
 		events++
+		// As a session of workflows.VersionListedAt stamps each change.
+		_ = workflow.UpsertTypedSearchAttributes(ctx, temporal.NewSearchAttributeKeyTime(workflows.SearchListedAt).ValueSet(workflow.Now(ctx)))
 		_ = workflow.UpsertMemo(ctx, map[string]any{workflows.MemoEvents: events})
 	})
 	for {
@@ -628,6 +630,7 @@ func scaleFeed(b *testing.B, c client.Client, cfg scaleConfig, out *strings.Buil
 				temporal.NewSearchAttributeKeyKeyword(workflows.SearchSession).ValueSet(fmt.Sprintf("s%d", i%100)),
 				temporal.NewSearchAttributeKeyKeyword(workflows.SearchAgent).ValueSet("sim"),
 				temporal.NewSearchAttributeKeyKeyword(workflows.SearchStatus).ValueSet(workflows.StatusIdle),
+				temporal.NewSearchAttributeKeyTime(workflows.SearchListedAt).ValueSet(start),
 			)
 		})
 	defer func() {
@@ -654,7 +657,22 @@ func scaleFeed(b *testing.B, c client.Client, cfg scaleConfig, out *strings.Buil
 	}
 	line, _ := list.line("list", time.Duration(cfg.feedPolls)*time.Second)
 	fmt.Fprintln(out, strings.Replace(line, "/s ", "   ", 1))
-	feed := nidclient.NewFeed(c, nidclient.FeedOptions{Backlog: 5})
+	// A feed of its own lists every session at each poll (nid watch); one
+	// of nid up's event streams takes its lists from the worker's kept
+	// list (nidclient.Listing), which asks only for what changed.
+	pollFeed(b, c, ids, cfg, "", nidclient.FeedOptions{Backlog: 5}, out)
+	pollFeed(b, c, ids, cfg, "kept list", nidclient.FeedOptions{Backlog: 5, Listing: nidclient.NewListing(c)}, out)
+}
+
+// pollFeed polls a feed with opts over the seats ids, bumping
+// cfg.feedNewsPct of them before each poll, and prints its latencies.
+func pollFeed(b *testing.B, c client.Client, ids []string, cfg scaleConfig, label string, opts nidclient.FeedOptions, out *strings.Builder) {
+	ctx := context.Background()
+	n := len(ids)
+	if label != "" {
+		fmt.Fprintf(out, "    from the %s:\n", label)
+	}
+	feed := nidclient.NewFeed(c, opts)
 	first := time.Now()
 	if _, err := feed.Poll(ctx); err != nil {
 		b.Fatal(err)
@@ -675,7 +693,7 @@ func scaleFeed(b *testing.B, c client.Client, cfg scaleConfig, out *strings.Buil
 			return err
 		})
 	}
-	line, _ = polls.line("poll", time.Duration(cfg.feedPolls)*time.Second)
+	line, _ := polls.line("poll", time.Duration(cfg.feedPolls)*time.Second)
 	fmt.Fprintln(out, strings.Replace(line, "/s ", "   ", 1))
 	fmt.Fprintf(out, "    news           %d events from %d bumps of %d sessions a poll\n", got, news*cfg.feedPolls, news)
 }

@@ -447,9 +447,11 @@ func BenchmarkLs1000(b *testing.B) {
 	s.upWait = 10 * time.Minute
 	up := s.up()
 	s.eventually("1000 sessions listed", 10*time.Minute, func() bool { return len(s.ls()) == 1000 })
-	// The sessions have nothing to do: what nid up spends now is what an
+	// The sessions have nothing to do: once the start's tail is done (a
+	// group sends its new sessions their first boards in batches, for tens
+	// of seconds after they are all listed), what nid up spends is what an
 	// idle fleet costs, its own live feed included.
-	time.Sleep(10 * time.Second)
+	time.Sleep(45 * time.Second)
 	busy := cpuTime(b, up.cmd.Process.Pid)
 	time.Sleep(10 * time.Second)
 	idle := float64(cpuTime(b, up.cmd.Process.Pid)-busy) / float64(10*time.Second) * 100

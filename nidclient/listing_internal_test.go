@@ -122,6 +122,17 @@ func newTestListing(v *fakeVisibility, clock *time.Time) *Listing {
 	return l
 }
 
+// twoIdleSessions is web/lead and web/worker, idle since t0, and a
+// Listing over them.
+func twoIdleSessions(t *testing.T, clock *time.Time) (*fakeVisibility, *Listing) {
+	t.Helper()
+	v := &fakeVisibility{runs: []visibilityRun{
+		{group: "web", name: "lead", run: "a1", status: "idle", start: t0, listed: t0},
+		{group: "web", name: "worker", run: "b1", status: "idle", start: t0, listed: t0},
+	}}
+	return v, newTestListing(v, clock)
+}
+
 // After one whole list, a Listing asks only for the sessions changed since
 // the newest change it saw (less the margin), and its answer is what a
 // whole list would say: a changed status, a new session, a session that
@@ -169,11 +180,7 @@ func TestAListingAsksOnlyWhatChanged(t *testing.T) {
 func TestAListingFindsALateChangeWithinTheMargin(t *testing.T) {
 	ctx := context.Background()
 	clock := t0
-	v := &fakeVisibility{runs: []visibilityRun{
-		{group: "web", name: "lead", run: "a1", status: "idle", start: t0, listed: t0},
-		{group: "web", name: "worker", run: "b1", status: "idle", start: t0, listed: t0},
-	}}
-	l := newTestListing(v, &clock)
+	v, l := twoIdleSessions(t, &clock)
 	_, err := l.Sessions(ctx, "")
 	require.NoError(t, err)
 	v.runs[0].status, v.runs[0].listed = "working", t0.Add(5*time.Second)
@@ -263,11 +270,7 @@ func TestAListingListsEverythingWhenItCannotTell(t *testing.T) {
 func TestAListingNoticesADeletedSession(t *testing.T) {
 	ctx := context.Background()
 	clock := t0
-	v := &fakeVisibility{runs: []visibilityRun{
-		{group: "web", name: "lead", run: "a1", status: "idle", start: t0, listed: t0},
-		{group: "web", name: "worker", run: "b1", status: "idle", start: t0, listed: t0},
-	}}
-	l := newTestListing(v, &clock)
+	v, l := twoIdleSessions(t, &clock)
 	_, err := l.Sessions(ctx, "")
 	require.NoError(t, err)
 	v.runs = v.runs[:1]

@@ -44,22 +44,7 @@ func Beat(ctx context.Context, c client.Client, b workflows.HostBeat) error {
 // ask at once) is asked again: asking twice places a session once.
 func Place(ctx context.Context, c client.Client, session, want string) (string, error) {
 	var p workflows.Placement
-	err := nidclient.Resend(ctx, func() error {
-		start := c.NewWithStartWorkflowOperation(hostsStart(), workflows.HostsWorkflowName, workflows.HostsInput{})
-		h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: start,
-			UpdateOptions: client.UpdateWorkflowOptions{
-				WorkflowID:   workflows.HostsID,
-				UpdateName:   workflows.UpdatePlace,
-				Args:         []interface{}{workflows.PlaceRequest{Session: session, Want: want}},
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			},
-		})
-		if err == nil {
-			err = h.Get(ctx, &p)
-		}
-		return err
-	})
+	err := updateRegistry(ctx, c, workflows.UpdatePlace, workflows.PlaceRequest{Session: session, Want: want}, &p)
 	if err != nil {
 		return "", fmt.Errorf("placing %s: %s", session, workflows.ErrorText(err))
 	}
@@ -78,22 +63,7 @@ const placeBatch = workflows.MaxPlaceBatch / 2
 func PlaceAll(ctx context.Context, c client.Client, reqs []workflows.PlaceRequest) (placed []workflows.Placement, err error) {
 	for chunk := range slices.Chunk(reqs, placeBatch) {
 		var p workflows.Placements
-		err := nidclient.Resend(ctx, func() error {
-			start := c.NewWithStartWorkflowOperation(hostsStart(), workflows.HostsWorkflowName, workflows.HostsInput{})
-			h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-				StartWorkflowOperation: start,
-				UpdateOptions: client.UpdateWorkflowOptions{
-					WorkflowID:   workflows.HostsID,
-					UpdateName:   workflows.UpdatePlaceAll,
-					Args:         []interface{}{workflows.PlaceBatch{Sessions: chunk}},
-					WaitForStage: client.WorkflowUpdateStageCompleted,
-				},
-			})
-			if err == nil {
-				err = h.Get(ctx, &p)
-			}
-			return err
-		})
+		err := updateRegistry(ctx, c, workflows.UpdatePlaceAll, workflows.PlaceBatch{Sessions: chunk}, &p)
 		switch {
 		case err != nil && nidclient.IsUnknownUpdate(err):
 			for _, req := range chunk {
@@ -112,6 +82,29 @@ func PlaceAll(ctx context.Context, c client.Client, reqs []workflows.PlaceReques
 		}
 	}
 	return placed, nil
+}
+
+// updateRegistry sends the hosts registry (started if it is not running)
+// the update name with arg and decodes its answer into out. An update lost
+// with its workflow task (the registry continuing as new while a thousand
+// sessions ask at once) is sent again: the registry's updates may be.
+func updateRegistry(ctx context.Context, c client.Client, name string, arg, out any) error {
+	return nidclient.Resend(ctx, func() error {
+		start := c.NewWithStartWorkflowOperation(hostsStart(), workflows.HostsWorkflowName, workflows.HostsInput{})
+		h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				WorkflowID:   workflows.HostsID,
+				UpdateName:   name,
+				Args:         []interface{}{arg},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err == nil {
+			err = h.Get(ctx, out)
+		}
+		return err
+	})
 }
 
 // heartbeat beats for this host every w.Heartbeat until ctx ends. A beat

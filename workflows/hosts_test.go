@@ -53,18 +53,24 @@ func (h *hostsHarness) beat(d time.Duration, b HostBeat) {
 
 // place asks at d where session runs.
 func (h *hostsHarness) place(d time.Duration, session, want string) *updateResult {
+	return h.update(d, UpdatePlace, PlaceRequest{Session: session, Want: want}, func(v any) any { return v.(Placement).Host })
+}
+
+// update sends the registry the update name with arg at d; its answer, as
+// answer turns it, is the result's value.
+func (h *hostsHarness) update(d time.Duration, name string, arg any, answer func(any) any) *updateResult {
 	r := &updateResult{}
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdatePlace, "", &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { r.rejected, r.done = err, true },
 			OnAccept: func() {},
 			OnComplete: func(v interface{}, err error) {
 				r.err, r.done = err, true
 				if err == nil {
-					r.value = v.(Placement).Host
+					r.value = answer(v)
 				}
 			},
-		}, PlaceRequest{Session: session, Want: want})
+		}, arg)
 	}, d)
 	return r
 }
@@ -412,20 +418,7 @@ func TestAStoppedSessionGivesItsHostsCapacityBack(t *testing.T) {
 
 // placeAll asks at d where each of reqs runs, in one batch.
 func (h *hostsHarness) placeAll(d time.Duration, reqs ...PlaceRequest) *updateResult {
-	r := &updateResult{}
-	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdatePlaceAll, "", &testsuite.TestUpdateCallback{
-			OnReject: func(err error) { r.rejected, r.done = err, true },
-			OnAccept: func() {},
-			OnComplete: func(v interface{}, err error) {
-				r.err, r.done = err, true
-				if err == nil {
-					r.value = v.(Placements).Placed
-				}
-			},
-		}, PlaceBatch{Sessions: reqs})
-	}, d)
-	return r
+	return h.update(d, UpdatePlaceAll, PlaceBatch{Sessions: reqs}, func(v any) any { return v.(Placements).Placed })
 }
 
 // A batch places its sessions in order exactly as one placement each

@@ -51,6 +51,16 @@ func (h *hostsHarness) beat(d time.Duration, b HostBeat) {
 	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalHeartbeat, b) }, d)
 }
 
+// recordAssigns has env keep every host assignment a session sends the
+// registry in assigned.
+func recordAssigns(env *testsuite.TestWorkflowEnvironment, assigned *[]HostAssign) {
+	env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			*assigned = append(*assigned, arg.(HostAssign))
+			return nil
+		})
+}
+
 // place asks at d where session runs.
 func (h *hostsHarness) place(d time.Duration, session, want string) *updateResult {
 	return h.update(d, UpdatePlace, PlaceRequest{Session: session, Want: want}, func(v any) any { return v.(Placement).Host })
@@ -193,11 +203,7 @@ func TestHostsCarryEverythingAcrossContinueAsNew(t *testing.T) {
 func TestSessionRunsOnItsHostAndWaitsWhileItIsDown(t *testing.T) {
 	h := newHarness(t)
 	var assigned []HostAssign
-	h.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			assigned = append(assigned, arg.(HostAssign))
-			return nil
-		})
+	recordAssigns(h.env, &assigned)
 	in := sessionInput(policy(config.ModeOff, 85, 0))
 	in.Host = "b"
 	h.send(time.Minute, 2)
@@ -255,11 +261,7 @@ type moveHarness struct {
 
 func newMoveHarness(t *testing.T) *moveHarness {
 	h := &moveHarness{harness: newHarness(t), queues: map[string][]string{}}
-	h.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.assigned = append(h.assigned, arg.(HostAssign))
-			return nil
-		})
+	recordAssigns(h.env, &h.assigned)
 	h.env.RegisterActivityWithOptions(func(ctx context.Context, in activities.SaveWorkInput) (activities.SaveWorkResult, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -496,11 +498,7 @@ func TestHostsBatchWithNoLiveHostPlacesNothing(t *testing.T) {
 func TestSessionPlacedJustNowDoesNotTellTheRegistry(t *testing.T) {
 	h := newHarness(t)
 	var assigned []HostAssign
-	h.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			assigned = append(assigned, arg.(HostAssign))
-			return nil
-		})
+	recordAssigns(h.env, &assigned)
 	in := sessionInput(policy(config.ModeOff, 85, 0))
 	in.Host, in.Placed = "b", true
 	h.send(time.Minute, 1)
@@ -514,11 +512,7 @@ func TestSessionPlacedJustNowDoesNotTellTheRegistry(t *testing.T) {
 
 	next := newHarness(t)
 	assigned = nil
-	next.env.OnSignalExternalWorkflow(mock.Anything, HostsID, "", SignalHostAssign, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			assigned = append(assigned, arg.(HostAssign))
-			return nil
-		})
+	recordAssigns(next.env, &assigned)
 	carried := sessionInput(policy(config.ModeOff, 85, 0))
 	carried.Host, carried.Placed = "b", true
 	carried.State = &SessionState{Status: StatusIdle, PlacementState: PlacementState{Host: "b"}, FeedState: FeedState{NextSeq: 5}}

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/worker"
 )
 
@@ -82,25 +82,7 @@ func fakeStart(_ context.Context, opts worker.EmbeddedOptions) (worker.EmbeddedS
 	return &fakeServer{opts: opts}, nil
 }
 
-// syncBuffer is a log destination the relay writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func startChild(t *testing.T, namespace string, logs *syncBuffer) (worker.EmbeddedServer, error) {
+func startChild(t *testing.T, namespace string, logs *temporaltest.SyncBuffer) (worker.EmbeddedServer, error) {
 	t.Setenv(childEnv, "1")
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -112,7 +94,7 @@ func startChild(t *testing.T, namespace string, logs *syncBuffer) (worker.Embedd
 }
 
 func TestChildServesTheServerItWasAskedFor(t *testing.T) {
-	var logs syncBuffer
+	var logs temporaltest.SyncBuffer
 	srv, err := startChild(t, "default", &logs)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:7301", srv.FrontendAddress())
@@ -129,13 +111,13 @@ func TestChildServesTheServerItWasAskedFor(t *testing.T) {
 }
 
 func TestChildThatCannotStartSaysWhy(t *testing.T) {
-	var logs syncBuffer
+	var logs temporaltest.SyncBuffer
 	_, err := startChild(t, "refused", &logs)
 	require.EqualError(t, err, "temporal.port 7233 is taken")
 }
 
 func TestChildStopsWhenItsParentGoesAway(t *testing.T) {
-	var logs syncBuffer
+	var logs temporaltest.SyncBuffer
 	srv, err := startChild(t, "default", &logs)
 	require.NoError(t, err)
 	c := srv.(*child)

@@ -298,32 +298,13 @@ func TestAttachSaysWhenTheSessionTookItsHoldBack(t *testing.T) {
 	held.Attach = &workflows.AttachView{Who: "alice@box-a", Ready: true}
 	f := &lostHold{fakeAttach: fakeAttach{view: held, answer: workflows.AttachAnswer{Ready: true, Conversation: "c-1"}}, lost: make(chan struct{})}
 	close(f.lost)
-	var errOut syncBuffer
+	var errOut temporaltest.SyncBuffer
 	build := func(context.Context, workflows.SessionView, string, int) (*exec.Cmd, error) {
 		return exec.Command("sleep", "0.5"), nil
 	}
 	require.NoError(t, runAttach(context.Background(), f, build, attachBoxA, &bytes.Buffer{}, &errOut))
 	require.Equal(t, 1, strings.Count(errOut.String(), "web/lead is no longer held by this nid attach"), errOut.String())
 	require.Contains(t, errOut.String(), "it is working now")
-}
-
-// syncBuffer is a bytes.Buffer the renewals and the command's end may
-// write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // The attached CLI sends the session's MCP token to the address its host's
@@ -381,7 +362,7 @@ func TestAttachRenewsTheLeaseWhileTheHoldIsGiven(t *testing.T) {
 	held := execSession()
 	held.Attach = &workflows.AttachView{Who: "alice@box-a", Ready: true}
 	f := &slowAttach{fakeAttach: fakeAttach{view: held, answer: workflows.AttachAnswer{Ready: true, Conversation: "c-1"}}}
-	var errOut syncBuffer
+	var errOut temporaltest.SyncBuffer
 	require.NoError(t, runAttach(context.Background(), f, (&built{exitWithCode: "0"}).build, attachBoxA, &bytes.Buffer{}, &errOut))
 	require.Positive(t, f.during, "the lease was renewed while the session closed its agent")
 	require.NotContains(t, errOut.String(), "no longer held")
@@ -395,7 +376,7 @@ func TestAttachGivesTheTerminalBackAfterAKilledCLI(t *testing.T) {
 	require.NoError(t, err)
 	defer ptmx.Close()
 	defer tty.Close()
-	var seen syncBuffer
+	var seen temporaltest.SyncBuffer
 	go func() { _, _ = io.Copy(&seen, ptmx) }()
 	cmd := exec.Command("sh", "-c", `printf '\033[?1049h\033[?25l'; kill -9 $$`)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty

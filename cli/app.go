@@ -313,6 +313,11 @@ func (a *app) withConfigClient(cCtx *cli.Context, fn func(ctx context.Context, c
 	if err != nil {
 		return err
 	}
+	return a.withDialled(cCtx, cfg, fn)
+}
+
+// withDialled is withConfigClient for a configuration already read.
+func (a *app) withDialled(cCtx *cli.Context, cfg *config.Config, fn func(ctx context.Context, cfg *config.Config, c client.Client) error) error {
 	logger, err := a.logger(cCtx)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/nidclient"
 	"github.com/nid-dev/nid/workflows"
 )
@@ -70,7 +71,10 @@ func newLsCommand(a *app) *cli.Command {
 				}
 				return printLs(live.Sessions, note, opts, a.Stdout, a.Stderr)
 			}
-			return a.withClient(cCtx, func(ctx context.Context, c client.Client) error {
+			// The configuration read above serves the dial too: with a
+			// thousand sessions in it, reading it is a good part of nid
+			// ls's time.
+			return a.withDialled(cCtx, cfg, func(ctx context.Context, _ *config.Config, c client.Client) error {
 				return runLs(ctx, c, opts, a.Stdout, a.Stderr)
 			})
 		}),

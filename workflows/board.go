@@ -309,8 +309,12 @@ func (b *BoardState) view(group, goal string) BoardView {
 // copy of them would be out of date anyway: the group no longer tells a
 // session of the others' claims. Every grant and every task went with
 // every push before, which at a thousand sessions and a full board was
-// most of a group's history.
-func (v BoardView) seat(session string) BoardView {
+// most of a group's history. With lean (VersionLeanBoard) the open ones
+// are counted (Open) rather than listed: a session takes no turn without
+// a task, and asks the group for the next (claim_next) rather than picking
+// one, so it reads no more of them than whether there are any; 300 open
+// titles in each grant were most of what a busy group still wrote.
+func (v BoardView) seat(session string, lean bool) BoardView {
 	out := v
 	out.Grants = nil
 	if g, ok := v.Grants[session]; ok {
@@ -321,6 +325,8 @@ func (v BoardView) seat(session string) BoardView {
 		switch {
 		case t.Holder == session:
 			out.Tasks = append(out.Tasks, t)
+		case t.Status == TaskTodo && lean:
+			out.Open++
 		case t.Status == TaskTodo:
 			t.Detail = ""
 			out.Tasks = append(out.Tasks, t)
@@ -341,9 +347,10 @@ func (v BoardView) HeldBy(session string) *Task {
 	return nil
 }
 
-// HasOpen says whether a task waits to be claimed.
+// HasOpen says whether a task waits to be claimed: listed, or counted in
+// a session's copy (Open).
 func (v BoardView) HasOpen() bool {
-	return slices.ContainsFunc(v.Tasks, func(t Task) bool { return t.Status == TaskTodo })
+	return v.Open > 0 || slices.ContainsFunc(v.Tasks, func(t Task) bool { return t.Status == TaskTodo })
 }
 
 // The governor: at most max sessions rotate by themselves at once (0: no

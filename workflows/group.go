@@ -210,15 +210,34 @@ func (g *group) inboxClear(_ workflow.Context, req InboxClear) (int, error) {
 
 func (g *group) board() BoardView { return g.st.Board.view(g.name, g.st.Goal) }
 
+// whole is the whole board, for the answers of the updates a person makes
+// (a task added, a session stopped or started): rare, and read by nothing
+// either, but kept as they were.
+func (g *group) whole() *BoardView {
+	b := g.board()
+	return &b
+}
+
 // answer is the board an update of session answers with: since
 // VersionTargetedBoard its seat's (BoardView.seat), as the session is sent
-// it. No client reads more of it than the task or lock it names, and the
-// whole board in every answer was most of a large group's history.
-func (g *group) answer(session string) BoardView {
-	if g.has(VersionTargetedBoard) {
-		return g.board().seat(session)
+// it; since VersionLeanBoard none. No client reads more of an answer than
+// the task or lock it names, and the board in every answer was most of a
+// large group's history.
+func (g *group) answer(session string) *BoardView {
+	switch {
+	case g.has(VersionLeanBoard):
+		return nil
+	case g.has(VersionTargetedBoard):
+		b := g.seat(g.board(), session)
+		return &b
 	}
-	return g.board()
+	b := g.board()
+	return &b
+}
+
+// seat is board b as session is sent it (BoardView.seat).
+func (g *group) seat(b BoardView, session string) BoardView {
+	return b.seat(session, g.has(VersionLeanBoard))
 }
 
 func (g *group) view() (GroupView, error) {
@@ -354,7 +373,7 @@ func (g *group) validateTaskAdd(_ workflow.Context, req BoardRequest) error {
 func (g *group) taskAdd(ctx workflow.Context, req BoardRequest) (BoardResult, error) {
 	t := g.st.Board.add(req.Title, req.Detail)
 	g.pushOpened(ctx)
-	return BoardResult{Task: &t, Board: g.board()}, nil
+	return BoardResult{Task: &t, Board: g.whole()}, nil
 }
 
 func (g *group) member(session string) error {
@@ -447,7 +466,7 @@ func (g *group) stopSession(ctx workflow.Context, req BoardRequest) (BoardResult
 		g.pushOpened(ctx)
 	}
 	g.grantSlots(ctx)
-	return BoardResult{Released: released, Board: g.board()}, nil
+	return BoardResult{Released: released, Board: g.whole()}, nil
 }
 
 func (g *group) validateStartSession(_ workflow.Context, req SessionStart) error {
@@ -468,7 +487,7 @@ func (g *group) startSession(ctx workflow.Context, req SessionStart) (BoardResul
 		workflow.GetLogger(ctx).Warn("start not delivered", "session", req.Session, "error", err)
 	}
 	g.push(ctx, req.Session)
-	return BoardResult{Board: g.board()}, nil
+	return BoardResult{Board: g.whole()}, nil
 }
 
 func (g *group) onCharge(ctx workflow.Context, c Charge) {
@@ -686,7 +705,7 @@ func (g *group) sendOwed(ctx workflow.Context) {
 		batch := g.takeOwed(b)
 		sent := make([]workflow.Future, len(batch))
 		for i, s := range batch {
-			sent[i] = workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalBoard, b.seat(s))
+			sent[i] = workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalBoard, g.seat(b, s))
 		}
 		g.delivering++
 		for i, f := range sent {
@@ -704,7 +723,7 @@ func (g *group) takeOwed(b BoardView) []string {
 		g.st.Owed = nil
 		return nil
 	}
-	size, _ := json.Marshal(b.seat(owed[0])) //workflowcheck:ignore encoding JSON is deterministic
+	size, _ := json.Marshal(g.seat(b, owed[0])) //workflowcheck:ignore encoding JSON is deterministic
 	n := min(len(owed), pushBatchSessions, max(1, pushBatchBytes/max(len(size), 1)))
 	batch := slices.Clone(owed[:n])
 	g.st.Owed = slices.Clone(owed[n:])

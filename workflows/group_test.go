@@ -243,7 +243,7 @@ func TestGroupClaimConflictsNameTheHolder(t *testing.T) {
 	require.Equal(t, TaskDone, v.Board.Tasks[0].Status)
 	require.Equal(t, TaskTodo, v.Board.Tasks[1].Status)
 	require.Equal(t, TaskDone, h.lastBoard("lead").Tasks[0].Status, "the session that changed the board hears it")
-	require.Equal(t, TaskTodo, h.lastBoard("worker").Tasks[0].Status, "a claim and a task done concern only the session that made them")
+	require.Equal(t, 2, h.lastBoard("worker").Open, "a claim and a task done concern only the session that made them")
 }
 
 // A group of many sessions sends a board change only to the sessions it
@@ -283,16 +283,20 @@ func TestGroupPushesABoardOnlyWhereItConcerns(t *testing.T) {
 	require.Equal(t, TaskDone, taskOf(h.lastBoard("s01"), "t2").Status)
 	mine := h.lastBoard("s03")
 	require.Equal(t, "s03", mine.HeldBy("s03").Holder)
-	require.Equal(t, "Dark mode toggle", mine.Tasks[0].Title)
+	require.Equal(t, []string{"t1"}, taskIDs(mine), "a session is sent its own tasks")
 	other := h.lastBoard("s04")
-	require.Equal(t, []string{"t3"}, taskIDs(other), "the open task; the others' claimed and done ones are counted")
+	require.Empty(t, taskIDs(other), "the others' tasks and the open ones are counted")
 	require.Equal(t, 2, other.Others)
-	require.Empty(t, other.Tasks[0].Detail, "an open task's detail comes with its claim")
-	require.Contains(t, BoardText(other, "s04"), "(and 2 claimed or done by other sessions: board_read lists them)")
+	require.Equal(t, 1, other.Open)
+	require.True(t, other.HasOpen(), "so that it asks for the open one")
+	text := BoardText(other, "s04")
+	require.Contains(t, text, "Tasks: none yours.")
+	require.Contains(t, text, "(and 2 claimed or done by other sessions: board_read lists them)")
+	require.Contains(t, text, "(and 1 open: board_read lists them)")
 	require.Equal(t, "the form", taskOf(h.lastBoard("s01"), "t2").Detail, "its own task keeps its detail")
-	answered := claim.value.(BoardResult).Board
-	require.Equal(t, []string{"t1", "t2"}, taskIDs(answered), "a claim is answered with the claimer's seat")
-	require.Empty(t, answered.Grants)
+	answered := claim.value.(BoardResult)
+	require.Equal(t, "t2", answered.Task.ID)
+	require.Nil(t, answered.Board, "a claim is answered with the task, and no board")
 }
 
 func taskOf(b BoardView, id string) Task {

@@ -179,8 +179,11 @@ type BoardResult struct {
 	Lock *Lock `json:"lock,omitempty"`
 	// Released lists what a stopped session let go of ("task t3", "lock
 	// src/app.go").
-	Released []string  `json:"released,omitempty"`
-	Board    BoardView `json:"board"`
+	Released []string `json:"released,omitempty"`
+	// Board is the session's seat (BoardView.seat), from a group before
+	// VersionLeanBoard; since, none: no client reads it, and it was most of
+	// a large group's history.
+	Board *BoardView `json:"board,omitempty"`
 }
 
 // BoardView is a group's board and budget, as sessions and board_read see it.
@@ -205,6 +208,10 @@ type BoardView struct {
 	// those other sessions claimed or finished (since
 	// VersionTargetedBoard). board_read and nid board list them.
 	Others int `json:"others,omitempty"`
+	// Open counts the open tasks a session's copy leaves out (since
+	// VersionLeanBoard, all of them): the group gives a session the next
+	// when it asks (claim_next).
+	Open int `json:"open,omitempty"`
 	// Rev numbers the boards a group pushes. Pushes made by different
 	// handlers (a signal, an update, a new run's first push) can arrive out
 	// of order; a session keeps the newest. Zero, from a history before

@@ -327,7 +327,7 @@ type fakeGroup struct {
 func (g *fakeGroup) push() {
 	g.pushes++
 	// As the group sends it since VersionTargetedBoard: the session's seat.
-	b := g.board.view("web", g.goal).seat("lead")
+	b := g.board.view("web", g.goal).seat("lead", true)
 	b.Rev = int64(g.pushes)
 	g.h.env.SignalWorkflow(SignalBoard, b)
 	g.last = b

@@ -71,8 +71,8 @@ func (s *rules) teamPrompt() string {
 	p := b.Prompts.WithDefaults()
 	vars := []string{"group", s.in.Group, "session", s.in.Name, "goal", s.in.Goal, "board", BoardText(*b, s.in.Name)}
 	// A board whose tasks the group left out of this session's copy
-	// (BoardView.Others) has tasks, all taken: no goal turns.
-	if len(b.Tasks) == 0 && b.Others == 0 {
+	// (BoardView.Others, BoardView.Open) has tasks: no goal turns.
+	if len(b.Tasks) == 0 && b.Others == 0 && b.Open == 0 {
 		if s.in.Goal == "" {
 			return ""
 		}

@@ -169,6 +169,8 @@ func BoardText(v BoardView, session string) string {
 		b.WriteString("Goal: " + v.Goal + "\n")
 	}
 	switch {
+	case len(v.Tasks) == 0 && v.Open > 0:
+		b.WriteString("Tasks: none yours.\n")
 	case len(v.Tasks) == 0 && v.Others > 0:
 		b.WriteString("Tasks: none open.\n")
 	case len(v.Tasks) == 0:
@@ -188,6 +190,9 @@ func BoardText(v BoardView, session string) string {
 	}
 	if v.Others > 0 {
 		b.WriteString(fmt.Sprintf("  (and %d claimed or done by other sessions: board_read lists them)\n", v.Others))
+	}
+	if v.Open > 0 {
+		b.WriteString(fmt.Sprintf("  (and %d open: board_read lists them)\n", v.Open))
 	}
 	if len(v.Locks) == 0 {
 		b.WriteString("Locks: none held.\n")

@@ -287,8 +287,18 @@ const (
 	// attribute upsert. Histories: testdata/rung24-*.json.gz.
 	VersionListedAt Version = 24
 
+	// VersionLeanBoard: a group's board updates are answered with what
+	// they name (the task, the lock, what a stop released) and no board,
+	// and a session is sent the open tasks counted (BoardView.Open) rather
+	// than listed. A group of a thousand sessions wrote a megabyte of
+	// history a second, two thirds of it boards in answers no client read,
+	// the rest open titles in every grant; each megabyte is replayed at
+	// every continue-as-new the server refuses while signals arrive.
+	// Histories: testdata/rung25-*.json.gz.
+	VersionLeanBoard Version = 25
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionListedAt
+	versionLatest = VersionLeanBoard
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/internal/clustertest"
@@ -273,7 +275,7 @@ func markHistory(c client.Client, id string) historyMark {
 // (each a continue-as-new), and the events and bytes written since, over
 // them and the running run; ended names how a run ended otherwise (the
 // server terminates one whose history passed its size limit).
-func grownSince(b *testing.B, c client.Client, id string, m historyMark) (closed int, events, bytes int64, ended string) {
+func grownSince(b *testing.B, c client.Client, id string, m historyMark) (closed int, events, bytes int64, ended string, runs []string) {
 	ctx := context.Background()
 	var token []byte
 	for {
@@ -290,6 +292,7 @@ func grownSince(b *testing.B, c client.Client, id string, m historyMark) (closed
 			} else {
 				closed++
 			}
+			runs = append(runs, e.GetExecution().GetRunId())
 			events += e.GetHistoryLength()
 			bytes += e.GetHistorySizeBytes()
 		}
@@ -301,12 +304,12 @@ func grownSince(b *testing.B, c client.Client, id string, m historyMark) (closed
 		events += d.GetWorkflowExecutionInfo().GetHistoryLength()
 		bytes += d.GetWorkflowExecutionInfo().GetHistorySizeBytes()
 	}
-	return closed, events - m.events, bytes - m.bytes, ended
+	return closed, events - m.events, bytes - m.bytes, ended, runs
 }
 
 // historyLine says how a workflow's history grew over a phase.
 func historyLine(b *testing.B, c client.Client, id string, m historyMark, elapsed time.Duration) string {
-	closed, events, bytes, ended := grownSince(b, c, id, m)
+	closed, events, bytes, ended, runs := grownSince(b, c, id, m)
 	can := "none"
 	if closed > 0 {
 		can = fmt.Sprintf("every %v", (elapsed / time.Duration(closed)).Round(time.Second))
@@ -316,10 +319,55 @@ func historyLine(b *testing.B, c client.Client, id string, m historyMark, elapse
 	if ended != "" {
 		text += "\n    ENDED          a run ended " + ended + " (the server ends a run whose history passes its limits)"
 	}
+	if mix := historyMix(c, id, runs); mix != "" {
+		text += "\n    made of        " + mix
+	}
 	if failed := failedTasks(c, id); failed != "" {
 		text += "\n    FAILED TASKS   " + failed
 	}
 	return text
+}
+
+// historyMix says what the closed runs of id held: the kinds of event
+// that took the most bytes, with their counts, and the workflow tasks that
+// failed and why (a continue-as-new the server refused for the signals and
+// updates that arrived meanwhile shows here, and costs a replay each).
+func historyMix(c client.Client, id string, runs []string) string {
+	type kind struct {
+		events int
+		bytes  int
+	}
+	kinds := map[enumspb.EventType]*kind{}
+	failed := map[string]int{}
+	for _, run := range runs {
+		iter := c.GetWorkflowHistory(context.Background(), id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			e, err := iter.Next()
+			if err != nil {
+				break
+			}
+			k := kinds[e.GetEventType()]
+			if k == nil {
+				k = &kind{}
+				kinds[e.GetEventType()] = k
+			}
+			k.events++
+			k.bytes += proto.Size(e)
+			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
+				failed[e.GetWorkflowTaskFailedEventAttributes().GetCause().String()]++
+			}
+		}
+	}
+	types := slices.Collect(maps.Keys(kinds))
+	slices.SortFunc(types, func(a, b enumspb.EventType) int { return kinds[b].bytes - kinds[a].bytes })
+	var parts []string
+	for _, t := range types[:min(len(types), 6)] {
+		parts = append(parts, fmt.Sprintf("%s %d (%d KB)", strings.TrimPrefix(t.String(), "EVENT_TYPE_"), kinds[t].events, kinds[t].bytes/1024))
+	}
+	for _, cause := range slices.Sorted(maps.Keys(failed)) {
+		parts = append(parts, fmt.Sprintf("task failed %s %d", cause, failed[cause]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // failedTasks names the workflow tasks of id's running run that failed or
@@ -402,8 +450,9 @@ func pace(n int, rate float64, do func(i int)) time.Duration {
 
 // scaleRegistry: cfg.hosts hosts beat every config.DefaultHeartbeat
 // through worker.Beat, while cfg.placements sessions are placed through
-// worker.Place at rising rates, then cfg.moves of them land on another
-// host (the HostAssign a moved session sends).
+// worker.Place at rising rates, then every host places as many new ones
+// at once through worker.PlaceAll (a fleet starting), then cfg.moves of
+// them land on another host (the HostAssign a moved session sends).
 func scaleRegistry(b *testing.B, c client.Client, cfg scaleConfig, out *strings.Builder) {
 	fmt.Fprintf(out, "  hosts registry: %d hosts beating every %v, %d placements, %d moves\n", cfg.hosts, config.DefaultHeartbeat, cfg.placements, cfg.moves)
 	ctx, stop := context.WithCancel(context.Background())
@@ -444,13 +493,33 @@ func scaleRegistry(b *testing.B, c client.Client, cfg scaleConfig, out *strings.
 		line, _ := place.line(fmt.Sprintf("place @%g/s", rate), elapsed)
 		fmt.Fprintln(out, line)
 	}
+	// A fleet starting: every host's nid up places its share of as many
+	// new sessions at once, in one PlaceAll each, as rung 22 has it do.
+	var starts latencies
+	startAt := time.Now()
+	var starting sync.WaitGroup
+	for h := range cfg.hosts {
+		reqs := make([]workflows.PlaceRequest, cfg.placements/cfg.hosts)
+		for i := range reqs {
+			reqs[i] = workflows.PlaceRequest{Session: fmt.Sprintf("start%03d/s%d", h, i), Want: fmt.Sprintf("host-%03d", h)}
+		}
+		starting.Add(1)
+		go func() {
+			defer starting.Done()
+			starts.time(func() error { _, err := worker.PlaceAll(ctx, c, reqs); return err })
+		}()
+	}
+	starting.Wait()
+	line, _ := starts.line("fleet start", time.Since(startAt))
+	fmt.Fprintf(out, "%s\n                   %d hosts placing %d sessions each at once: all placed in %v\n",
+		line, cfg.hosts, cfg.placements/cfg.hosts, time.Since(startAt).Round(time.Millisecond))
 	var moves latencies
 	moveStart := time.Now()
 	elapsed := pace(cfg.moves, 50, func(i int) {
 		a := workflows.HostAssign{Session: fmt.Sprintf("fleet%d/s%d", i/100, i%100), Host: fmt.Sprintf("host-%03d", (i+1)%cfg.hosts)}
 		moves.time(func() error { return c.SignalWorkflow(ctx, workflows.HostsID, "", workflows.SignalHostAssign, a) })
 	})
-	line, _ := moves.line("move @50/s", elapsed)
+	line, _ = moves.line("move @50/s", elapsed)
 	fmt.Fprintln(out, line)
 	// A move's signal is taken when sent; the registry has it when its
 	// view shows it.
@@ -763,7 +832,7 @@ func BenchmarkScaleSession(b *testing.B) {
 		}
 		counts["bytes"] += float64(d.GetWorkflowExecutionInfo().GetHistorySizeBytes())
 	}
-	runs, groupEvents, groupBytes, _ := grownSince(b, c, workflows.GroupID("cost"), historyMark{since: start})
+	runs, groupEvents, groupBytes, _, _ := grownSince(b, c, workflows.GroupID("cost"), historyMark{since: start})
 	fmt.Printf("a sim session's turn (%d sessions, %.0f turns in their current runs; load %s):\n", sessions, taken, loadAverage())
 	for _, k := range []string{"events", "workflow tasks", "activities", "visibility writes", "signals sent", "signals received", "timers", "bytes"} {
 		fmt.Printf("  %-18s %8.2f a turn\n", k, counts[k]/taken)

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +121,102 @@ func placements(t *testing.T, c client.Client) int {
 		}
 	}
 	return n
+}
+
+// A large group run rebuilt by replay in the task that would continue it as
+// new waits for its next task first, since a continue-as-new sent from a
+// task as long as a replay is refused while signals keep coming; a run
+// that reaches its limit in a task its cached instance takes continues at
+// once. The group's first task here is its instance's first (as after a
+// refused attempt, or a worker's restart), and finds the history past its
+// limit already: the inbox items sent before any worker ran. Three hundred
+// done tasks with long details make it large, and leave its session idle.
+func TestAGroupRebuiltByReplayContinuesAsNewFromItsNextTask(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	st := &workflows.GroupState{Sessions: []string{"lead"}, HistoryLimit: 30, Board: workflows.BoardState{NextTask: workflows.MaxTasks + 1}}
+	for i := range workflows.MaxTasks {
+		st.Board.Tasks = append(st.Board.Tasks, workflows.Task{ID: fmt.Sprintf("t%d", i+1), Title: "done before",
+			Detail: strings.Repeat("d", workflows.MaxTaskDetail), Status: workflows.TaskDone})
+	}
+	note := workflows.InboxItem{Session: "lead", Kind: "note", Text: "a note"}
+	first, err := c.SignalWithStartWorkflow(t.Context(), workflows.GroupID("web"), workflows.SignalInbox, note,
+		client.StartWorkflowOptions{ID: workflows.GroupID("web"), TaskQueue: workflows.TaskQueue},
+		workflows.GroupWorkflowName, workflows.GroupInput{Name: "web", State: st})
+	require.NoError(t, err)
+	for range 40 {
+		require.NoError(t, c.SignalWorkflow(t.Context(), workflows.GroupID("web"), "", workflows.SignalInbox, note))
+	}
+	startNode(t, env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n"))
+
+	second := nextRun(t, c, workflows.GroupID("web"), first.GetRunID())
+	require.Equal(t, []string{"rebuilt: true", "TimerStarted", "TimerFired", "rebuilt: false", "ContinuedAsNew"},
+		continueSteps(t, c, workflows.GroupID("web"), first.GetRunID()), "the rebuilt run waits one task, then continues")
+
+	// The second run's instance is cached from its first task on: items
+	// one at a time, each taken before the next, bring it to its limit.
+	for {
+		d, err := c.DescribeWorkflowExecution(t.Context(), workflows.GroupID("web"), "")
+		require.NoError(t, err)
+		if d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != second {
+			break
+		}
+		require.NoError(t, c.SignalWorkflow(t.Context(), workflows.GroupID("web"), second, workflows.SignalInbox, note))
+		require.Eventually(t, func() bool {
+			d, err := c.DescribeWorkflowExecution(t.Context(), workflows.GroupID("web"), second)
+			return err == nil && d.GetPendingWorkflowTask() == nil
+		}, time.Minute, 5*time.Millisecond, "the group did not take its item")
+	}
+	require.Equal(t, []string{"rebuilt: false", "ContinuedAsNew"}, continueSteps(t, c, workflows.GroupID("web"), second),
+		"the cached run continues at once")
+}
+
+// nextRun waits for the run after run of workflow id and returns its id.
+func nextRun(t *testing.T, c client.Client, id, run string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		d, err := c.DescribeWorkflowExecution(t.Context(), id, "")
+		require.NoError(t, err)
+		if now := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(); now != run {
+			return now
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("run %s of %s did not continue as new within a minute", run, id)
+	return ""
+}
+
+// continueSteps is how run of workflow id ended, from its first side
+// effect on: each side effect as what it recorded, timers and the
+// continue-as-new by their event types.
+func continueSteps(t *testing.T, c client.Client, id, run string) []string {
+	t.Helper()
+	var steps []string
+	iter := c.GetWorkflowHistory(t.Context(), id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		step := ""
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			m := e.GetMarkerRecordedEventAttributes()
+			if m.GetMarkerName() != "SideEffect" {
+				continue
+			}
+			var rebuilt bool
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &rebuilt))
+			steps = append(steps, fmt.Sprintf("rebuilt: %v", rebuilt))
+		case enumspb.EVENT_TYPE_TIMER_STARTED:
+			step = "TimerStarted"
+		case enumspb.EVENT_TYPE_TIMER_FIRED:
+			step = "TimerFired"
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			step = "ContinuedAsNew"
+		}
+		if step != "" && len(steps) > 0 {
+			steps = append(steps, step)
+		}
+	}
+	return steps
 }

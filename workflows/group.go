@@ -80,7 +80,7 @@ func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
 }
 
 func (g *group) setup(ctx workflow.Context) error {
-	g.version = versionOf(ctx)
+	g.ladder = watched(ctx)
 	if g.has(VersionCheckedInput) {
 		if err := checkNames("name", g.name, "", ""); err != nil {
 			return err

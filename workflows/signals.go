@@ -1,6 +1,10 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
 
 // Every long-running workflow here (Session, Group) reads its signals the
 // same way: a coroutine beside the main loop folds each one into the state as
@@ -63,21 +67,92 @@ func continueAsNew(ctx workflow.Context, l ladder, selector signalSelector, work
 // done.
 func continueAsNewWhen(ctx workflow.Context, l ladder, selector signalSelector, settled func() bool, workflowType string, input func() any) error {
 	sel := selector(ctx)
-	for {
-		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && (settled == nil || settled()) }); err != nil {
+	for waits := 0; ; waits++ {
+		for {
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && (settled == nil || settled()) }); err != nil {
+				return err
+			}
+			if !sel.HasPending() {
+				break
+			}
+			for sel.HasPending() {
+				sel.Select(ctx)
+			}
+			if !l.has(VersionSettledContinueAsNew) {
+				break
+			}
+		}
+		if l.live == nil || waits == maxContinueWaits {
+			break
+		}
+		var rebuilt bool
+		if err := workflow.SideEffect(ctx, func(ctx workflow.Context) any {
+			return l.live.rebuiltNow(ctx) && workflow.GetInfo(ctx).GetCurrentHistorySize() >= continueWaitBytes
+		}).Get(&rebuilt); err != nil {
 			return err
 		}
-		if !sel.HasPending() {
+		if !rebuilt {
 			break
 		}
-		for sel.HasPending() {
-			sel.Select(ctx)
-		}
-		if !l.has(VersionSettledContinueAsNew) {
-			break
+		if err := workflow.Sleep(ctx, continueWait); err != nil {
+			return err
 		}
 	}
 	return workflow.NewContinueAsNewError(ctx, workflowType, input())
+}
+
+// A continue-as-new the server refuses, because signals arrived while its
+// workflow task ran (UNHANDLED_COMMAND; an update sent meanwhile does not
+// refuse it, but is turned away and sent again by its client), costs a
+// replay of the whole run: the SDK drops a workflow from its cache once it
+// has sent the command that ends it. The next attempt then ends a workflow
+// task that lasted as long as that replay, and a group of a thousand
+// sessions, sent about seventy signals a second, is all but sure to be sent
+// more meanwhile: attempt after attempt was refused, each replaying, and
+// the group answered nothing for tens of seconds.
+//
+// Since VersionContinueFromCache a group's run of continueWaitBytes or more
+// rebuilt by replay in the very task that would continue it as new records
+// that (a side effect, so replay takes the same path) and waits
+// continueWait for its next task instead, which the cached workflow takes
+// in milliseconds; at most maxContinueWaits times in a row, so that a
+// worker that keeps no cache still continues. A smaller run replays in
+// milliseconds too, and waiting would only let its history grow.
+const (
+	continueWait      = time.Millisecond
+	continueWaitBytes = 256 << 10
+	maxContinueWaits  = 10
+)
+
+// liveness remembers the first workflow task this instance of a run took
+// live rather than by replaying history: an instance that took none
+// before the current task was rebuilt in it.
+type liveness struct {
+	observed bool
+	since    int
+}
+
+// watchLiveness starts the coroutine that notes the first live task; its
+// condition is evaluated at every task, replayed or live, and makes no
+// command.
+func watchLiveness(ctx workflow.Context) *liveness {
+	l := &liveness{}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		_ = workflow.Await(ctx, func() bool {
+			if !l.observed && !workflow.IsReplaying(ctx) {
+				l.observed, l.since = true, workflow.GetInfo(ctx).GetCurrentHistoryLength()
+			}
+			return false
+		})
+	})
+	return l
+}
+
+// rebuiltNow says no task before the current one ran live in this
+// instance. Read only inside a side effect: it depends on the worker's
+// cache, not on the history.
+func (l *liveness) rebuiltNow(ctx workflow.Context) bool {
+	return !l.observed || l.since >= workflow.GetInfo(ctx).GetCurrentHistoryLength()
 }
 
 // historyFull says a workflow should continue as new: the server suggests

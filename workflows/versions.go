@@ -297,8 +297,20 @@ const (
 	// Histories: testdata/rung25-*.json.gz.
 	VersionLeanBoard Version = 25
 
+	// VersionContinueFromCache: a group whose run (of 256 KB or more) was
+	// rebuilt by replay in the workflow task that would continue it as new
+	// waits for its next task first (continueAsNewWhen). A refused
+	// continue-as-new replays the whole run, and attempted again straight
+	// from that replay it was refused again while signals kept coming: a
+	// group of a thousand sessions was refused forty times in a row and
+	// answered nothing meanwhile. Sessions and the hosts registry are sent
+	// few signals (their updates do not refuse a continue-as-new), and
+	// the registry, tried with it, did no better in the benchmark.
+	// Histories: testdata/rung26-*.json.gz.
+	VersionContinueFromCache Version = 26
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionLeanBoard
+	versionLatest = VersionContinueFromCache
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is
@@ -373,7 +385,24 @@ func RecordedRung(events []*historypb.HistoryEvent, whole bool) (v Version, ok b
 
 // ladder is the rung a run follows, for the workflows to embed: they branch
 // on has.
-type ladder struct{ version Version }
+type ladder struct {
+	version Version
+	// live notes whether this instance of the run was rebuilt by replay
+	// (VersionContinueFromCache); nil for a run on an older rung, and for
+	// the workflows that continue as new as they did before it.
+	live *liveness
+}
+
+// watched is the ladder of a run whose continue-as-new waits for a task
+// its cached instance takes (VersionContinueFromCache): its rung, and the
+// watch continueAsNewWhen reads.
+func watched(ctx workflow.Context) ladder {
+	l := ladder{version: versionOf(ctx)}
+	if l.has(VersionContinueFromCache) {
+		l.live = watchLiveness(ctx)
+	}
+	return l
+}
 
 // has says this run follows rung v of the version ladder.
 func (l ladder) has(v Version) bool { return l.version >= v }

@@ -330,7 +330,7 @@ func historyLine(b *testing.B, c client.Client, id string, m historyMark, elapse
 
 // historyMix says what the closed runs of id held: the kinds of event
 // that took the most bytes, with their counts, and the workflow tasks that
-// failed and why (a continue-as-new the server refused for the signals and
+// failed (and why) or timed out (a continue-as-new the server refused for the signals and
 // updates that arrived meanwhile shows here, and costs a replay each).
 func historyMix(c client.Client, id string, runs []string) string {
 	type kind struct {
@@ -353,8 +353,11 @@ func historyMix(c client.Client, id string, runs []string) string {
 			}
 			k.events++
 			k.bytes += proto.Size(e)
-			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
-				failed[e.GetWorkflowTaskFailedEventAttributes().GetCause().String()]++
+			switch e.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+				failed["failed "+e.GetWorkflowTaskFailedEventAttributes().GetCause().String()]++
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+				failed["timed out"]++
 			}
 		}
 	}
@@ -365,7 +368,7 @@ func historyMix(c client.Client, id string, runs []string) string {
 		parts = append(parts, fmt.Sprintf("%s %d (%d KB)", strings.TrimPrefix(t.String(), "EVENT_TYPE_"), kinds[t].events, kinds[t].bytes/1024))
 	}
 	for _, cause := range slices.Sorted(maps.Keys(failed)) {
-		parts = append(parts, fmt.Sprintf("task failed %s %d", cause, failed[cause]))
+		parts = append(parts, fmt.Sprintf("task %s %d", cause, failed[cause]))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -233,10 +233,9 @@ func (r *hosts) onAssign(ctx workflow.Context, a HostAssign) {
 
 // assign moves session onto host, off any other, as running.
 func (r *hosts) assign(session, host string) {
-	other := func(s string) bool { return s == session }
 	for i := range r.st.Hosts {
-		r.st.Hosts[i].Sessions = slices.DeleteFunc(r.st.Hosts[i].Sessions, other)
-		r.st.Hosts[i].Stopped = slices.DeleteFunc(r.st.Hosts[i].Stopped, other)
+		r.st.Hosts[i].Sessions = deleteSorted(r.st.Hosts[i].Sessions, session)
+		r.st.Hosts[i].Stopped = deleteSorted(r.st.Hosts[i].Stopped, session)
 	}
 	h := r.host(host)
 	h.Sessions = insertSorted(h.Sessions, session)
@@ -245,6 +244,16 @@ func (r *hosts) assign(session, host string) {
 func insertSorted(list []string, s string) []string {
 	if i, found := slices.BinarySearch(list, s); !found {
 		return slices.Insert(list, i, s)
+	}
+	return list
+}
+
+// deleteSorted removes s from the sorted list: a search, where comparing
+// it with every session of every host made each placement cost the whole
+// fleet, and each replay of a registry placing thousands its square.
+func deleteSorted(list []string, s string) []string {
+	if i, found := slices.BinarySearch(list, s); found {
+		return slices.Delete(list, i, i+1)
 	}
 	return list
 }

@@ -158,7 +158,7 @@ func TestASecondAttachIsRefusedWithWhoHoldsIt(t *testing.T) {
 
 func TestAttachRefusals(t *testing.T) {
 	st := &SessionState{Status: StatusIdle}
-	r := rules{in: &SessionInput{Group: "web", Name: "lead", Spec: agents.AgentSpec{Kind: agents.KindSim}}, st: st, ladder: ladder{version: versionLatest}}
+	r := rules{in: &SessionInput{Group: "web", Name: "lead", Spec: agents.AgentSpec{Kind: agents.KindSim}}, st: st, ladder: ladder{versionLatest}}
 	ok := AttachRequest{Who: "alice@box", Host: "box", Lease: "l1"}
 	require.Equal(t, "the sim agent has no interactive CLI to attach to: nid send gives it a message for its next turn, and nid transcript shows what it did",
 		r.attachRefusal(time.Time{}, ok))

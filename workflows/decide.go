@@ -217,9 +217,9 @@ func EffectiveMode(mode string, policy config.Rotate) string {
 // ladder is the rung whose rules decide for the session viewed.
 func (v SessionView) ladder() ladder {
 	if v.Rung == 0 {
-		return ladder{version: versionLatest}
+		return ladder{versionLatest}
 	}
-	return ladder{version: v.Rung}
+	return ladder{v.Rung}
 }
 
 // stoppedRefusal is what a stopped session says to a rotate request and a

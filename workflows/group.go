@@ -57,6 +57,9 @@ type group struct {
 	// (since VersionTargetedBoard): the run continues as new only once
 	// they are, as the server drops a signal whose sender has closed.
 	delivering int
+	// live notes whether this instance of the run was rebuilt by replay
+	// (since VersionContinueFromCache; nil before).
+	live *liveness
 }
 
 // GroupWorkflow owns a group's policy, board, budget and inbox. It changes
@@ -80,7 +83,10 @@ func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
 }
 
 func (g *group) setup(ctx workflow.Context) error {
-	g.ladder = watched(ctx)
+	g.version = versionOf(ctx)
+	if g.has(VersionContinueFromCache) {
+		g.live = watchLiveness(ctx)
+	}
 	if g.has(VersionCheckedInput) {
 		if err := checkNames("name", g.name, "", ""); err != nil {
 			return err
@@ -139,7 +145,7 @@ func (g *group) run(ctx workflow.Context) error {
 		return err
 	}
 	delivered := func() bool { return g.delivering == 0 }
-	return continueAsNewWhen(ctx, g.ladder, g.signalSelector, delivered, GroupWorkflowName, func() any {
+	return continueAsNewWhen(ctx, g.ladder, g.live, g.signalSelector, delivered, GroupWorkflowName, func() any {
 		return GroupInput{Name: g.name, State: g.st}
 	})
 }
@@ -231,8 +237,7 @@ func (g *group) answer(session string) *BoardView {
 		b := g.seat(g.board(), session)
 		return &b
 	}
-	b := g.board()
-	return &b
+	return g.whole()
 }
 
 // seat is board b as session is sent it (BoardView.seat).

@@ -75,7 +75,7 @@ type hosts struct {
 // HostsWorkflow is the hosts registry, nid/hosts. Workers start it with
 // their first heartbeat (signal-with-start); it runs forever.
 func HostsWorkflow(ctx workflow.Context, in HostsInput) error {
-	r := &hosts{st: in.State, ladder: ladder{version: versionOf(ctx)}}
+	r := &hosts{st: in.State, ladder: ladder{versionOf(ctx)}}
 	publishRung(ctx, r.ladder)
 	if r.st == nil {
 		r.st = &HostsState{}

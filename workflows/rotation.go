@@ -40,7 +40,7 @@ type rotation struct {
 // reached and the rotation happens exactly once.
 func RotationWorkflow(ctx workflow.Context, in RotationInput) (RotationResult, error) {
 	r := &rotation{in: in, handoff: workflow.GetSignalChannel(ctx, SignalHandoffWrite), ack: workflow.GetSignalChannel(ctx, SignalHandoffAck),
-		kind: agents.KindOf(in.Spec.Kind), ladder: ladder{version: versionOf(ctx)}, queue: in.ActivityQueue}
+		kind: agents.KindOf(in.Spec.Kind), ladder: ladder{versionOf(ctx)}, queue: in.ActivityQueue}
 	if r.has(VersionCheckedInput) {
 		if err := checkNames("session.group", in.Session.Group, "session.name", in.Session.Name); err != nil {
 			return RotationResult{}, err

@@ -59,13 +59,14 @@ func listenSignals(ctx workflow.Context, selector signalSelector, after func(wor
 // would otherwise be cut off by the new run, failing at the client after
 // its change was made.
 func continueAsNew(ctx workflow.Context, l ladder, selector signalSelector, workflowType string, input func() any) error {
-	return continueAsNewWhen(ctx, l, selector, nil, workflowType, input)
+	return continueAsNewWhen(ctx, l, nil, selector, nil, workflowType, input)
 }
 
 // continueAsNewWhen is continueAsNew that also waits, with the handlers,
 // until settled (when not nil) says what the run still has under way is
-// done.
-func continueAsNewWhen(ctx workflow.Context, l ladder, selector signalSelector, settled func() bool, workflowType string, input func() any) error {
+// done, and, with live (when not nil), for a task its cached instance
+// takes (VersionContinueFromCache, below).
+func continueAsNewWhen(ctx workflow.Context, l ladder, live *liveness, selector signalSelector, settled func() bool, workflowType string, input func() any) error {
 	sel := selector(ctx)
 	for waits := 0; ; waits++ {
 		for {
@@ -82,12 +83,12 @@ func continueAsNewWhen(ctx workflow.Context, l ladder, selector signalSelector, 
 				break
 			}
 		}
-		if l.live == nil || waits == maxContinueWaits {
+		if live == nil || waits == maxContinueWaits {
 			break
 		}
 		var rebuilt bool
 		if err := workflow.SideEffect(ctx, func(ctx workflow.Context) any {
-			return l.live.rebuiltNow(ctx) && workflow.GetInfo(ctx).GetCurrentHistorySize() >= continueWaitBytes
+			return live.rebuiltNow(ctx) && workflow.GetInfo(ctx).GetCurrentHistorySize() >= continueWaitBytes
 		}).Get(&rebuilt); err != nil {
 			return err
 		}

@@ -385,24 +385,7 @@ func RecordedRung(events []*historypb.HistoryEvent, whole bool) (v Version, ok b
 
 // ladder is the rung a run follows, for the workflows to embed: they branch
 // on has.
-type ladder struct {
-	version Version
-	// live notes whether this instance of the run was rebuilt by replay
-	// (VersionContinueFromCache); nil for a run on an older rung, and for
-	// the workflows that continue as new as they did before it.
-	live *liveness
-}
-
-// watched is the ladder of a run whose continue-as-new waits for a task
-// its cached instance takes (VersionContinueFromCache): its rung, and the
-// watch continueAsNewWhen reads.
-func watched(ctx workflow.Context) ladder {
-	l := ladder{version: versionOf(ctx)}
-	if l.has(VersionContinueFromCache) {
-		l.live = watchLiveness(ctx)
-	}
-	return l
-}
+type ladder struct{ version Version }
 
 // has says this run follows rung v of the version ladder.
 func (l ladder) has(v Version) bool { return l.version >= v }

@@ -147,19 +147,6 @@ echo "{\"nid\":\"usage\",\"used\":30000,\"window\":100000}"
 	})
 	s.mustNid("stop", "rec/silent")
 	attachAndHandBack(t, s, c)
-	// A group and a registry that an older nid started on the sessions'
-	// queue: each continues as new onto its own at once
-	// (VersionSharedQueue). The registry's id is not nid's, for nid's
-	// registry runs already.
-	moved := map[string]string{workflows.GroupID("moved"): workflows.GroupWorkflowName, "nid/hosts-moved": workflows.HostsWorkflowName}
-	for id, name := range moved {
-		var input any = workflows.HostsInput{}
-		if name == workflows.GroupWorkflowName {
-			input = workflows.GroupInput{Name: "moved", State: &workflows.GroupState{Sessions: []string{"lead"}, Board: workflows.BoardState{NextTask: 1}}}
-		}
-		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, name, input)
-		require.NoError(t, err)
-	}
 
 	dir := filepath.Join("..", "workflows", "testdata")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
@@ -173,11 +160,6 @@ echo "{\"nid\":\"usage\",\"used\":30000,\"window\":100000}"
 	for _, id := range ids {
 		runs := runsOf(t, c, id)
 		writeHistory(t, filepath.Join(dir, fixtureName(version, id, ".json.gz")), cutHistory(t, c, id, runs[0]))
-	}
-
-	for id := range moved {
-		s.eventually(id+" to move", time.Minute, func() bool { return len(runsOf(t, c, id)) >= 2 })
-		writeHistory(t, filepath.Join(dir, fixtureName(version, id, "-can.json.gz")), wholeHistory(t, c, id, runsOf(t, c, id)[0]))
 	}
 
 	// A session's first run whole, ending in continue-as-new, and the start

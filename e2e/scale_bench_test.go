@@ -565,7 +565,7 @@ func scaleGroup(b *testing.B, c client.Client, cfg scaleConfig, n int, out *stri
 		tasks = append(tasks, config.Task{Title: fmt.Sprintf("Task %d of the benchmark", i+1), Detail: "Change one module and its tests."})
 	}
 	ctx := context.Background()
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.GroupID(name), TaskQueue: workflows.SharedQueue,
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.GroupID(name), TaskQueue: workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING},
 		workflows.GroupWorkflowName, workflows.GroupInput{
 			Name: name, Goal: "Measure", Policy: config.Rotate{Mode: "off"}, Sessions: sessions, Tasks: tasks,

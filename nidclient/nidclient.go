@@ -66,15 +66,10 @@ func GroupsQuery() string {
 	return fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.GroupWorkflowName)
 }
 
-// RunningOnTaskQueues lists the running workflows whose tasks go to any
-// of queues (nid's own names, never a user's): sessions, rotations, groups
-// and the registry alike.
-func RunningOnTaskQueues(ctx context.Context, c client.Client, queues ...string) ([]*workflowpb.WorkflowExecutionInfo, error) {
-	on := make([]string, len(queues))
-	for i, q := range queues {
-		on[i] = fmt.Sprintf("TaskQueue = '%s'", q)
-	}
-	return listExecutions(ctx, c, fmt.Sprintf("(%s) AND ExecutionStatus = 'Running'", strings.Join(on, " OR ")))
+// RunningOnTaskQueue lists the running workflows whose tasks go to queue:
+// sessions, rotations and groups alike.
+func RunningOnTaskQueue(ctx context.Context, c client.Client, queue string) ([]*workflowpb.WorkflowExecutionInfo, error) {
+	return listExecutions(ctx, c, fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", queue))
 }
 
 // listExecutions runs one visibility query, following its pages.

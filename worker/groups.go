@@ -116,7 +116,7 @@ func startGroup(ctx context.Context, c client.Client, name string, g config.Grou
 	}
 	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.GroupID(name),
-		TaskQueue:                workflows.SharedQueue,
+		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// Else the SDK answers a running group with its run, as if
 		// started now.

@@ -53,7 +53,7 @@ func TestApplyingTheFileWaitsForAGroupThatDoesNotAnswerYet(t *testing.T) {
 	cfg := env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n")
 	// The group runs, and no worker serves it yet.
 	_, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
-		ID: workflows.GroupID("web"), TaskQueue: workflows.SharedQueue, TypedSearchAttributes: workflows.GroupSearchAttributes("web"),
+		ID: workflows.GroupID("web"), TaskQueue: workflows.TaskQueue, TypedSearchAttributes: workflows.GroupSearchAttributes("web"),
 	}, workflows.GroupWorkflowName, workflows.GroupInput{Name: "web", Policy: cfg.Groups["web"].Rotate, Sessions: []string{"lead"}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -141,7 +141,7 @@ func TestAGroupRebuiltByReplayContinuesAsNewFromItsNextTask(t *testing.T) {
 	}
 	note := workflows.InboxItem{Session: "lead", Kind: "note", Text: "a note"}
 	first, err := c.SignalWithStartWorkflow(t.Context(), workflows.GroupID("web"), workflows.SignalInbox, note,
-		client.StartWorkflowOptions{ID: workflows.GroupID("web"), TaskQueue: workflows.SharedQueue},
+		client.StartWorkflowOptions{ID: workflows.GroupID("web"), TaskQueue: workflows.TaskQueue},
 		workflows.GroupWorkflowName, workflows.GroupInput{Name: "web", State: st})
 	require.NoError(t, err)
 	for range 40 {
@@ -169,55 +169,6 @@ func TestAGroupRebuiltByReplayContinuesAsNewFromItsNextTask(t *testing.T) {
 	}
 	require.Equal(t, []string{"rebuilt: false", "ContinuedAsNew"}, continueSteps(t, c, workflows.GroupID("web"), second),
 		"the cached run continues at once")
-}
-
-// A group and a hosts registry that an older nid started on the sessions'
-// queue leave it for their own (VersionSharedQueue) as soon as a worker
-// takes them, by continuing as new, with everything they held: the group its board, claims and
-// locks, the registry its hosts.
-func TestTheGroupAndTheRegistryMoveOffTheSessionsQueue(t *testing.T) {
-	env := temporaltest.New(t)
-	c := env.Client(t)
-	// A group of no session that runs: nothing but the move changes it.
-	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	st := &workflows.GroupState{Sessions: []string{"lead"}, Board: workflows.BoardState{
-		NextTask: 2, Tasks: []workflows.Task{{ID: "t1", Title: "Kept across the move", Status: workflows.TaskClaimed, Holder: "lead", ClaimedAt: &at}},
-		Locks: []workflows.Lock{{Name: "src/app.go", Holder: "lead", At: at}},
-	}}
-	group, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: workflows.GroupID("old"), TaskQueue: workflows.TaskQueue},
-		workflows.GroupWorkflowName, workflows.GroupInput{Name: "old", State: st})
-	require.NoError(t, err)
-	away := workflows.HostBeat{Host: "away", MaxSessions: 4, Every: time.Hour}
-	start := hostsStart()
-	start.TaskQueue = workflows.TaskQueue
-	registry, err := c.SignalWithStartWorkflow(t.Context(), workflows.HostsID, workflows.SignalHeartbeat, away, start,
-		workflows.HostsWorkflowName, workflows.HostsInput{})
-	require.NoError(t, err)
-	startNode(t, env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n"))
-
-	for id, run := range map[string]string{workflows.GroupID("old"): group.GetRunID(), workflows.HostsID: registry.GetRunID()} {
-		next := nextRun(t, c, id, run)
-		d, err := c.DescribeWorkflowExecution(t.Context(), id, next)
-		require.NoError(t, err)
-		require.Equal(t, workflows.SharedQueue, d.GetWorkflowExecutionInfo().GetTaskQueue(), id)
-		first, err := c.DescribeWorkflowExecution(t.Context(), id, run)
-		require.NoError(t, err)
-		require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW, first.GetWorkflowExecutionInfo().GetStatus(), id)
-	}
-	view, err := nidclient.QueryGroup(t.Context(), c, "old")
-	require.NoError(t, err)
-	require.Equal(t, st.Board.Locks, view.Board.Locks)
-	require.Equal(t, st.Board.Tasks, view.Board.Tasks)
-	hosts, err := nidclient.Hosts(t.Context(), c)
-	require.NoError(t, err)
-	var names []string
-	for _, h := range hosts.Hosts {
-		names = append(names, h.Name)
-	}
-	require.ElementsMatch(t, []string{"away", temporaltest.Host}, names)
-	d, err := c.DescribeWorkflowExecution(t.Context(), workflows.GroupID("web"), "")
-	require.NoError(t, err)
-	require.Equal(t, workflows.SharedQueue, d.GetWorkflowExecutionInfo().GetTaskQueue(), "a group nid starts now")
 }
 
 // nextRun waits for the run after run of workflow id and returns its id.

@@ -20,7 +20,7 @@ import (
 func hostsStart() client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       workflows.HostsID,
-		TaskQueue:                workflows.SharedQueue,
+		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "nid hosts registry",
 		StaticDetails: "The hosts nid's workers serve under: their capacity and heartbeats. It places new sessions " +

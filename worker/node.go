@@ -219,11 +219,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	sdkworker.SetStickyWorkflowCacheSize(workflowCacheSize)
 	wfw := sdkworker.New(n.Client, workflows.TaskQueue, workflowWorkerOptions(m))
 	RegisterWorkflows(wfw)
-	// Pollers, a sticky queue and task slots of their own: a group's
-	// answer does not wait behind the turns of the sessions that asked.
-	shared := sdkworker.New(n.Client, workflows.SharedQueue, workflowWorkerOptions(m))
-	RegisterSharedWorkflows(shared)
-	ws := []sdkworker.Worker{wfw, shared}
+	ws := []sdkworker.Worker{wfw}
 	if cfg.Worker.MaxSessions > 0 {
 		actw := sdkworker.New(n.Client, workflows.HostQueue(cfg.Worker.Host), activityWorkerOptions(m, &attemptRecorder{dir: activities.AttemptDir(cfg.State), logger: logger}))
 		RegisterActivities(actw, acts)

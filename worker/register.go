@@ -21,18 +21,10 @@ type Registry interface {
 	RegisterActivityWithOptions(a interface{}, options activity.RegisterOptions)
 }
 
-// RegisterWorkflows registers every workflow under its stable type name:
-// the sessions' queue also runs the groups and the registry that were
-// started there before VersionSharedQueue, until they move.
+// RegisterWorkflows registers every workflow under its stable type name.
 func RegisterWorkflows(r Registry) {
 	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.RotationWorkflow, workflow.RegisterOptions{Name: workflows.RotationWorkflowName})
-	RegisterSharedWorkflows(r)
-}
-
-// RegisterSharedWorkflows registers the workflows of SharedQueue: the
-// groups and the hosts registry.
-func RegisterSharedWorkflows(r Registry) {
 	r.RegisterWorkflowWithOptions(workflows.GroupWorkflow, workflow.RegisterOptions{Name: workflows.GroupWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.HostsWorkflow, workflow.RegisterOptions{Name: workflows.HostsWorkflowName})
 }

@@ -28,7 +28,7 @@ func resetStickyQueues(ctx context.Context, c client.Client, namespace string, l
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	start := time.Now()
-	execs, err := nidclient.RunningOnTaskQueues(ctx, c, workflows.TaskQueue, workflows.SharedQueue)
+	execs, err := nidclient.RunningOnTaskQueue(ctx, c, workflows.TaskQueue)
 	if err != nil {
 		logger.Warn("Could not list workflows to take them over", "error", err)
 		return

@@ -138,17 +138,14 @@ func (g *group) setup(ctx workflow.Context) error {
 	return nil
 }
 
-// run waits until the history is full, or the run is on the sessions'
-// queue (movesToSharedQueue), then continues as new: everything else a
-// group does answers a signal or an update.
+// run waits until the history is full, then continues as new: everything
+// else a group does answers a signal or an update.
 func (g *group) run(ctx workflow.Context) error {
-	if err := workflow.Await(ctx, func() bool {
-		return historyFull(ctx, g.st.HistoryLimit) || movesToSharedQueue(ctx, g.ladder)
-	}); err != nil {
+	if err := workflow.Await(ctx, func() bool { return historyFull(ctx, g.st.HistoryLimit) }); err != nil {
 		return err
 	}
 	delivered := func() bool { return g.delivering == 0 }
-	return continueAsNewWhen(sharedContinue(ctx, g.ladder), g.ladder, g.live, g.signalSelector, delivered, GroupWorkflowName, func() any {
+	return continueAsNewWhen(ctx, g.ladder, g.live, g.signalSelector, delivered, GroupWorkflowName, func() any {
 		return GroupInput{Name: g.name, State: g.st}
 	})
 }

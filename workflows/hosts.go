@@ -117,8 +117,8 @@ func (r *hosts) run(ctx workflow.Context) error {
 		}
 		r.expire(ctx)
 		r.tell(ctx)
-		if historyFull(ctx, r.st.HistoryLimit) || movesToSharedQueue(ctx, r.ladder) {
-			return continueAsNew(sharedContinue(ctx, r.ladder), r.ladder, r.selector, HostsWorkflowName, func() any {
+		if historyFull(ctx, r.st.HistoryLimit) {
+			return continueAsNew(ctx, r.ladder, r.selector, HostsWorkflowName, func() any {
 				return HostsInput{State: r.st}
 			})
 		}

@@ -34,12 +34,6 @@ const (
 // agent processes live on one host.
 const TaskQueue = "nid"
 
-// SharedQueue is the queue of the workflow tasks of what every session
-// meets: the groups and the hosts registry (since VersionSharedQueue).
-// Every worker polls it apart from TaskQueue, so that a group's answers do
-// not wait behind the turns of the sessions that asked for them.
-const SharedQueue = "nid-shared"
-
 // HostQueue is the task queue of host's activities: the turns, rotations
 // and git work of the sessions placed there.
 func HostQueue(host string) string { return "nid@" + host }

@@ -62,24 +62,6 @@ func continueAsNew(ctx workflow.Context, l ladder, selector signalSelector, work
 	return continueAsNewWhen(ctx, l, nil, selector, nil, workflowType, input)
 }
 
-// movesToSharedQueue says whether a run of a shared workflow (a group, the
-// hosts registry) is on the sessions' queue, which it leaves for
-// SharedQueue by continuing as new (VersionSharedQueue). A run on any
-// other queue (a test's, a benchmark's) stays where it was put.
-func movesToSharedQueue(ctx workflow.Context, l ladder) bool {
-	return l.has(VersionSharedQueue) && workflow.GetInfo(ctx).TaskQueueName == TaskQueue
-}
-
-// sharedContinue is ctx for a shared workflow's continue-as-new: onto
-// SharedQueue when the run moves there. Replay matches a continue-as-new
-// by its type alone, so where it goes changes no recorded history.
-func sharedContinue(ctx workflow.Context, l ladder) workflow.Context {
-	if movesToSharedQueue(ctx, l) {
-		return workflow.WithWorkflowTaskQueue(ctx, SharedQueue)
-	}
-	return ctx
-}
-
 // continueAsNewWhen is continueAsNew that also waits, with the handlers,
 // until settled (when not nil) says what the run still has under way is
 // done, and, with live (when not nil), for a task its cached instance

@@ -309,20 +309,8 @@ const (
 	// Histories: testdata/rung26-*.json.gz.
 	VersionContinueFromCache Version = 26
 
-	// VersionSharedQueue: the workflows every session meets (a group, the
-	// hosts registry) take their workflow tasks from SharedQueue, polled
-	// apart from the sessions' TaskQueue, and a run that finds itself on
-	// the sessions' queue (started by an older nid, or continued from a
-	// run before this rung) continues as new onto SharedQueue at once
-	// (movesToSharedQueue). On the one queue a group's tasks waited behind
-	// those of the busy sessions it serves: 100 s and more each, four of
-	// them timed out, and 149 of 200 sessions on the PostgreSQL cluster
-	// still waited for their first board after ten minutes.
-	// Histories: testdata/rung27-*.json.gz.
-	VersionSharedQueue Version = 27
-
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionSharedQueue
+	versionLatest = VersionContinueFromCache
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

@@ -63,7 +63,7 @@ bench-agents: deps ## A turn of the real Claude Code and Codex CLIs by hand and 
 bench-long: ## One session for 10,000 turns: history bound, exact counters, time and memory (~15+ minutes)
 	$(GO) test -timeout 40m -run '^$$' -bench LongRun -benchtime 1x ./e2e
 
-bench-cluster: deps ## 50 and 200 sim sessions on the embedded server and on a PostgreSQL cluster with two hosts: turn overhead, nid ls, how long they take to start (~30+ minutes)
+bench-cluster: deps ## 50 and 200 sim sessions on the embedded server and on a PostgreSQL cluster with two hosts: turn overhead, nid ls; 200 new sessions started on the cluster, with the goal (~30+ minutes)
 	$(GO) test -timeout 90m -run '^$$' -bench Cluster -benchtime 1x ./e2e
 
 # NID_SCALE_QUICK=1 runs a smaller load for development; NID_SCALE_BACKENDS

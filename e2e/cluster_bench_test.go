@@ -23,8 +23,10 @@ import (
 // (the gap between one turn's end and the next one's start, median and p90
 // over a sample of sessions), how long nid ls takes, and how long the
 // sessions took from nid up's start to every one working, side by side:
-// what the cluster costs, and how each grows from 50 to 200 sessions.
-// Goal: 200 new sessions on the cluster all working within 30 s.
+// what the cluster costs, and how each grows from 50 to 200 sessions. Its
+// sessions ask for a turn every 200 ms, far more than the machine gives:
+// how long the last of them waits to start is the machine's saturation,
+// not a fleet's start, which BenchmarkClusterFleetStart times.
 func BenchmarkCluster(b *testing.B) {
 	type row struct {
 		backend     string
@@ -57,13 +59,29 @@ func BenchmarkCluster(b *testing.B) {
 		fmt.Fprintf(&out, "%-9s %8d %12v %10v %12v %12v %12v\n", r.backend, r.sessions, r.median.Round(time.Millisecond), r.p90.Round(time.Millisecond),
 			r.ls.Round(time.Millisecond), r.up.Round(100*time.Millisecond), r.working.Round(100*time.Millisecond))
 	}
-	for _, r := range rows {
-		if r.backend == "cluster" && r.sessions == 200 {
-			fmt.Fprintf(&out, "200 new sim sessions on the two-host cluster: every session working %v after nid up started (goal: at most %v, %s)\n",
-				r.working.Round(100*time.Millisecond), fleetStartGoal, verdict(r.working, fleetStartGoal))
-		}
-	}
 	fmt.Fprint(os.Stdout, out.String())
+}
+
+// upOnCluster starts a Temporal cluster on PostgreSQL, two nid worker
+// hosts taking half of n sessions each, and a nid up that runs none
+// itself, with groups; started is when nid up was started.
+func upOnCluster(b *testing.B, groups string, n int) (s *site, started time.Time) {
+	cl := clustertest.Start(b)
+	for _, host := range []string{"bench-a", "bench-b"} {
+		h := newSite(b, "")
+		h.cluster = cl.Address
+		h.worker = fmt.Sprintf("  host: %s\n  maxSessions: %d\n", host, n/2)
+		h.writeConfig()
+		h.serveNid("worker")
+	}
+	s = newSite(b, groups)
+	s.cluster = cl.Address
+	s.worker = "  maxSessions: 0\n"
+	s.upWait = 10 * time.Minute
+	s.writeConfig()
+	started = time.Now()
+	s.up()
+	return s, started
 }
 
 // benchSessions starts n sim sessions on backend, waits until a sample of
@@ -84,21 +102,7 @@ func benchSessions(b *testing.B, backend string, n int) (median, p90, ls, up, wo
 		started = time.Now()
 		s = newBenchSite(b, groups.String())
 	case "cluster":
-		cl := clustertest.Start(b)
-		for _, host := range []string{"bench-a", "bench-b"} {
-			h := newSite(b, "")
-			h.cluster = cl.Address
-			h.worker = fmt.Sprintf("  host: %s\n  maxSessions: %d\n", host, n/2)
-			h.writeConfig()
-			h.serveNid("worker")
-		}
-		s = newSite(b, groups.String())
-		s.cluster = cl.Address
-		s.worker = "  maxSessions: 0\n"
-		s.upWait = 10 * time.Minute
-		s.writeConfig()
-		started = time.Now()
-		s.up()
+		s, started = upOnCluster(b, groups.String(), n)
 	}
 	up = time.Since(started)
 	working = s.untilFleetWorking(b, n, started, 10*time.Minute)

@@ -46,6 +46,26 @@ func BenchmarkFleetStart(b *testing.B) {
 		serving.Round(100*time.Millisecond), working.Round(100*time.Millisecond), fleetStartGoal, verdict(working, fleetStartGoal), cpu.Round(100*time.Millisecond))
 }
 
+// BenchmarkClusterFleetStart starts 200 new sim sessions (two groups of a
+// hundred, each with a goal, turns of a minute as in BenchmarkFleetStart)
+// on the PostgreSQL cluster with two nid worker hosts, and times nid up
+// from its start to every session working. Goal: at most 30 s.
+func BenchmarkClusterFleetStart(b *testing.B) {
+	temporaltest.Binary(b)
+	s, started := upOnCluster(b, fleetGroups(2, 100, "1m"), 200)
+	serving := time.Since(started)
+	working := s.untilFleetWorking(b, 200, started, 10*time.Minute)
+	var sample []string
+	for i := 0; i < 200; i += 10 {
+		sample = append(sample, fmt.Sprintf("g%d/s%d", i/100, i%100))
+	}
+	fmt.Printf("  a sample's starts, from nid up's start (medians): %s\n", s.startPhases(b, started, sample))
+	b.ReportMetric(serving.Seconds(), "s-nid-up-serving")
+	b.ReportMetric(working.Seconds(), "s-fleet-working")
+	fmt.Printf("200 new sim sessions on the two-host cluster: nid up said it serves after %v, every session working after %v (goal: at most %v, %s)\n",
+		serving.Round(100*time.Millisecond), working.Round(100*time.Millisecond), fleetStartGoal, verdict(working, fleetStartGoal))
+}
+
 // fleetGroups is groups of perGroup sim sessions each, with a goal, whose
 // turns take turnDelay.
 func fleetGroups(groups, perGroup int, turnDelay string) string {

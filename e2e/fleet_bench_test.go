@@ -35,13 +35,7 @@ func BenchmarkFleetStart(b *testing.B) {
 	serving := time.Since(started)
 	working := s.untilFleetWorking(b, 1000, started, 10*time.Minute)
 	cpu := cpuTime(b, up.cmd.Process.Pid)
-	var sample []string
-	for i := 0; i < 1000; i += 25 {
-		sample = append(sample, fmt.Sprintf("g%d/s%d", i/100, i%100))
-	}
-	fmt.Printf("  a sample's starts, from nid up's start (medians): %s\n", s.startPhases(b, started, sample))
-	b.ReportMetric(serving.Seconds(), "s-nid-up-serving")
-	b.ReportMetric(working.Seconds(), "s-fleet-working")
+	s.reportFleetStart(b, started, serving, working, 1000, 25)
 	fmt.Printf("1000 new sim sessions on one host: nid up said it serves after %v, every session working after %v (goal: at most %v, %s); nid up used %v of processor time meanwhile, its server's included\n",
 		serving.Round(100*time.Millisecond), working.Round(100*time.Millisecond), fleetStartGoal, verdict(working, fleetStartGoal), cpu.Round(100*time.Millisecond))
 }
@@ -55,15 +49,22 @@ func BenchmarkClusterFleetStart(b *testing.B) {
 	s, started := upOnCluster(b, fleetGroups(2, 100, "1m"), 200)
 	serving := time.Since(started)
 	working := s.untilFleetWorking(b, 200, started, 10*time.Minute)
+	s.reportFleetStart(b, started, serving, working, 200, 10)
+	fmt.Printf("200 new sim sessions on the two-host cluster: nid up said it serves after %v, every session working after %v (goal: at most %v, %s)\n",
+		serving.Round(100*time.Millisecond), working.Round(100*time.Millisecond), fleetStartGoal, verdict(working, fleetStartGoal))
+}
+
+// reportFleetStart reports how long a fleet of n sessions in groups of a
+// hundred (fleetGroups) took to be served and to work, and prints the
+// start phases of every every-th session.
+func (s *site) reportFleetStart(b *testing.B, started time.Time, serving, working time.Duration, n, every int) {
 	var sample []string
-	for i := 0; i < 200; i += 10 {
+	for i := 0; i < n; i += every {
 		sample = append(sample, fmt.Sprintf("g%d/s%d", i/100, i%100))
 	}
 	fmt.Printf("  a sample's starts, from nid up's start (medians): %s\n", s.startPhases(b, started, sample))
 	b.ReportMetric(serving.Seconds(), "s-nid-up-serving")
 	b.ReportMetric(working.Seconds(), "s-fleet-working")
-	fmt.Printf("200 new sim sessions on the two-host cluster: nid up said it serves after %v, every session working after %v (goal: at most %v, %s)\n",
-		serving.Round(100*time.Millisecond), working.Round(100*time.Millisecond), fleetStartGoal, verdict(working, fleetStartGoal))
 }
 
 // fleetGroups is groups of perGroup sim sessions each, with a goal, whose

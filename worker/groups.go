@@ -47,11 +47,12 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 	}
 	names := cfg.GroupNames()
 	views := make([]workflows.GroupView, len(names))
+	fresh := make([]*workflows.GroupInput, len(names))
 	starting, gctx := errgroup.WithContext(ctx)
 	starting.SetLimit(startConcurrency)
 	for i, name := range names {
 		starting.Go(func() (err error) {
-			views[i], err = startGroup(gctx, c, name, cfg.Groups[name])
+			views[i], fresh[i], err = startGroup(gctx, c, name, cfg.Groups[name])
 			return err
 		})
 	}
@@ -93,8 +94,13 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 			}
 			s := g.Sessions[round]
 			started = true
+			var board *workflows.BoardView
+			if fresh[i] != nil {
+				b := workflows.StartingBoard(*fresh[i], s.Name)
+				board = &b
+			}
 			starting.Go(func() error {
-				return startSession(sctx, c, cfg, name, g, s, views[i], placed[name+"/"+s.Name])
+				return startSession(sctx, c, cfg, name, g, s, views[i], board, placed[name+"/"+s.Name])
 			})
 		}
 		if !started {
@@ -108,13 +114,19 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 // file says now; the answer says its policy and what it learned. A group
 // that starts now has the file's policy and has learned nothing, so it is
 // not asked: its answer would cost a board pushed to each of its sessions
-// in turn, none of which runs yet, before a single one could start.
-func startGroup(ctx context.Context, c client.Client, name string, g config.Group) (workflows.GroupView, error) {
+// in turn, none of which runs yet, before a single one could start. fresh
+// is the input of a group started now, whose starting board its new
+// sessions are given (workflows.StartingBoard); nil for one found running.
+func startGroup(ctx context.Context, c client.Client, name string, g config.Group) (view workflows.GroupView, fresh *workflows.GroupInput, err error) {
 	sessions := make([]string, 0, len(g.Sessions))
 	for _, s := range g.Sessions {
 		sessions = append(sessions, s.Name)
 	}
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	in := workflows.GroupInput{
+		Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions,
+		Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
+	}
+	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.GroupID(name),
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
@@ -125,33 +137,30 @@ func startGroup(ctx context.Context, c client.Client, name string, g config.Grou
 		StaticSummary:                            workflows.GroupSummary(name, g.Goal),
 		StaticDetails: fmt.Sprintf("The nid group %s: it owns the rotate policy, the board (tasks, claims, locks), "+
 			"the budget and the inbox of its sessions (%s), and pushes them to the sessions.", name, strings.Join(sessions, ", ")),
-	}, workflows.GroupWorkflowName, workflows.GroupInput{
-		Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions,
-		Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
-	})
+	}, workflows.GroupWorkflowName, in)
 	if err == nil {
-		return workflows.GroupView{Policy: g.Rotate}, nil
+		return workflows.GroupView{Policy: g.Rotate}, &in, nil
 	}
 	if _, running := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); !running {
-		return workflows.GroupView{}, fmt.Errorf("group %s: %w", name, err)
+		return workflows.GroupView{}, nil, fmt.Errorf("group %s: %w", name, err)
 	}
 	// The group's answer says its policy and what it learned: a session
 	// that starts now starts with them, as its siblings run, rather than
 	// with the file's policy until the next push.
-	var view workflows.GroupView
 	err = nidclient.UpdateGroup(ctx, c, name, workflows.UpdateSync, workflows.GroupSync{
 		Goal: g.Goal, Rotate: g.Rotate, Sessions: sessions,
 		Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
 	}, &view)
 	if err != nil {
-		return workflows.GroupView{}, fmt.Errorf("group %s: %w", name, err)
+		return workflows.GroupView{}, nil, fmt.Errorf("group %s: %w", name, err)
 	}
-	return view, nil
+	return view, nil, nil
 }
 
 // startSession starts session s of group name where it is placed, or tells
 // the running session what the file says now; its state stays as it was.
-func startSession(ctx context.Context, c client.Client, cfg *config.Config, name string, g config.Group, s config.Session, view workflows.GroupView, at workflows.Placement) error {
+// board, when not nil, is the board its group started with just now.
+func startSession(ctx context.Context, c client.Client, cfg *config.Config, name string, g config.Group, s config.Session, view workflows.GroupView, board *workflows.BoardView, at workflows.Placement) error {
 	host := at.Host
 	spec := AgentSpec(cfg, name, s)
 	_, err := c.SignalWithStartWorkflow(ctx, workflows.SessionID(name, s.Name),
@@ -174,6 +183,7 @@ func startSession(ctx context.Context, c client.Client, cfg *config.Config, name
 			ActivityQueue: workflows.HostQueue(host),
 			Host:          host,
 			Placed:        at.Alive,
+			Board:         board,
 			Repo:          g.Repo,
 			WorkDir:       g.WorkDir,
 		})

@@ -41,6 +41,22 @@ func TestASessionThatJoinsLaterRunsTheGroupsPolicy(t *testing.T) {
 	require.Equal(t, group.Policy, v.Policy, "the group's policy, not the file's")
 	require.Equal(t, &workflows.Threshold{Tokens: 100_000, Percent: 50, By: "learned"}, v.Context.Threshold,
 		"what the group learned of its kind and model")
+
+	// The group's first session started with the board the new group
+	// started with; one that joins a running group waits for its answer.
+	require.NotNil(t, startInput(t, c, workflows.SessionID("web", "lead")).Board)
+	require.Nil(t, startInput(t, c, workflows.SessionID("web", "late")).Board)
+}
+
+// startInput is the input the first run of session workflow id started with.
+func startInput(t *testing.T, c client.Client, id string) workflows.SessionInput {
+	t.Helper()
+	iter := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	e, err := iter.Next()
+	require.NoError(t, err)
+	var in workflows.SessionInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(e.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
+	return in
 }
 
 // Right after a kill -9 a group may not answer for a while: the workflow

@@ -67,19 +67,32 @@ type group struct {
 func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
 	g := &group{name: in.Name, st: in.State, continued: in.State != nil}
 	if g.st == nil {
-		g.st = &GroupState{
-			Goal: in.Goal, Policy: in.Policy, FilePolicy: in.Policy, FileBudget: in.Budget,
-			Sessions: slices.Clone(in.Sessions),
-			Board:    BoardState{Budget: in.Budget, Prompts: in.Prompts},
-		}
-		for _, t := range in.Tasks {
-			g.st.Board.add(t.Title, t.Detail)
-		}
+		g.st = startingState(in)
 	}
 	if err := g.setup(ctx); err != nil {
 		return err
 	}
 	return g.run(ctx)
+}
+
+// startingState is the state of a group that starts afresh with in.
+func startingState(in GroupInput) *GroupState {
+	st := &GroupState{
+		Goal: in.Goal, Policy: in.Policy, FilePolicy: in.Policy, FileBudget: in.Budget,
+		Sessions: slices.Clone(in.Sessions),
+		Board:    BoardState{Budget: in.Budget, Prompts: in.Prompts},
+	}
+	for _, t := range in.Tasks {
+		st.Board.add(t.Title, t.Detail)
+	}
+	return st
+}
+
+// StartingBoard is the board a group that starts afresh with in sends
+// session first (SessionInput.Board).
+func StartingBoard(in GroupInput, session string) BoardView {
+	g := &group{name: in.Name, st: startingState(in), ladder: ladder{versionLatest}}
+	return g.seat(g.board(), session)
 }
 
 func (g *group) setup(ctx workflow.Context) error {

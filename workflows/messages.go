@@ -202,6 +202,12 @@ type SessionInput struct {
 	// so its first run tells the registry nothing
 	// (VersionBatchedPlacement). Read on first start only.
 	Placed bool `json:"placed,omitempty"`
+	// Board is the board the session's group started with, given when the
+	// group starts with the session (StartingBoard; since
+	// VersionBoardAtStart): a session whose group has no open task works
+	// toward the goal at once rather than waiting for the group's answer.
+	// The group's pushes replace it. Only a first run reads it.
+	Board *BoardView `json:"board,omitempty"`
 	// Repo is the group's git repository (each session gets a worktree);
 	// WorkDir the shared working directory without one.
 	Repo    string `json:"repo,omitempty"`

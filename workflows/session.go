@@ -163,9 +163,13 @@ func (s *session) setup(ctx workflow.Context) error {
 		s.hostStart(ctx)
 	}
 	s.publish(ctx)
-	if s.has(VersionTeam) {
+	switch {
+	case s.has(VersionBoardAtStart) && s.st.Board == nil && s.in.Board != nil:
+		s.startWithBoard(ctx)
+	case s.has(VersionTeam):
 		s.teamStart(ctx)
 	}
+	s.in.Board = nil
 	return nil
 }
 

@@ -18,6 +18,31 @@ func (s *groupLink) teamStart(ctx workflow.Context) {
 	}
 }
 
+// startWithBoard takes the board the session was started with
+// (VersionBoardAtStart) as a push of the group's: checked like one, and
+// older than any (Rev 0), so the group's first push replaces it. It asks
+// the group for its board and a task as teamStart does, but in a coroutine
+// of its own: the first turn waits for the answer only when the board has
+// an open task to claim.
+func (s *session) startWithBoard(ctx workflow.Context) {
+	b := *s.in.Board
+	if why := boardRefusal(b); why != "" {
+		s.record(ctx, Event{Kind: EventTask, Text: "board not taken: " + why})
+		s.teamStart(ctx)
+		return
+	}
+	b.Rev = 0
+	s.st.takeBoard(b)
+	s.st.ClaimAsked = true
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalClaimNext, ClaimNext{Session: s.in.Name}).Get(ctx, nil)
+		if err != nil {
+			// No group (yet): its first push answers instead.
+			workflow.GetLogger(ctx).Warn("group did not take the claim request", "error", err)
+		}
+	})
+}
+
 // budgeted says the group's budget has a limit: each work turn is reserved
 // with the group before it starts.
 func (s *rules) budgeted() bool {

@@ -322,6 +322,10 @@ type fakeGroup struct {
 	// reserved for.
 	exhaustAfterGrant int64
 	last              BoardView
+	// silent makes the group take claims (counted in claims) and answer
+	// none, as one too busy to answer yet.
+	silent bool
+	claims int
 }
 
 func (g *fakeGroup) push() {
@@ -336,6 +340,10 @@ func (g *fakeGroup) push() {
 func (g *fakeGroup) claimNext(session string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.claims++
+	if g.silent {
+		return
+	}
 	g.board.claimNext(session, time.Time{})
 	g.push()
 }
@@ -1669,4 +1677,77 @@ func TestALongTurnAfterAShortOneListsTheShortOne(t *testing.T) {
 	i := slices.IndexFunc(*writes, func(w listing) bool { return w.TotalTurns == 2 })
 	require.GreaterOrEqual(t, i, 0, "the second turn's context was listed: %v", *writes)
 	require.LessOrEqual(t, (*writes)[i].at.Sub(start), time.Minute+listingPace, "listed within the pace, not after the ten-minute turn")
+}
+
+// A new session given the board its new group starts with
+// (VersionBoardAtStart) works toward the goal at once, though its group
+// has not answered; it still asks the group once, whose answer replaces
+// the board it started with however new that one claims to be.
+func TestASessionStartedWithItsGroupsBoardWorksWithoutWaitingForTheGroup(t *testing.T) {
+	h := newHarness(t)
+	h.group.silent = true
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Goal = "Add dark mode"
+	board := StartingBoard(GroupInput{Name: "web", Goal: in.Goal, Sessions: []string{"lead"}}, "lead")
+	board.Rev = 1 << 40
+	in.Board = &board
+	turns := 0
+	h.agent.onTurn = func(activities.TurnInput) {
+		turns++
+		switch turns {
+		case 1:
+			// The group's answer comes now: a task another session took,
+			// which leaves this one nothing to work on.
+			h.group.mu.Lock()
+			defer h.group.mu.Unlock()
+			h.group.board.add("Taken by another", "")
+			h.group.board.claimNext("other", time.Time{})
+			h.group.push()
+		case 5:
+			h.env.SignalWorkflow(SignalConfig, SessionConfig{Spec: agents.AgentSpec{Kind: "fake"}})
+		}
+	}
+	h.run(in, time.Hour)
+
+	work := h.agent.turnsOfKind(agents.TurnWork)
+	require.NotEmpty(t, work, "the session works before its group answers")
+	require.Contains(t, work[0].Prompt, "Add dark mode")
+	require.Len(t, work, 1, "the group's answer replaced the starting board, however new that one said it was")
+	require.Equal(t, 1, h.group.claims, "the group is asked once")
+}
+
+// A session whose starting board has an open task waits for its claim, as
+// one started without a board does.
+func TestASessionStartedWithOpenTasksWaitsForItsClaim(t *testing.T) {
+	h := newHarness(t)
+	h.group.silent = true
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Goal = "Add dark mode"
+	board := StartingBoard(GroupInput{Name: "web", Goal: in.Goal, Sessions: []string{"lead"},
+		Tasks: []config.Task{{Title: "Toggle in settings"}}}, "lead")
+	in.Board = &board
+	h.run(in, time.Hour)
+
+	require.Empty(t, h.agent.turnsOfKind(agents.TurnWork))
+	require.Equal(t, 1, h.group.claims)
+}
+
+// A starting board past the caps (the input is anyone's who can start a
+// workflow) is not taken: the session asks its group and waits, as one
+// started without a board.
+func TestAStartingBoardPastTheCapsIsNotTaken(t *testing.T) {
+	h := newHarness(t)
+	h.group.silent = true
+	in := sessionInput(policy(config.ModeOff, 85, 0))
+	in.Goal = "Add dark mode"
+	huge := BoardView{Group: "web"}
+	for i := range MaxTasks + 1 {
+		huge.Tasks = append(huge.Tasks, Task{ID: fmt.Sprintf("f%d", i), Title: "forged", Status: TaskTodo})
+	}
+	in.Board = &huge
+	v := h.run(in, time.Hour)
+
+	require.Empty(t, h.agent.turnsOfKind(agents.TurnWork))
+	require.Equal(t, 1, h.group.claims)
+	require.True(t, slices.ContainsFunc(v.Events, func(e Event) bool { return strings.HasPrefix(e.Text, "board not taken") }), "events: %v", v.Events)
 }

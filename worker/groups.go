@@ -94,11 +94,11 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 			}
 			s := g.Sessions[round]
 			started = true
-			var board *workflows.BoardView
+			b := workflows.SeatOf(views[i], s.Name)
 			if fresh[i] != nil {
-				b := workflows.StartingBoard(*fresh[i], s.Name)
-				board = &b
+				b = workflows.StartingBoard(*fresh[i], s.Name)
 			}
+			board := &b
 			starting.Go(func() error {
 				return startSession(sctx, c, cfg, name, g, s, views[i], board, placed[name+"/"+s.Name])
 			})
@@ -116,7 +116,8 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 // not asked: its answer would cost a board pushed to each of its sessions
 // in turn, none of which runs yet, before a single one could start. fresh
 // is the input of a group started now, whose starting board its new
-// sessions are given (workflows.StartingBoard); nil for one found running.
+// sessions are given (workflows.StartingBoard); nil for one found running,
+// whose answer gives them theirs (workflows.SeatOf).
 func startGroup(ctx context.Context, c client.Client, name string, g config.Group) (view workflows.GroupView, fresh *workflows.GroupInput, err error) {
 	sessions := make([]string, 0, len(g.Sessions))
 	for _, s := range g.Sessions {
@@ -159,7 +160,7 @@ func startGroup(ctx context.Context, c client.Client, name string, g config.Grou
 
 // startSession starts session s of group name where it is placed, or tells
 // the running session what the file says now; its state stays as it was.
-// board, when not nil, is the board its group started with just now.
+// board, when not nil, is its group's board as nid up knows it.
 func startSession(ctx context.Context, c client.Client, cfg *config.Config, name string, g config.Group, s config.Session, view workflows.GroupView, board *workflows.BoardView, at workflows.Placement) error {
 	host := at.Host
 	spec := AgentSpec(cfg, name, s)

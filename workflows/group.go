@@ -95,6 +95,13 @@ func StartingBoard(in GroupInput, session string) BoardView {
 	return g.seat(g.board(), session)
 }
 
+// SeatOf is the board a running group whose view is v sends session, as
+// the group's latest rung makes it (SessionInput.Board).
+func SeatOf(v GroupView, session string) BoardView {
+	g := &group{ladder: ladder{versionLatest}}
+	return g.seat(v.Board, session)
+}
+
 func (g *group) setup(ctx workflow.Context) error {
 	g.version = versionOf(ctx)
 	if g.has(VersionContinueFromCache) {

@@ -592,3 +592,18 @@ func TestGroupGovernsRotationSlots(t *testing.T) {
 	require.True(t, h.lastBoard("b").holds(SlotRequest{Session: "b", Seq: 1}), "the higher limit let b in")
 	require.Len(t, v.Board.Slots, 2)
 }
+
+// A session joining a running group is given the board as the group would
+// send it: its own task, the open ones counted, the others' counted.
+func TestSeatOfARunningGroupsBoard(t *testing.T) {
+	v := GroupView{Board: BoardView{Group: "web", Rev: 9, Tasks: []Task{
+		{ID: "t1", Title: "Open", Status: TaskTodo},
+		{ID: "t2", Title: "Another's", Status: TaskClaimed, Holder: "lead"},
+		{ID: "t3", Title: "Its own", Status: TaskClaimed, Holder: "late"},
+	}, Grants: map[string]int64{"lead": 3}}}
+	seat := SeatOf(v, "late")
+	require.Equal(t, []Task{v.Board.Tasks[2]}, seat.Tasks)
+	require.Equal(t, 1, seat.Open)
+	require.Equal(t, 1, seat.Others)
+	require.Empty(t, seat.Grants)
+}

@@ -202,11 +202,12 @@ type SessionInput struct {
 	// so its first run tells the registry nothing
 	// (VersionBatchedPlacement). Read on first start only.
 	Placed bool `json:"placed,omitempty"`
-	// Board is the board the session's group started with, given when the
-	// group starts with the session (StartingBoard; since
-	// VersionBoardAtStart): a session whose group has no open task works
-	// toward the goal at once rather than waiting for the group's answer.
-	// The group's pushes replace it. Only a first run reads it.
+	// Board is the session's group's board as nid up starting the session
+	// knew it: the one a group it starts with the session begins with
+	// (StartingBoard), or a running group's as it answered nid up (SeatOf;
+	// since VersionBoardAtStart). A session whose group has no open task
+	// works toward the goal at once rather than waiting for the group's
+	// answer; the group's pushes replace it. Only a first run reads it.
 	Board *BoardView `json:"board,omitempty"`
 	// Repo is the group's git repository (each session gets a worktree);
 	// WorkDir the shared working directory without one.

@@ -309,9 +309,10 @@ const (
 	// Histories: testdata/rung26-*.json.gz.
 	VersionContinueFromCache Version = 26
 
-	// VersionBoardAtStart: a new session given the board its new group
-	// starts with (SessionInput.Board, which nid up makes with
-	// StartingBoard) takes it as its first, and asks the group for its
+	// VersionBoardAtStart: a new session given its group's board
+	// (SessionInput.Board, which nid up makes with StartingBoard for a
+	// group it starts, SeatOf for one running) takes it as its first, and
+	// asks the group for its
 	// board and a task without waiting for the answer (startWithBoard).
 	// A session whose group has no open task then works at once; one whose
 	// group has some still waits for its claim. Every new session waited

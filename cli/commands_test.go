@@ -729,6 +729,13 @@ func TestWatchKeepsGoingThroughErrors(t *testing.T) {
 			// No worker answers at first: the feed waits for one rather
 			// than ending.
 			s.down()
+			// A poll the stopping worker sent reaches a loaded server late,
+			// and counts as a worker asking after the feed's first query:
+			// that query is sent once none has come for a while.
+			require.Eventually(t, func() bool {
+				_, since, err := nidclient.Unserved(t.Context(), s.c, time.Now())
+				return err == nil && time.Since(since) > 2*time.Second
+			}, time.Minute, 100*time.Millisecond)
 			w := startWatch(t, s, watchOptions{Backlog: 10, Persist: persist})
 			require.Eventually(t, func() bool { return w.errOut.String() != "" }, time.Minute, 10*time.Millisecond)
 			s.up(groups)

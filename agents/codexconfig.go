@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/nid-dev/nid/config"
 	"github.com/nid-dev/nid/statedir"
@@ -53,6 +55,27 @@ const codexProfile = "nid"
 // Codex prefers this profile to a sandbox_mode in the user's config or in
 // the args nid.yaml gives it; should a version not, Codex.thread sees
 // another profile reported and refuses to run the thread.
+// placeReadOnlyFiles creates, empty, the worktree's config.worktree when
+// git has not made one. Codex's sandbox binds each path it keeps read-only
+// from where it is, and a missing one failed the thread's start (bwrap:
+// "Can't find source path"), now and then; and a file that is not there
+// is one the agent could create in the git directory it writes. Empty, it
+// says nothing to git, which reads it only with extensions.worktreeConfig.
+func placeReadOnlyFiles(p Process) error {
+	gitDir, common := gitDirs(p)
+	if gitDir == "" || gitDir == common {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(gitDir, "config.worktree"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	switch {
+	case err == nil:
+		return f.Close()
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	}
+	return fmt.Errorf("keeping the worktree's git config read-only: %w", err)
+}
+
 func codexSandbox(p Process) []string {
 	if !p.Sandboxed() {
 		return nil

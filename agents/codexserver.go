@@ -64,6 +64,11 @@ func codexCLI(p Process, mcp MCPAccess, sub ...string) (*exec.Cmd, error) {
 			"-c", `mcp_servers.nid.default_tools_approval_mode="approve"`)
 		env[EnvMCPToken] = mcp.Token
 	}
+	if p.Sandboxed() && !p.readonly() {
+		if err := placeReadOnlyFiles(p); err != nil {
+			return nil, err
+		}
+	}
 	args = append(args, codexSandbox(p)...)
 	args = append(args, p.Args...)
 	// The server outlives the request that starts it: it is not bound to

@@ -19,8 +19,9 @@ func SetIdleTimeout(a Agent, d time.Duration) bool {
 
 // The Codex sandbox's settings, for the test that reads them.
 var (
-	CodexSandbox = codexSandbox
-	TomlString   = tomlString
+	CodexSandbox       = codexSandbox
+	PlaceReadOnlyFiles = placeReadOnlyFiles
+	TomlString         = tomlString
 )
 
 // CodexProfile is the permission profile nid gives Codex.

@@ -1,6 +1,7 @@
 package agents_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +69,23 @@ func TestCodexProfileHidesTheStateDirectory(t *testing.T) {
 		require.Contains(t, fs, agents.TomlString(path)+"="+agents.TomlString(access), "%s", path)
 	}
 	require.NotContains(t, fs, agents.TomlString(state)+"=", "the state directory itself is not hidden: Codex would not show the clone inside it")
+
+	// Codex binds what it keeps read-only from where it is: a worktree's
+	// config.worktree git has not made is made, empty, and one that is
+	// there is left as it is.
+	worktreeConfig := filepath.Join(gitDir, "config.worktree")
+	if err := os.Remove(worktreeConfig); !errors.Is(err, os.ErrNotExist) {
+		require.NoError(t, err)
+	}
+	require.NoError(t, agents.PlaceReadOnlyFiles(p))
+	made, err := os.ReadFile(worktreeConfig)
+	require.NoError(t, err)
+	require.Empty(t, made)
+	require.NoError(t, os.WriteFile(worktreeConfig, []byte("[core]\n"), 0o644))
+	require.NoError(t, agents.PlaceReadOnlyFiles(p))
+	kept, err := os.ReadFile(worktreeConfig)
+	require.NoError(t, err)
+	require.Equal(t, "[core]\n", string(kept))
 	require.Equal(t, args, agents.CodexSandbox(p), "the same from one turn to the next")
 }
 

@@ -94,13 +94,14 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 			}
 			s := g.Sessions[round]
 			started = true
-			b := workflows.SeatOf(views[i], s.Name)
+			var board workflows.BoardView
 			if fresh[i] != nil {
-				b = workflows.StartingBoard(*fresh[i], s.Name)
+				board = workflows.StartingBoard(*fresh[i], s.Name)
+			} else {
+				board = workflows.SeatOf(views[i], s.Name)
 			}
-			board := &b
 			starting.Go(func() error {
-				return startSession(sctx, c, cfg, name, g, s, views[i], board, placed[name+"/"+s.Name])
+				return startSession(sctx, c, cfg, name, g, s, views[i], &board, placed[name+"/"+s.Name])
 			})
 		}
 		if !started {

@@ -45,8 +45,11 @@ func TestASessionThatJoinsLaterRunsTheGroupsPolicy(t *testing.T) {
 	// The group's first session started with the board the new group
 	// started with; one that joins a running group with the board it
 	// answered nid up with.
-	require.NotNil(t, startInput(t, c, workflows.SessionID("web", "lead")).Board)
-	require.NotNil(t, startInput(t, c, workflows.SessionID("web", "late")).Board)
+	for _, name := range []string{"lead", "late"} {
+		board := startInput(t, c, workflows.SessionID("web", name)).Board
+		require.NotNil(t, board, name)
+		require.Equal(t, "web", board.Group, "%s: the group's board, not an empty one", name)
+	}
 }
 
 // startInput is the input the first run of session workflow id started with.

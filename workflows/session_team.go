@@ -34,13 +34,7 @@ func (s *session) startWithBoard(ctx workflow.Context) {
 	b.Rev = 0
 	s.st.takeBoard(b)
 	s.st.ClaimAsked = true
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalClaimNext, ClaimNext{Session: s.in.Name}).Get(ctx, nil)
-		if err != nil {
-			// No group (yet): its first push answers instead.
-			workflow.GetLogger(ctx).Warn("group did not take the claim request", "error", err)
-		}
-	})
+	workflow.Go(ctx, s.sendClaim)
 }
 
 // budgeted says the group's budget has a limit: each work turn is reserved
@@ -92,6 +86,12 @@ func (s *rules) needClaim() bool {
 
 func (s *groupLink) askClaim(ctx workflow.Context) {
 	s.st.ClaimAsked = true
+	s.sendClaim(ctx)
+}
+
+// sendClaim sends the group the claim_next that askClaim notes, and waits
+// until it is taken.
+func (s *groupLink) sendClaim(ctx workflow.Context) {
 	err := workflow.SignalExternalWorkflow(ctx, GroupID(s.in.Group), "", SignalClaimNext, ClaimNext{Session: s.in.Name}).Get(ctx, nil)
 	if err != nil {
 		// No group (yet): wait for its first board push instead.

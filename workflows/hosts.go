@@ -65,8 +65,17 @@ func (h HostRecord) deadline() time.Time { return h.LastSeen.Add(hostMissedBeats
 
 type hosts struct {
 	st *HostsState
+	// on indexes st.Hosts by session: the hosts whose Sessions or Stopped
+	// hold it, in name order (one, but for a state carried from a run
+	// that left it on more). Built when a run starts and kept by assign,
+	// it is never carried, and only looked up, never ranged over: finding
+	// a session on every host made each placement cost the fleet's hosts.
+	on map[string][]string
 	// sel folds the beats and assignments; nil until the run starts.
 	sel workflow.Selector
+	// startBytes is the history's size when the run began: the state it
+	// carried, which full does not count against the run.
+	startBytes int64
 	// ladder is the rung this run follows: the registry is new at
 	// VersionHosts, and later changes to it branch on the ladder too.
 	ladder
@@ -80,6 +89,8 @@ func HostsWorkflow(ctx workflow.Context, in HostsInput) error {
 	if r.st == nil {
 		r.st = &HostsState{}
 	}
+	r.index()
+	r.startBytes = int64(workflow.GetInfo(ctx).GetCurrentHistorySize())
 	if err := workflow.SetQueryHandler(ctx, QueryHosts, r.view); err != nil {
 		return err
 	}
@@ -108,6 +119,7 @@ func (r *hosts) selector(ctx workflow.Context) workflow.Selector {
 func (r *hosts) run(ctx workflow.Context) error {
 	sel := r.selector(ctx)
 	r.sel = sel
+	var deadline deadlineTimer
 	for {
 		// Beats first: a worker that restarts beats before it takes the
 		// registry's task, whose timer fired meanwhile, and must not be
@@ -117,15 +129,22 @@ func (r *hosts) run(ctx workflow.Context) error {
 		}
 		r.expire(ctx)
 		r.tell(ctx)
-		if historyFull(ctx, r.st.HistoryLimit) {
+		if r.full(ctx) {
 			return continueAsNew(ctx, r.ladder, r.selector, HostsWorkflowName, func() any {
 				return HostsInput{State: r.st}
 			})
 		}
 		var err error
-		if wait, ok := r.nextDeadline(ctx); ok {
+		wait, ok := r.nextDeadline(ctx)
+		switch {
+		case r.has(VersionRegistryAtScale):
+			deadline.set(ctx, wait, ok)
+			// Updates alone wake it too once they filled the history: a
+			// fleet placing itself sends nothing else.
+			err = workflow.Await(ctx, func() bool { return sel.HasPending() || deadline.fired() || r.full(ctx) })
+		case ok:
 			_, err = workflow.AwaitWithTimeout(ctx, wait, sel.HasPending)
-		} else {
+		default:
 			err = workflow.Await(ctx, sel.HasPending)
 		}
 		if err != nil {
@@ -133,6 +152,57 @@ func (r *hosts) run(ctx workflow.Context) error {
 		}
 	}
 }
+
+// full says the run should continue as new: its history is full, or
+// (since VersionRegistryAtScale) it grew by registryRunBytes. A placement
+// batch's request and answer are kilobytes in the history, and a workflow
+// task that carries updates fails now and then ("premature end of stream",
+// https://github.com/temporalio/temporal/issues/7741), after which the
+// worker replays the whole run: a registry of a thousand such batches took
+// seconds to replay, and updates that came meanwhile failed it again.
+func (r *hosts) full(ctx workflow.Context) bool {
+	if historyFull(ctx, r.st.HistoryLimit) {
+		return true
+	}
+	return r.has(VersionRegistryAtScale) && int64(workflow.GetInfo(ctx).GetCurrentHistorySize()) >= r.startBytes+registryRunBytes
+}
+
+// registryRunBytes is how much a run of the registry grows before it
+// continues as new: about a hundred batches of a hundred placements.
+const registryRunBytes = 1 << 20
+
+// deadlineTimer is the registry's one timer for the first live host's
+// deadline. A timer that fires before that deadline costs one look at the
+// hosts (beats moved the deadline on); a timer set afresh at every
+// workflow task cost a timer left running for each (VersionRegistryAtScale).
+type deadlineTimer struct {
+	at     time.Time
+	timer  workflow.Future
+	cancel workflow.CancelFunc
+}
+
+// set makes the timer fire no later than wait from now when ok (there is a
+// live host to count down): it keeps a running timer that does, and
+// otherwise cancels it and starts one. A timer that fired is done with:
+// the hosts were looked at since.
+func (t *deadlineTimer) set(ctx workflow.Context, wait time.Duration, ok bool) {
+	if t.fired() {
+		t.timer, t.cancel = nil, nil
+	}
+	at := workflow.Now(ctx).Add(wait)
+	if !ok || (t.timer != nil && !t.at.After(at)) {
+		return
+	}
+	if t.cancel != nil {
+		t.cancel()
+	}
+	var timerCtx workflow.Context
+	timerCtx, t.cancel = workflow.WithCancel(ctx)
+	t.at = at
+	t.timer = workflow.NewTimer(timerCtx, wait)
+}
+
+func (t *deadlineTimer) fired() bool { return t.timer != nil && t.timer.IsReady() }
 
 // nextDeadline is how long until the first live host counts as down.
 func (r *hosts) nextDeadline(ctx workflow.Context) (time.Duration, bool) {
@@ -233,12 +303,28 @@ func (r *hosts) onAssign(ctx workflow.Context, a HostAssign) {
 
 // assign moves session onto host, off any other, as running.
 func (r *hosts) assign(session, host string) {
-	for i := range r.st.Hosts {
-		r.st.Hosts[i].Sessions = deleteSorted(r.st.Hosts[i].Sessions, session)
-		r.st.Hosts[i].Stopped = deleteSorted(r.st.Hosts[i].Stopped, session)
+	for _, was := range r.on[session] {
+		h := r.host(was)
+		h.Sessions = deleteSorted(h.Sessions, session)
+		h.Stopped = deleteSorted(h.Stopped, session)
 	}
 	h := r.host(host)
 	h.Sessions = insertSorted(h.Sessions, session)
+	r.on[session] = []string{host}
+}
+
+// index builds on from the hosts' lists.
+func (r *hosts) index() {
+	r.on = map[string][]string{}
+	for _, h := range r.st.Hosts {
+		for _, list := range [][]string{h.Sessions, h.Stopped} {
+			for _, s := range list {
+				if on := r.on[s]; len(on) == 0 || on[len(on)-1] != h.Name {
+					r.on[s] = append(on, h.Name)
+				}
+			}
+		}
+	}
 }
 
 func insertSorted(list []string, s string) []string {
@@ -260,28 +346,68 @@ func deleteSorted(list []string, s string) []string {
 
 // where is the host session is placed on, if any.
 func (r *hosts) where(session string) string {
-	for _, h := range r.st.Hosts {
-		if _, found := slices.BinarySearch(h.Sessions, session); found {
-			return h.Name
+	for _, name := range r.on[session] {
+		if _, found := slices.BinarySearch(r.host(name).Sessions, session); found {
+			return name
 		}
 	}
 	return ""
 }
 
 // tell sends every pending change to the sessions it concerns. A session
-// that is gone (removed, or never started) just misses it.
+// that is gone (removed, or never started) just misses it. Since
+// VersionRegistryAtScale it sends tellBatch signals at a time and awaits
+// them before the next batch, and leaves what it has not sent in Pending,
+// for the next run, once the history is full.
 func (r *hosts) tell(ctx workflow.Context) {
-	var sent []workflow.Future
-	for _, n := range r.st.Pending {
+	if !r.has(VersionRegistryAtScale) {
+		r.tellAtOnce(ctx)
+		return
+	}
+	r.st.Pending = r.perSession(r.st.Pending)
+	for len(r.st.Pending) > 0 && !historyFull(ctx, r.st.HistoryLimit) {
+		n := min(len(r.st.Pending), tellBatch)
+		sent := make([]workflow.Future, n)
+		for i, notice := range r.st.Pending[:n] {
+			group, name, _ := ParseSessionRef(notice.Session) // perSession kept valid ones only
+			sent[i] = workflow.SignalExternalWorkflow(ctx, SessionID(group, name), "", SignalHost, notice.State)
+		}
+		r.st.Pending = slices.Clone(r.st.Pending[n:])
+		for _, f := range sent {
+			_ = f.Get(ctx, nil)
+		}
+	}
+}
+
+// tellBatch bounds the signals the registry has in flight: the server
+// fails a workflow task that leaves more than 2,000 pending.
+const tellBatch = 500
+
+// perSession turns each notice for a whole host into one for each of its
+// sessions now, in order, and leaves out sessions whose name is not one.
+func (r *hosts) perSession(notices []HostNotice) []HostNotice {
+	var out []HostNotice
+	for _, n := range notices {
 		to := []string{n.Session}
 		if n.Session == "" {
 			to = r.host(n.State.Host).Sessions
 		}
 		for _, ref := range to {
-			if group, name, err := ParseSessionRef(ref); err == nil {
-				sent = append(sent, workflow.SignalExternalWorkflow(ctx, SessionID(group, name), "", SignalHost, n.State))
+			if _, _, err := ParseSessionRef(ref); err == nil {
+				out = append(out, HostNotice{Session: ref, State: n.State})
 			}
 		}
+	}
+	return out
+}
+
+// tellAtOnce is tell before VersionRegistryAtScale: every signal in one
+// workflow task.
+func (r *hosts) tellAtOnce(ctx workflow.Context) {
+	var sent []workflow.Future
+	for _, n := range r.perSession(r.st.Pending) {
+		group, name, _ := ParseSessionRef(n.Session)
+		sent = append(sent, workflow.SignalExternalWorkflow(ctx, SessionID(group, name), "", SignalHost, n.State))
 	}
 	r.st.Pending = nil
 	for _, f := range sent {

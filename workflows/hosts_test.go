@@ -30,6 +30,8 @@ type hostsHarness struct {
 	mu  sync.Mutex
 	// told is what each session workflow was told of its host, in order.
 	told map[string][]HostState
+	// onTell, if set, runs after each session is told.
+	onTell func()
 }
 
 func newHostsHarness(t *testing.T) *hostsHarness {
@@ -42,6 +44,9 @@ func newHostsHarness(t *testing.T) *hostsHarness {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.told[id] = append(h.told[id], arg.(HostState))
+			if h.onTell != nil {
+				h.onTell()
+			}
 			return nil
 		})
 	return h
@@ -181,6 +186,107 @@ func TestHostsTellSessionsWhenTheirHostGoesAndComesBack(t *testing.T) {
 	}, h.toldOf(SessionID("web", "lead")))
 	require.False(t, down.Hosts[0].Alive)
 	require.Equal(t, []string{"web/lead"}, down.Hosts[0].Sessions, "a down host keeps its sessions")
+}
+
+// The registry keeps one timer for its hosts' deadlines: beats and
+// placements do not each leave one running (VersionOneDeadlineTimer), and
+// a host with a sooner deadline than the timer's still counts as down on
+// time.
+func TestHostsKeepOneTimerForTheirDeadlines(t *testing.T) {
+	h := newHostsHarness(t)
+	var scheduled, fired int
+	h.env.SetOnTimerScheduledListener(func(string, time.Duration) { scheduled++ })
+	h.env.SetOnTimerFiredListener(func(string) { fired++ })
+	a := HostBeat{Host: "a", MaxSessions: 100, Every: 10 * time.Second}
+	h.keepBeating(a, time.Second, 10*time.Minute)
+	for i := range 100 {
+		h.place(time.Minute+time.Duration(i)*time.Second, fmt.Sprintf("web/s%d", i), "")
+	}
+	// b beats once, every 2 s: down 6 s later, well before a's deadline.
+	h.beat(5*time.Minute+time.Second, HostBeat{Host: "b", MaxSessions: 1, Every: 2 * time.Second})
+	var bDown HostsView
+	h.at(5*time.Minute+8*time.Second, func() { bDown = h.view() })
+	h.run(10 * time.Minute)
+
+	require.False(t, bDown.Hosts[1].Alive, "b missed three beats of 2 s")
+	require.True(t, bDown.Hosts[0].Alive)
+	// 60 beats and 100 placements; a's deadline, 30 s past its last beat,
+	// is looked at about every 20 s, and b's once.
+	require.LessOrEqual(t, scheduled, 35, "timers scheduled over 10 minutes")
+	require.GreaterOrEqual(t, fired, scheduled-2, "every timer but the running one (and b's, replaced) fires rather than piling up")
+}
+
+// Hosts of thousands of sessions going down together: every session hears
+// it once, through batches the server takes (VersionRegistryAtScale).
+func TestHostsTellEverySessionOfHostsThatGoDown(t *testing.T) {
+	h := newHostsHarness(t)
+	var sessions []string
+	for i, host := range []string{"a", "b", "c"} {
+		h.beat(time.Second, HostBeat{Host: host, MaxSessions: 1000, Every: 10 * time.Second})
+		var reqs []PlaceRequest
+		for n := range 900 {
+			ref := fmt.Sprintf("g%d/s%03d", i, n)
+			reqs = append(reqs, PlaceRequest{Session: ref, Want: host})
+			sessions = append(sessions, ref)
+		}
+		h.placeAll(5*time.Second, reqs...)
+	}
+	h.run(2 * time.Minute)
+
+	for _, ref := range sessions {
+		group, name, err := ParseSessionRef(ref)
+		require.NoError(t, err)
+		host := string("abc"[ref[1]-'0']) // g0 on a, g1 on b, g2 on c
+		require.Equal(t, []HostState{{Host: host, Alive: false}}, h.toldOf(SessionID(group, name)), ref)
+	}
+}
+
+// A registry whose history fills while it tells its sessions leaves the
+// rest to its next run, one notice a session.
+func TestHostsCarryWhatTheyHaveNotToldAcrossContinueAsNew(t *testing.T) {
+	h := newHostsHarness(t)
+	h.beat(time.Second, HostBeat{Host: "a", MaxSessions: 2000, Every: 10 * time.Second})
+	var reqs []PlaceRequest
+	for n := range 1000 {
+		reqs = append(reqs, PlaceRequest{Session: fmt.Sprintf("web/s%04d", n)})
+	}
+	h.placeAll(5*time.Second, reqs...)
+	// The history fills as the first signal goes out.
+	h.onTell = func() { h.env.SetContinueAsNewSuggested(true) }
+	h.env.ExecuteWorkflow(HostsWorkflowName, HostsInput{})
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "registry ended with %v", h.env.GetWorkflowError())
+	var next HostsInput
+	require.NoError(t, decodeFirst(can, &next))
+	told := 0
+	for n := range 1000 {
+		told += len(h.toldOf(SessionID("web", fmt.Sprintf("s%04d", n))))
+	}
+	require.Equal(t, tellBatch, told, "one batch fits the history")
+	require.Len(t, next.State.Pending, 1000-tellBatch)
+	require.Equal(t, HostNotice{Session: "web/s0500", State: HostState{Host: "a", Alive: false}}, next.State.Pending[0])
+}
+
+// A run finds the sessions its state carried where they are, and moves
+// them off every host that held them, the stopped ones too.
+func TestHostsFindTheSessionsTheirStateCarried(t *testing.T) {
+	h := newHostsHarness(t)
+	h.keepBeating(HostBeat{Host: "a", MaxSessions: 10, Every: 10 * time.Second}, time.Second, 5*time.Minute)
+	h.keepBeating(HostBeat{Host: "b", MaxSessions: 10, Every: 10 * time.Second}, time.Second, 5*time.Minute)
+	stays := h.place(10*time.Second, "web/one", "")
+	h.at(20*time.Second, func() { h.env.SignalWorkflow(SignalHostAssign, HostAssign{Session: "web/two", Host: "b"}) })
+	var after HostsView
+	h.at(30*time.Second, func() { after = h.view() })
+	h.at(time.Minute, h.env.CancelWorkflow)
+	h.env.ExecuteWorkflow(HostsWorkflowName, HostsInput{State: &HostsState{Hosts: []HostRecord{
+		{Name: "a", MaxSessions: 10, Every: 10 * time.Second, Sessions: []string{"web/one", "web/two"}, Stopped: []string{"web/two"}},
+		// A state that left web/two on two hosts: the move takes it off both.
+		{Name: "c", MaxSessions: 10, Every: 10 * time.Second, Sessions: []string{"web/two"}},
+	}}})
+
+	require.Equal(t, "a", stays.value)
+	require.Equal(t, map[string][]string{"a": {"web/one"}, "b": {"web/two"}, "c": {}}, sessionsByHost(after))
+	require.Empty(t, after.Hosts[0].Stopped)
 }
 
 func TestHostsCarryEverythingAcrossContinueAsNew(t *testing.T) {

@@ -322,8 +322,23 @@ const (
 	// Histories: testdata/rung27-*.json.gz.
 	VersionBoardAtStart Version = 27
 
+	// VersionRegistryAtScale: the hosts registry keeps one timer for the
+	// first live host's deadline, set again only when that deadline comes
+	// sooner than the timer or the timer has fired (deadlineTimer). It
+	// waited on a new timer of its own at every workflow task, and the SDK
+	// leaves such a timer running once the wait is over: every beat,
+	// placement and move left one behind, each fired 30 s later into a
+	// workflow task of its own. And it tells sessions of their hosts'
+	// changes tellBatch signals at a time, awaiting each batch, and no more
+	// once its history is full (the rest go to its next run): a hundred
+	// hosts of a hundred sessions going down together were ten thousand
+	// signals in one workflow task, which the server refuses past 2,000
+	// pending, and the registry failed that task for as long as it tried.
+	// Histories: testdata/rung28-*.json.gz.
+	VersionRegistryAtScale Version = 28
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionBoardAtStart
+	versionLatest = VersionRegistryAtScale
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

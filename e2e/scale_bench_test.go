@@ -452,10 +452,13 @@ func pace(n int, rate float64, do func(i int)) time.Duration {
 }
 
 // scaleRegistry: cfg.hosts hosts beat every config.DefaultHeartbeat
-// through worker.Beat, while cfg.placements sessions are placed through
-// worker.Place at rising rates, then every host places as many new ones
-// at once through worker.PlaceAll (a fleet starting), then cfg.moves of
-// them land on another host (the HostAssign a moved session sends).
+// through worker.Beat; cfg.placements new sessions are placed as a fleet
+// starts (by the nid up that applies nid.yaml, through worker.PlaceAll),
+// then as many again by every host at once; then as many through
+// worker.Place at rising rates, then cfg.moves of them land on another
+// host (the HostAssign a moved session sends). The starts come first, as
+// in a fleet's life: measured after the rates, they measured the backlog
+// the fastest of those left.
 func scaleRegistry(b *testing.B, c client.Client, cfg scaleConfig, out *strings.Builder) {
 	fmt.Fprintf(out, "  hosts registry: %d hosts beating every %v, %d placements, %d moves\n", cfg.hosts, config.DefaultHeartbeat, cfg.placements, cfg.moves)
 	ctx, stop := context.WithCancel(context.Background())
@@ -463,7 +466,7 @@ func scaleRegistry(b *testing.B, c client.Client, cfg scaleConfig, out *strings.
 	var beats latencies
 	var beating sync.WaitGroup
 	for h := range cfg.hosts {
-		beat := workflows.HostBeat{Host: fmt.Sprintf("host-%03d", h), MaxSessions: cfg.placements/cfg.hosts + 10, Every: config.DefaultHeartbeat}
+		beat := workflows.HostBeat{Host: fmt.Sprintf("host-%03d", h), MaxSessions: 2*cfg.placements/cfg.hosts + 10, Every: config.DefaultHeartbeat}
 		beats.time(func() error { return worker.Beat(ctx, c, beat) })
 		beating.Add(1)
 		go func() {
@@ -484,22 +487,25 @@ func scaleRegistry(b *testing.B, c client.Client, cfg scaleConfig, out *strings.
 	}
 	mark := markHistory(c, workflows.HostsID)
 	since := mark.since
-	per := cfg.placements / len(cfg.placeRates)
-	placed := 0
-	for _, rate := range cfg.placeRates {
-		var place latencies
-		elapsed := pace(per, rate, func(i int) {
-			ref := fmt.Sprintf("fleet%d/s%d", (placed+i)/100, (placed+i)%100)
-			place.time(func() error { _, err := worker.Place(ctx, c, ref, ""); return err })
-		})
-		placed += per
-		line, _ := place.line(fmt.Sprintf("place @%g/s", rate), elapsed)
-		fmt.Fprintln(out, line)
-	}
-	// A fleet starting: every host's nid up places its share of as many
-	// new sessions at once, in one PlaceAll each, as rung 22 has it do.
-	var starts latencies
+	// A fleet starting: the nid up that applies nid.yaml places every new
+	// session, a batch at a time, as worker.PlaceAll does.
+	var start latencies
 	startAt := time.Now()
+	fleet := make([]workflows.PlaceRequest, cfg.placements)
+	for i := range fleet {
+		fleet[i] = workflows.PlaceRequest{Session: fmt.Sprintf("new%d/s%d", i/100, i%100)}
+	}
+	for batch := range slices.Chunk(fleet, workflows.MaxPlaceBatch/2) {
+		start.time(func() error { _, err := worker.PlaceAll(ctx, c, batch); return err })
+	}
+	line, _ := start.line("fleet start", time.Since(startAt))
+	fmt.Fprintf(out, "%s\n                   one nid up placing %d new sessions, %d a batch: all placed in %v\n",
+		line, cfg.placements, workflows.MaxPlaceBatch/2, time.Since(startAt).Round(time.Millisecond))
+	// Every host's nid up applying a configuration of its own at once,
+	// each placing its share of as many sessions in one PlaceAll: more
+	// than a fleet does, to find where the registry's updates queue.
+	var starts latencies
+	startAt = time.Now()
 	var starting sync.WaitGroup
 	for h := range cfg.hosts {
 		reqs := make([]workflows.PlaceRequest, cfg.placements/cfg.hosts)
@@ -513,9 +519,21 @@ func scaleRegistry(b *testing.B, c client.Client, cfg scaleConfig, out *strings.
 		}()
 	}
 	starting.Wait()
-	line, _ := starts.line("fleet start", time.Since(startAt))
-	fmt.Fprintf(out, "%s\n                   %d hosts placing %d sessions each at once: all placed in %v\n",
+	line, _ = starts.line("every host at once", time.Since(startAt))
+	fmt.Fprintf(out, "%s\n                   %d nid ups placing %d sessions each at once: all placed in %v\n",
 		line, cfg.hosts, cfg.placements/cfg.hosts, time.Since(startAt).Round(time.Millisecond))
+	per := cfg.placements / len(cfg.placeRates)
+	placed := 0
+	for _, rate := range cfg.placeRates {
+		var place latencies
+		elapsed := pace(per, rate, func(i int) {
+			ref := fmt.Sprintf("fleet%d/s%d", (placed+i)/100, (placed+i)%100)
+			place.time(func() error { _, err := worker.Place(ctx, c, ref, ""); return err })
+		})
+		placed += per
+		line, _ := place.line(fmt.Sprintf("place @%g/s", rate), elapsed)
+		fmt.Fprintln(out, line)
+	}
 	var moves latencies
 	moveStart := time.Now()
 	elapsed := pace(cfg.moves, 50, func(i int) {

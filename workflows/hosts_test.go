@@ -189,7 +189,7 @@ func TestHostsTellSessionsWhenTheirHostGoesAndComesBack(t *testing.T) {
 }
 
 // The registry keeps one timer for its hosts' deadlines: beats and
-// placements do not each leave one running (VersionOneDeadlineTimer), and
+// placements do not each leave one running (VersionRegistryAtScale), and
 // a host with a sooner deadline than the timer's still counts as down on
 // time.
 func TestHostsKeepOneTimerForTheirDeadlines(t *testing.T) {
@@ -217,7 +217,9 @@ func TestHostsKeepOneTimerForTheirDeadlines(t *testing.T) {
 }
 
 // Hosts of thousands of sessions going down together: every session hears
-// it once, through batches the server takes (VersionRegistryAtScale).
+// it once, across the batches tell sends them in (VersionRegistryAtScale;
+// TestHostsCarryWhatTheyHaveNotToldAcrossContinueAsNew sees a batch's
+// size).
 func TestHostsTellEverySessionOfHostsThatGoDown(t *testing.T) {
 	h := newHostsHarness(t)
 	var sessions []string
@@ -278,15 +280,75 @@ func TestHostsFindTheSessionsTheirStateCarried(t *testing.T) {
 	var after HostsView
 	h.at(30*time.Second, func() { after = h.view() })
 	h.at(time.Minute, h.env.CancelWorkflow)
+	h.at(25*time.Second, func() { h.env.SignalWorkflow(SignalHostAssign, HostAssign{Session: "web/three", Host: "b"}) })
 	h.env.ExecuteWorkflow(HostsWorkflowName, HostsInput{State: &HostsState{Hosts: []HostRecord{
 		{Name: "a", MaxSessions: 10, Every: 10 * time.Second, Sessions: []string{"web/one", "web/two"}, Stopped: []string{"web/two"}},
-		// A state that left web/two on two hosts: the move takes it off both.
-		{Name: "c", MaxSessions: 10, Every: 10 * time.Second, Sessions: []string{"web/two"}},
+		// A state that left web/two on two hosts, and web/three stopped on
+		// one without being placed there: a move takes each off them all.
+		{Name: "c", MaxSessions: 10, Every: 10 * time.Second, Sessions: []string{"web/two"}, Stopped: []string{"web/three"}},
 	}}})
 
 	require.Equal(t, "a", stays.value)
-	require.Equal(t, map[string][]string{"a": {"web/one"}, "b": {"web/two"}, "c": {}}, sessionsByHost(after))
+	require.Equal(t, map[string][]string{"a": {"web/one"}, "b": {"web/three", "web/two"}, "c": {}}, sessionsByHost(after))
 	require.Empty(t, after.Hosts[0].Stopped)
+	require.Empty(t, after.Hosts[2].Stopped)
+}
+
+// A beat and a batch that come while the registry tells its sessions, in a
+// run whose history is then full: the batch is answered and the run
+// continues as new (the batch waits for the beat to be taken, and the
+// continue-as-new for the batch).
+func TestHostsContinueAsNewWithABatchWaitingForABeat(t *testing.T) {
+	h := newHostsHarness(t)
+	beat := HostBeat{Host: "a", MaxSessions: 10, Every: 10 * time.Second}
+	h.beat(time.Second, beat)
+	h.at(5*time.Second, func() { h.env.SignalWorkflow(SignalHostAssign, HostAssign{Session: "web/one", Host: "a"}) })
+	batch := &updateResult{}
+	h.onTell = func() {
+		h.onTell = nil
+		h.env.SetContinueAsNewSuggested(true)
+		h.env.SignalWorkflow(SignalHeartbeat, beat)
+		h.env.UpdateWorkflow(UpdatePlaceAll, "", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { batch.rejected, batch.done = err, true },
+			OnAccept:   func() {},
+			OnComplete: func(v interface{}, err error) { batch.value, batch.err, batch.done = v, err, true },
+		}, PlaceBatch{Sessions: []PlaceRequest{{Session: "web/two"}}})
+	}
+	h.at(time.Hour, h.env.CancelWorkflow)
+	h.env.ExecuteWorkflow(HostsWorkflowName, HostsInput{})
+
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "registry ended with %v", h.env.GetWorkflowError())
+	require.True(t, batch.done)
+	require.NoError(t, batch.err)
+	require.Equal(t, Placements{Placed: []Placement{{Host: "a", Alive: true}}}, batch.value)
+}
+
+// A run that grew by registryRunBytes continues as new, woken by an
+// update when no signal comes.
+func TestHostsContinueAsNewOnceARunGrewByAMegabyte(t *testing.T) {
+	h := newHostsHarness(t)
+	h.beat(time.Second, HostBeat{Host: "a", MaxSessions: 10, Every: 10 * time.Minute})
+	placed := &updateResult{}
+	h.at(10*time.Second, func() {
+		h.env.UpdateWorkflow(UpdatePlaceAll, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { placed.rejected, placed.done = err, true },
+			// The batch's request and answer are what filled the run.
+			OnAccept:   func() { h.env.SetCurrentHistorySize(registryRunBytes) },
+			OnComplete: func(v interface{}, err error) { placed.err, placed.done = err, true },
+		}, PlaceBatch{Sessions: []PlaceRequest{{Session: "web/one"}}})
+	})
+	// Before a's deadline, the registry's next wake without the update.
+	h.at(20*time.Minute, h.env.CancelWorkflow)
+	h.env.ExecuteWorkflow(HostsWorkflowName, HostsInput{})
+
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "registry ended with %v", h.env.GetWorkflowError())
+	require.True(t, placed.done)
+	require.NoError(t, placed.err)
+	var next HostsInput
+	require.NoError(t, decodeFirst(can, &next))
+	require.Equal(t, []string{"web/one"}, next.State.Hosts[0].Sessions)
 }
 
 func TestHostsCarryEverythingAcrossContinueAsNew(t *testing.T) {

@@ -70,7 +70,16 @@ func continueAsNewWhen(ctx workflow.Context, l ladder, live *liveness, selector 
 	sel := selector(ctx)
 	for waits := 0; ; waits++ {
 		for {
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && (settled == nil || settled()) }); err != nil {
+			done := func() bool { return workflow.AllHandlersFinished(ctx) && (settled == nil || settled()) }
+			wake := done
+			if l.has(VersionRegistryAtScale) {
+				// Signals are taken while the handlers finish: a handler
+				// may wait for them (the registry's placeAll waits for the
+				// beats sent before it), and waiting for it first left
+				// both waiting for good.
+				wake = func() bool { return sel.HasPending() || done() }
+			}
+			if err := workflow.Await(ctx, wake); err != nil {
 				return err
 			}
 			if !sel.HasPending() {

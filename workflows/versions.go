@@ -334,6 +334,12 @@ const (
 	// hosts of a hundred sessions going down together were ten thousand
 	// signals in one workflow task, which the server refuses past 2,000
 	// pending, and the registry failed that task for as long as it tried.
+	// A run about to continue as new (any workflow's) takes the signals
+	// that arrive while its handlers finish (continueAsNewWhen): the
+	// registry's placeAll waits for the beats sent before it, so a beat
+	// and a batch that came while the registry told its sessions, in a run
+	// whose history was then full, left the handler and the continue-as-new
+	// each waiting for the other.
 	// Histories: testdata/rung28-*.json.gz.
 	VersionRegistryAtScale Version = 28
 

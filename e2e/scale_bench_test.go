@@ -217,7 +217,9 @@ type latencies struct {
 	first error
 }
 
-func (l *latencies) time(f func() error) {
+// time runs f, counts its failure or keeps how long it took, and returns
+// its error.
+func (l *latencies) time(f func() error) error {
 	start := time.Now()
 	if err := f(); err != nil {
 		if l.fails.Add(1) == 1 {
@@ -225,11 +227,12 @@ func (l *latencies) time(f func() error) {
 			l.first = err
 			l.mu.Unlock()
 		}
-		return
+		return err
 	}
 	l.mu.Lock()
 	l.d = append(l.d, time.Since(start))
 	l.mu.Unlock()
+	return nil
 }
 
 func (l *latencies) quantiles() (n int, p50, p99 time.Duration) {
@@ -609,6 +612,13 @@ func scaleGroup(b *testing.B, c client.Client, cfg scaleConfig, n int, out *stri
 	turns := map[string]int{}
 	nextTask := 1
 	seq := map[string]int64{}
+	// A session takes one turn at a time: a turn due while its last is
+	// still waiting on the group waits for it, as a session's next turn
+	// waits for its agent.
+	inTurn := map[string]*sync.Mutex{}
+	for _, s := range sessions {
+		inTurn[s] = &sync.Mutex{}
+	}
 	for _, mult := range cfg.steps {
 		rate := mult * float64(n) / scaleTurnEvery.Seconds()
 		var reserve, charge, read, lock, task latencies
@@ -616,6 +626,8 @@ func scaleGroup(b *testing.B, c client.Client, cfg scaleConfig, n int, out *stri
 		count := int(rate * cfg.stepFor.Seconds())
 		elapsed := pace(count, rate, func(i int) {
 			s := sessions[i%n]
+			inTurn[s].Lock()
+			defer inTurn[s].Unlock()
 			mu.Lock()
 			seq[s]++
 			turn := seq[s]
@@ -641,14 +653,19 @@ func scaleGroup(b *testing.B, c client.Client, cfg scaleConfig, n int, out *stri
 				read.time(func() error { _, err := nidclient.QueryGroup(ctx, c, name); return err })
 			} else {
 				lockName := "src/" + s + "/main.go"
-				lock.time(func() error {
+				acquired := lock.time(func() error {
 					_, err := worker.UpdateBoard(ctx, c, name, workflows.UpdateLockAcquire, workflows.BoardRequest{Session: s, Lock: lockName})
 					return err
 				})
-				lock.time(func() error {
-					_, err := worker.UpdateBoard(ctx, c, name, workflows.UpdateLockRelease, workflows.BoardRequest{Session: s, Lock: lockName})
-					return err
-				})
+				// An acquire that timed out may still be taken after a
+				// release sent now, which would find the lock not held: an
+				// agent releases what it was told it holds.
+				if acquired == nil {
+					lock.time(func() error {
+						_, err := worker.UpdateBoard(ctx, c, name, workflows.UpdateLockRelease, workflows.BoardRequest{Session: s, Lock: lockName})
+						return err
+					})
+				}
 			}
 			if held != "" && turn%10 == 0 {
 				task.time(func() error {

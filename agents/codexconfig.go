@@ -32,6 +32,27 @@ func codexSandboxMode(p Process) string {
 // one of its own, defined on the command line by codexSandbox.
 const codexProfile = "nid"
 
+// placeReadOnlyFiles creates, empty, the worktree's config.worktree when
+// git has not made one. Codex's sandbox binds each path it keeps read-only
+// from where it is, and a missing one failed the thread's start (bwrap:
+// "Can't find source path"), now and then; and a file that is not there
+// is one the agent could create in the git directory it writes. Empty, it
+// says nothing to git, which reads it only with extensions.worktreeConfig.
+func placeReadOnlyFiles(p Process) error {
+	gitDir, common := gitDirs(p)
+	if gitDir == "" || gitDir == common {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(gitDir, "config.worktree"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	switch {
+	case err == nil:
+		return f.Close()
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	}
+	return fmt.Errorf("keeping the worktree's git config read-only: %w", err)
+}
+
 // codexSandbox returns the -c overrides that give a sandboxed Codex its
 // sandbox, as a permission profile of nid's own (Codex's older
 // workspace-write mode cannot keep a path out of reads):
@@ -55,27 +76,6 @@ const codexProfile = "nid"
 // Codex prefers this profile to a sandbox_mode in the user's config or in
 // the args nid.yaml gives it; should a version not, Codex.thread sees
 // another profile reported and refuses to run the thread.
-// placeReadOnlyFiles creates, empty, the worktree's config.worktree when
-// git has not made one. Codex's sandbox binds each path it keeps read-only
-// from where it is, and a missing one failed the thread's start (bwrap:
-// "Can't find source path"), now and then; and a file that is not there
-// is one the agent could create in the git directory it writes. Empty, it
-// says nothing to git, which reads it only with extensions.worktreeConfig.
-func placeReadOnlyFiles(p Process) error {
-	gitDir, common := gitDirs(p)
-	if gitDir == "" || gitDir == common {
-		return nil
-	}
-	f, err := os.OpenFile(filepath.Join(gitDir, "config.worktree"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
-	switch {
-	case err == nil:
-		return f.Close()
-	case errors.Is(err, fs.ErrExist):
-		return nil
-	}
-	return fmt.Errorf("keeping the worktree's git config read-only: %w", err)
-}
-
 func codexSandbox(p Process) []string {
 	if !p.Sandboxed() {
 		return nil

@@ -358,14 +358,14 @@ func (r *hosts) where(session string) string {
 // that is gone (removed, or never started) just misses it. Since
 // VersionRegistryAtScale it sends tellBatch signals at a time and awaits
 // them before the next batch, and leaves what it has not sent in Pending,
-// for the next run, once the history is full.
+// for the next run, once the run is full.
 func (r *hosts) tell(ctx workflow.Context) {
 	if !r.has(VersionRegistryAtScale) {
 		r.tellAtOnce(ctx)
 		return
 	}
 	r.st.Pending = r.perSession(r.st.Pending)
-	for len(r.st.Pending) > 0 && !historyFull(ctx, r.st.HistoryLimit) {
+	for len(r.st.Pending) > 0 && !r.full(ctx) {
 		n := min(len(r.st.Pending), tellBatch)
 		sent := make([]workflow.Future, n)
 		for i, notice := range r.st.Pending[:n] {

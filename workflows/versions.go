@@ -334,6 +334,10 @@ const (
 	// hosts of a hundred sessions going down together were ten thousand
 	// signals in one workflow task, which the server refuses past 2,000
 	// pending, and the registry failed that task for as long as it tried.
+	// It continues as new once a run grew by 1 MB (registryRunBytes),
+	// woken by updates as well as signals: a failed workflow task replays
+	// the whole run, and runs of megabytes of placement batches took
+	// seconds to replay. It finds a session's host through an index.
 	// A run about to continue as new (any workflow's) takes the signals
 	// that arrive while its handlers finish (continueAsNewWhen): the
 	// registry's placeAll waits for the beats sent before it, so a beat

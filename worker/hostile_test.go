@@ -253,6 +253,44 @@ func TestHostileConversationIdRunsNothing(t *testing.T) {
 	require.Empty(t, entries, "nothing ran")
 }
 
+// A client holding the credential can beat for hosts of its own making:
+// names that are paths or carry NUL, a period of nothing, an HTTP address
+// of megabytes. Each beat is refused, naming what was wrong, and the
+// registry keeps the one host it had as it was.
+func TestHostileBeatsAreRefused(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	startNode(t, env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n"))
+	before, err := nidclient.Hosts(t.Context(), c)
+	require.NoError(t, err)
+	require.Len(t, before.Hosts, 1)
+
+	host := before.Hosts[0].Name
+	beats := map[string]workflows.HostBeat{
+		`host "../../etc": a host name is`:       {Host: "../../etc", MaxSessions: 1000, Every: time.Second},
+		`host "a\x00b": a host name is`:          {Host: "a\x00b", MaxSessions: 1000, Every: time.Second},
+		"beats every -1s: the period must be":    {Host: host, MaxSessions: 1000, Every: -time.Second},
+		"gives an HTTP address of 1048576 bytes": {Host: host, MaxSessions: 1000, Every: time.Second, HTTP: strings.Repeat("h", 1<<20)},
+	}
+	for want, b := range beats {
+		h, err := c.UpdateWorkflow(t.Context(), client.UpdateWorkflowOptions{
+			WorkflowID: workflows.HostsID, UpdateName: workflows.UpdateHeartbeat,
+			Args: []interface{}{b}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(t.Context(), nil)
+		}
+		require.ErrorContains(t, err, want)
+	}
+	after, err := nidclient.Hosts(t.Context(), c)
+	require.NoError(t, err)
+	require.Equal(t, before.Hosts[0].HostRecord.Name, after.Hosts[0].Name)
+	require.Len(t, after.Hosts, 1, "no refused beat made a host")
+	require.Equal(t, before.Hosts[0].MaxSessions, after.Hosts[0].MaxSessions)
+	require.Equal(t, before.Hosts[0].Every, after.Hosts[0].Every)
+	require.Equal(t, before.Hosts[0].HTTP, after.Hosts[0].HTTP)
+}
+
 // A client holding the credential can send the hosts registry a batch of
 // placements of its own: past the cap, with names that are not sessions
 // (paths, NUL, 10 KB) or hosts that are not host names, hidden among good

@@ -28,8 +28,28 @@ func hostsStart() client.StartWorkflowOptions {
 	}
 }
 
-// Beat tells the registry this host is alive (or, leaving, that it stops).
+// Beat tells the registry this host is alive (or, leaving, that it stops)
+// and returns once the registry took it. The beat is an update, which
+// cannot refuse the registry's continue-as-new as a signal does
+// (workflows.VersionBeatUpdate); a registry whose run is older is sent the
+// signal, until its next run. An update waits for a worker to take the
+// registry's workflow task: a node's first beat, sent before its worker
+// starts, is beatBySignal.
 func Beat(ctx context.Context, c client.Client, b workflows.HostBeat) error {
+	err := updateRegistry(ctx, c, workflows.UpdateHeartbeat, b, nil)
+	if err != nil && nidclient.IsUnknownUpdate(err) {
+		return beatBySignal(ctx, c, b)
+	}
+	if err != nil {
+		return fmt.Errorf("hosts registry: %s", workflows.ErrorText(err))
+	}
+	return nil
+}
+
+// beatBySignal is Beat as a signal, which the server records before any
+// worker runs the registry: the registry then takes it in its next
+// workflow task, before a timer that fired for this host meanwhile.
+func beatBySignal(ctx context.Context, c client.Client, b workflows.HostBeat) error {
 	_, err := c.SignalWithStartWorkflow(ctx, workflows.HostsID, workflows.SignalHeartbeat, b, hostsStart(),
 		workflows.HostsWorkflowName, workflows.HostsInput{})
 	if err != nil {

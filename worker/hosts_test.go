@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nid-dev/nid/config"
@@ -17,7 +19,10 @@ import (
 // A thousand sessions starting at once ask the registry where they go while
 // it continues as new; the server fails the workflow task that tried, and
 // with it every placement that task had taken. Each is asked again, so
-// none of them fails nid up's start.
+// none of them fails nid up's start. The beats that keep coming meanwhile
+// are updates, which the server turns away to be sent again rather than
+// refuse the continue-as-new (workflows.VersionBeatUpdate): no run has a
+// workflow task failed for them.
 func TestPlacingSurvivesTheRegistryContinuingAsNew(t *testing.T) {
 	env := temporaltest.New(t)
 	c := env.Client(t)
@@ -66,4 +71,23 @@ func TestPlacingSurvivesTheRegistryContinuingAsNew(t *testing.T) {
 	stop()
 	require.NoError(t, work.Wait())
 	require.Greater(t, len(runs), 10, "the registry continued as new only %d times", len(runs)-1)
+	for run := range runs {
+		require.Zero(t, refusedContinues(t, c, run), "run %s had its continue-as-new refused", run)
+	}
+}
+
+// refusedContinues counts the workflow tasks of the registry's run that the
+// server failed because events came while they ran (a continue-as-new
+// refused).
+func refusedContinues(t *testing.T, c client.Client, run string) int {
+	refused := 0
+	events := c.GetWorkflowHistory(t.Context(), workflows.HostsID, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for events.HasNext() {
+		e, err := events.Next()
+		require.NoError(t, err)
+		if e.GetWorkflowTaskFailedEventAttributes().GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND {
+			refused++
+		}
+	}
+	return refused
 }

@@ -205,7 +205,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		// away, sees the beat in the same task and tells its sessions
 		// nothing; and the host is there to place sessions on.
 		b := hostBeat(cfg.Worker, n.HTTP)
-		if err := Beat(ctx, n.Client, b); err != nil {
+		if err := beatBySignal(ctx, n.Client, b); err != nil {
 			return nil, err
 		}
 		bctx, cancel := context.WithCancel(context.Background())

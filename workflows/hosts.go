@@ -76,13 +76,19 @@ type hosts struct {
 	// startBytes is the history's size when the run began: the state it
 	// carried, which full does not count against the run.
 	startBytes int64
+	// beaten says a beat came by update since the loop last looked: the
+	// loop wakes for it as for a signal (VersionBeatUpdate).
+	beaten bool
+	// live notes this instance's first live workflow task, for
+	// continueAsNewWhen (VersionBeatUpdate); nil before.
+	live *liveness
 	// ladder is the rung this run follows: the registry is new at
 	// VersionHosts, and later changes to it branch on the ladder too.
 	ladder
 }
 
 // HostsWorkflow is the hosts registry, nid/hosts. Workers start it with
-// their first heartbeat (signal-with-start); it runs forever.
+// their first heartbeat (update- or signal-with-start); it runs forever.
 func HostsWorkflow(ctx workflow.Context, in HostsInput) error {
 	r := &hosts{st: in.State, ladder: ladder{versionOf(ctx)}}
 	publishRung(ctx, r.ladder)
@@ -103,6 +109,13 @@ func HostsWorkflow(ctx workflow.Context, in HostsInput) error {
 			workflow.UpdateHandlerOptions{Validator: r.validatePlaceAll}); err != nil {
 			return err
 		}
+	}
+	if r.has(VersionBeatUpdate) {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateHeartbeat, r.beatUpdate,
+			workflow.UpdateHandlerOptions{Validator: r.validateBeat}); err != nil {
+			return err
+		}
+		r.live = watchLiveness(ctx)
 	}
 	return r.run(ctx)
 }
@@ -127,10 +140,11 @@ func (r *hosts) run(ctx workflow.Context) error {
 		for sel.HasPending() {
 			sel.Select(ctx)
 		}
+		r.beaten = false
 		r.expire(ctx)
 		r.tell(ctx)
 		if r.full(ctx) {
-			return continueAsNew(ctx, r.ladder, r.selector, HostsWorkflowName, func() any {
+			return continueAsNewWhen(ctx, r.ladder, r.live, r.selector, nil, HostsWorkflowName, func() any {
 				return HostsInput{State: r.st}
 			})
 		}
@@ -141,7 +155,7 @@ func (r *hosts) run(ctx workflow.Context) error {
 			deadline.set(ctx, wait, ok)
 			// Updates alone wake it too once they filled the history: a
 			// fleet placing itself sends nothing else.
-			err = workflow.Await(ctx, func() bool { return sel.HasPending() || deadline.fired() || r.full(ctx) })
+			err = workflow.Await(ctx, func() bool { return sel.HasPending() || r.beaten || deadline.fired() || r.full(ctx) })
 		case ok:
 			_, err = workflow.AwaitWithTimeout(ctx, wait, sel.HasPending)
 		default:
@@ -253,20 +267,48 @@ func (r *hosts) host(name string) *HostRecord {
 	return &r.st.Hosts[i]
 }
 
+// onBeat takes a beat sent as a signal: one with no valid host or period
+// is dropped unsaid, as it always was; one past the caps is said in the
+// log (VersionCheckedInput).
 func (r *hosts) onBeat(ctx workflow.Context, b HostBeat) {
 	if !config.ValidHost(b.Host) || b.Every <= 0 {
 		return
 	}
 	if r.has(VersionCheckedInput) {
-		switch {
-		case len(b.HTTP) > MaxHostHTTP:
-			warnRefused(ctx, SignalHeartbeat, fmt.Sprintf("host %s gives an HTTP address of %d bytes; the limit is %d", b.Host, len(b.HTTP), MaxHostHTTP))
-			return
-		case !r.known(b.Host) && len(r.st.Hosts) >= MaxHosts:
-			warnRefused(ctx, SignalHeartbeat, fmt.Sprintf("host %s is not taken: the registry keeps %d hosts, the most it may", b.Host, MaxHosts))
+		if err := r.validateBeat(b); err != nil {
+			warnRefused(ctx, SignalHeartbeat, err.Error())
 			return
 		}
 	}
+	r.takeBeat(ctx, b)
+}
+
+// validateBeat refuses a beat the registry does not take, saying why.
+func (r *hosts) validateBeat(b HostBeat) error {
+	switch {
+	case !config.ValidHost(b.Host):
+		return hostNameError(b.Host)
+	case b.Every <= 0:
+		return fmt.Errorf("host %s beats every %s: the period must be above zero", b.Host, b.Every)
+	case len(b.HTTP) > MaxHostHTTP:
+		return fmt.Errorf("host %s gives an HTTP address of %d bytes; the limit is %d", b.Host, len(b.HTTP), MaxHostHTTP)
+	case !r.known(b.Host) && len(r.st.Hosts) >= MaxHosts:
+		return fmt.Errorf("host %s is not taken: the registry keeps %d hosts, the most it may", b.Host, MaxHosts)
+	}
+	return nil
+}
+
+// beatUpdate takes a beat sent as an update (VersionBeatUpdate), which
+// validateBeat let through, and wakes the loop: the beat may bring a host
+// back, whose sessions are told, or one whose deadline comes first.
+func (r *hosts) beatUpdate(ctx workflow.Context, b HostBeat) error {
+	r.takeBeat(ctx, b)
+	r.beaten = true
+	return nil
+}
+
+// takeBeat records a valid beat.
+func (r *hosts) takeBeat(ctx workflow.Context, b HostBeat) {
 	h := r.host(b.Host)
 	h.MaxSessions, h.Every, h.HTTP = max(b.MaxSessions, 0), b.Every, b.HTTP
 	h.LastSeen = workflow.Now(ctx)
@@ -420,9 +462,14 @@ func (r *hosts) validatePlace(req PlaceRequest) error {
 		return err
 	}
 	if req.Want != "" && !config.ValidHost(req.Want) {
-		return fmt.Errorf("host %q: a host name is letters, digits, '.', '-' or '_' (at most 253, starting with a letter or digit)", req.Want)
+		return hostNameError(req.Want)
 	}
 	return nil
+}
+
+// hostNameError says why name is not a host's.
+func hostNameError(name string) error {
+	return fmt.Errorf("host %q: a host name is letters, digits, '.', '-' or '_' (at most 253, starting with a letter or digit)", clip.Runes(name, 80))
 }
 
 // errNoLiveHost is why a session that names no host is not placed.

@@ -32,6 +32,9 @@ type hostsHarness struct {
 	told map[string][]HostState
 	// onTell, if set, runs after each session is told.
 	onTell func()
+	// beatsByUpdate sends beat's beats as UpdateHeartbeat, as nid's
+	// workers do since VersionBeatUpdate, rather than the signal.
+	beatsByUpdate bool
 }
 
 func newHostsHarness(t *testing.T) *hostsHarness {
@@ -53,7 +56,33 @@ func newHostsHarness(t *testing.T) *hostsHarness {
 }
 
 func (h *hostsHarness) beat(d time.Duration, b HostBeat) {
+	if h.beatsByUpdate {
+		r := h.update(d, UpdateHeartbeat, b, func(v any) any { return v })
+		h.t.Cleanup(func() {
+			if !h.t.Failed() {
+				require.True(h.t, r.done && r.rejected == nil && r.err == nil, "a beat of %s at %v: done %v, rejected %v, failed %v", b.Host, d, r.done, r.rejected, r.err)
+			}
+		})
+		return
+	}
 	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalHeartbeat, b) }, d)
+}
+
+// forEachBeat runs test with beats sent as the signal older workers send
+// and as the update workers send since VersionBeatUpdate: the registry
+// takes both alike.
+func forEachBeat(t *testing.T, test func(t *testing.T, h *hostsHarness)) {
+	for _, byUpdate := range []bool{false, true} {
+		name := "signal"
+		if byUpdate {
+			name = "update"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHostsHarness(t)
+			h.beatsByUpdate = byUpdate
+			test(t, h)
+		})
+	}
 }
 
 // recordAssigns has env keep every host assignment a session sends the
@@ -121,7 +150,10 @@ func (h *hostsHarness) keepBeating(b HostBeat, from, end time.Duration) {
 }
 
 func TestHostsPlaceOnTheLiveHostWithMostRoom(t *testing.T) {
-	h := newHostsHarness(t)
+	forEachBeat(t, testHostsPlaceOnTheLiveHostWithMostRoom)
+}
+
+func testHostsPlaceOnTheLiveHostWithMostRoom(t *testing.T, h *hostsHarness) {
 	a := HostBeat{Host: "a", MaxSessions: 2, Every: 10 * time.Second}
 	b := HostBeat{Host: "b", MaxSessions: 3, Every: 10 * time.Second}
 	gone := HostBeat{Host: "gone", MaxSessions: 50, Every: 10 * time.Second}
@@ -159,6 +191,57 @@ func TestHostsPlaceOnTheLiveHostWithMostRoom(t *testing.T) {
 	require.Equal(t, []string{"api/solo"}, byName["c"].Sessions)
 }
 
+// A beat sent as an update that the registry does not take is refused,
+// saying what was wrong and what is allowed, and changes nothing; the
+// same beats sent as the signal are dropped as they always were.
+func TestHostsRefuseBadBeatsByUpdate(t *testing.T) {
+	h := newHostsHarness(t)
+	good := HostBeat{Host: "a", MaxSessions: 2, Every: 10 * time.Second}
+	h.beat(time.Second, good)
+	bad := map[string]HostBeat{
+		`host "../a": a host name is letters`:             {Host: "../a", MaxSessions: 1, Every: time.Second},
+		`host "": a host name is`:                         {MaxSessions: 1, Every: time.Second},
+		"host b beats every 0s: the period must be above": {Host: "b", MaxSessions: 1},
+		"host a gives an HTTP address of 513 bytes; the limit is 512": {Host: "a", MaxSessions: 9, Every: time.Second,
+			HTTP: strings.Repeat("h", MaxHostHTTP+1)},
+	}
+	answers := map[string]*updateResult{}
+	for want, b := range bad {
+		answers[want] = h.update(time.Minute, UpdateHeartbeat, b, func(v any) any { return v })
+	}
+	var v HostsView
+	h.at(2*time.Minute, func() { v = h.view() })
+	h.run(3 * time.Minute)
+
+	for want, r := range answers {
+		require.ErrorContains(t, r.rejected, want)
+	}
+	require.Len(t, v.Hosts, 1, "no refused beat made a host")
+	require.Equal(t, 2, v.Hosts[0].MaxSessions, "a's refused beat changed nothing")
+	require.Empty(t, v.Hosts[0].HTTP)
+}
+
+// A registry that keeps MaxHosts hosts refuses a beat from one more,
+// sent as an update, and keeps beating the ones it has.
+func TestHostsRefuseABeatPastMaxHosts(t *testing.T) {
+	h := newHostsHarness(t)
+	h.beatsByUpdate = true
+	for i := range MaxHosts {
+		h.beat(time.Second, HostBeat{Host: fmt.Sprintf("h%04d", i), MaxSessions: 1, Every: time.Hour})
+	}
+	more := h.update(time.Minute, UpdateHeartbeat, HostBeat{Host: "more", MaxSessions: 1, Every: time.Hour}, func(v any) any { return v })
+	again := h.update(time.Minute, UpdateHeartbeat, HostBeat{Host: "h0000", MaxSessions: 5, Every: time.Hour}, func(v any) any { return v })
+	var v HostsView
+	h.at(2*time.Minute, func() { v = h.view() })
+	h.run(3 * time.Minute)
+
+	require.ErrorContains(t, more.rejected, fmt.Sprintf("host more is not taken: the registry keeps %d hosts, the most it may", MaxHosts))
+	require.NoError(t, again.rejected)
+	require.True(t, again.done)
+	require.Len(t, v.Hosts, MaxHosts)
+	require.Equal(t, 5, v.Hosts[0].MaxSessions)
+}
+
 func TestHostsWithNoLiveHostPlaceNothing(t *testing.T) {
 	h := newHostsHarness(t)
 	h.beat(time.Second, HostBeat{Host: "a", MaxSessions: 0, Every: 10 * time.Second})
@@ -168,7 +251,10 @@ func TestHostsWithNoLiveHostPlaceNothing(t *testing.T) {
 }
 
 func TestHostsTellSessionsWhenTheirHostGoesAndComesBack(t *testing.T) {
-	h := newHostsHarness(t)
+	forEachBeat(t, testHostsTellSessionsWhenTheirHostGoesAndComesBack)
+}
+
+func testHostsTellSessionsWhenTheirHostGoesAndComesBack(t *testing.T, h *hostsHarness) {
 	a := HostBeat{Host: "a", MaxSessions: 4, Every: 10 * time.Second}
 	h.keepBeating(a, time.Second, 2*time.Minute) // then a is killed
 	h.place(5*time.Second, "web/lead", "")
@@ -191,9 +277,13 @@ func TestHostsTellSessionsWhenTheirHostGoesAndComesBack(t *testing.T) {
 // The registry keeps one timer for its hosts' deadlines: beats and
 // placements do not each leave one running (VersionRegistryAtScale), and
 // a host with a sooner deadline than the timer's still counts as down on
-// time.
+// time, its beat sent as a signal or as an update (which wakes the
+// registry's loop too: VersionBeatUpdate).
 func TestHostsKeepOneTimerForTheirDeadlines(t *testing.T) {
-	h := newHostsHarness(t)
+	forEachBeat(t, testHostsKeepOneTimerForTheirDeadlines)
+}
+
+func testHostsKeepOneTimerForTheirDeadlines(t *testing.T, h *hostsHarness) {
 	var scheduled, fired int
 	h.env.SetOnTimerScheduledListener(func(string, time.Duration) { scheduled++ })
 	h.env.SetOnTimerFiredListener(func(string) { fired++ })

@@ -240,6 +240,11 @@ const UpdatePlace = "place"
 // would decide it, in one update (VersionBatchedPlacement).
 const UpdatePlaceAll = "place_all"
 
+// UpdateHeartbeat takes a HostBeat, as SignalHeartbeat does, and answers
+// once the registry took it (VersionBeatUpdate): a beat sent as an update
+// cannot refuse the registry's continue-as-new, where a signal does.
+const UpdateHeartbeat = "heartbeat"
+
 // QueryHosts returns a HostsView.
 const QueryHosts = "hosts"
 

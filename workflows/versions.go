@@ -347,8 +347,23 @@ const (
 	// Histories: testdata/rung28-*.json.gz.
 	VersionRegistryAtScale Version = 28
 
+	// VersionBeatUpdate: the hosts registry takes heartbeats as an update
+	// (UpdateHeartbeat) as well as the signal, and nid's workers send them
+	// so. A signal that arrives while the workflow task continuing the
+	// registry as new runs makes the server refuse that task, and the
+	// worker then replays the whole run: a hundred hosts beating every 10 s
+	// had 17 to 53 continue-as-new refused a run, and placements waited
+	// seconds behind each replay. An update arriving then is turned away
+	// and sent again by its client, to the next run. The loop wakes on a
+	// beat taken by the update (beaten) as it did on the signal, and a run
+	// rebuilt by replay in the task that would continue it as new waits for
+	// its next task first, as a group's does since VersionContinueFromCache,
+	// for the moves that are still signals.
+	// Histories: testdata/rung29-*.json.gz.
+	VersionBeatUpdate Version = 29
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionRegistryAtScale
+	versionLatest = VersionBeatUpdate
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

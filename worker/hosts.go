@@ -28,23 +28,34 @@ func hostsStart() client.StartWorkflowOptions {
 	}
 }
 
-// Beat tells the registry this host is alive (or, leaving, that it stops)
-// and returns once the registry took it. The beat is an update, which
-// cannot refuse the registry's continue-as-new as a signal does
-// (workflows.VersionBeatUpdate); a registry whose run is older is sent the
-// signal, until its next run. An update waits for a worker to take the
-// registry's workflow task: a node's first beat, sent before its worker
-// starts, is beatBySignal.
+// Beat tells the registry this host is alive (or, leaving, that it stops).
+// The beat is an update, which cannot refuse the registry's
+// continue-as-new as a signal does (workflows.VersionBeatUpdate). It is
+// sent as the signal instead to a registry whose run is older, until its
+// next run, and as well when the registry has not answered the update
+// within beatPatience: a registry behind on placements queues its updates,
+// and a host whose beats queue with them would count as down. An update
+// waits for a worker to take the registry's workflow task: a node's first
+// beat, sent before its worker starts, is beatBySignal.
 func Beat(ctx context.Context, c client.Client, b workflows.HostBeat) error {
-	err := updateRegistry(ctx, c, workflows.UpdateHeartbeat, b, nil)
-	if err != nil && nidclient.IsUnknownUpdate(err) {
+	uctx, cancel := context.WithTimeout(ctx, beatPatience)
+	err := updateRegistry(uctx, c, workflows.UpdateHeartbeat, b, nil)
+	cancel()
+	switch {
+	case err == nil:
+		return nil
+	case nidclient.IsUnknownUpdate(err), uctx.Err() != nil && ctx.Err() == nil:
 		return beatBySignal(ctx, c, b)
 	}
-	if err != nil {
-		return fmt.Errorf("hosts registry: %s", workflows.ErrorText(err))
-	}
-	return nil
+	return fmt.Errorf("hosts registry: %s", workflows.ErrorText(err))
 }
+
+// beatPatience is how long a beat waits for the registry's answer before
+// it is sent as a signal: ten times the registry's p99 at a hundred
+// placements a second (docs/scale.md), and no longer than the shortest
+// period a host may beat at (config: 500 ms; three are missed before a
+// host counts as down).
+const beatPatience = 500 * time.Millisecond
 
 // beatBySignal is Beat as a signal, which the server records before any
 // worker runs the registry: the registry then takes it in its next

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nid-dev/nid/config"
@@ -90,4 +92,51 @@ func refusedContinues(t *testing.T, c client.Client, run string) int {
 		}
 	}
 	return refused
+}
+
+// A registry that does not answer a beat's update in time (here no worker
+// takes its tasks; in a fleet, one behind on placements) is sent the beat
+// as a signal too, which the server records at once: a busy registry
+// does not count its hosts down.
+func TestABeatTheRegistryDoesNotAnswerIsSignalled(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	b := workflows.HostBeat{Host: "a", MaxSessions: 1, Every: config.DefaultHeartbeat}
+	require.NoError(t, Beat(t.Context(), c, b))
+	require.Equal(t, []string{workflows.SignalHeartbeat}, registrySignals(t, c))
+}
+
+// A registry whose run is older than the beat's update (one that knows
+// only the signal) is sent the signal.
+func TestABeatToARegistryOlderThanItsUpdateIsSignalled(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, _ workflows.HostsInput) error {
+		var b workflows.HostBeat
+		workflow.GetSignalChannel(ctx, workflows.SignalHeartbeat).Receive(ctx, &b)
+		return nil
+	}, workflow.RegisterOptions{Name: workflows.HostsWorkflowName})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	b := workflows.HostBeat{Host: "a", MaxSessions: 1, Every: config.DefaultHeartbeat}
+	require.NoError(t, Beat(t.Context(), c, b))
+	run := c.GetWorkflow(t.Context(), workflows.HostsID, "")
+	require.NoError(t, run.Get(t.Context(), nil), "the registry took the beat's signal")
+	require.Equal(t, []string{workflows.SignalHeartbeat}, registrySignals(t, c))
+}
+
+// registrySignals names the signals the registry's current run was sent.
+func registrySignals(t *testing.T, c client.Client) []string {
+	var names []string
+	events := c.GetWorkflowHistory(t.Context(), workflows.HostsID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for events.HasNext() {
+		e, err := events.Next()
+		require.NoError(t, err)
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+			names = append(names, a.GetSignalName())
+		}
+	}
+	return names
 }

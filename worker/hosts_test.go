@@ -140,3 +140,49 @@ func registrySignals(t *testing.T, c client.Client) []string {
 	}
 	return names
 }
+
+// The hosts of a fleet and the sessions of a group each have an update in
+// flight to one workflow at once. nid's server takes a thousand (the
+// embedded server, and deploy/dynamicconfig.yaml for a cluster): at the
+// server's default of 10 the rest were refused and their clients backed
+// off for seconds, and the registry placing 200 sessions a second did 10.
+func TestAWorkflowTakesAHundredUpdatesInFlight(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	const n = 100
+	w := sdkworker.New(c, "in-flight", sdkworker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+		waiting := 0
+		err := workflow.SetUpdateHandler(ctx, "wait", func(ctx workflow.Context) error {
+			waiting++
+			return workflow.Await(ctx, func() bool { return waiting >= n })
+		})
+		if err != nil {
+			return err
+		}
+		return workflow.Await(ctx, func() bool { return waiting >= n && workflow.AllHandlersFinished(ctx) })
+	}, workflow.RegisterOptions{Name: "in-flight"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: "in-flight", TaskQueue: "in-flight"}, "in-flight")
+	require.NoError(t, err)
+
+	// Every update waits for all of them: each one the server refuses
+	// waits, trying again, until this deadline.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var updates errgroup.Group
+	for range n {
+		updates.Go(func() error {
+			h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+				WorkflowID: "in-flight", UpdateName: "wait", WaitForStage: client.WorkflowUpdateStageCompleted,
+			})
+			if err != nil {
+				return err
+			}
+			return h.Get(ctx, nil)
+		})
+	}
+	require.NoError(t, updates.Wait(), "a hundred updates in flight at once")
+	require.NoError(t, run.Get(ctx, nil))
+}

@@ -336,6 +336,12 @@ func services() []string {
 	return append(slices.Clone(temporal.DefaultServices), string(primitives.InternalFrontendService))
 }
 
+// maxInFlightUpdates is how many updates one workflow may have in flight:
+// as many as a group of a thousand sessions sends, each session one at a
+// time. The server's limit on their payloads in flight (20 MB) still
+// bounds the memory they take.
+const maxInFlightUpdates = 1000
+
 func dynamicConfig() dynamicconfig.StaticClient {
 	return dynamicconfig.StaticClient{
 		// The server's default host cache holds 128k workflows; one machine's
@@ -366,6 +372,14 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// nid ls lists every session; past the default page of 1,000 it
 		// took a second query, and the list is one host's sessions.
 		dynamicconfig.FrontendVisibilityMaxPageSize.Key(): 10_000,
+		// nid's shared workflows take an update from every session of a
+		// group (locks, tasks, reservations) and from every host (beats,
+		// placements). Past the default of 10 in flight a workflow's
+		// updates are refused, and their clients back off and try again
+		// for seconds: the registry, placing 200 sessions a second, did
+		// 10 a second, and a hundred nid ups placing at once took 3 to 10
+		// s (docs/scale.md).
+		dynamicconfig.WorkflowExecutionMaxInFlightUpdates.Key(): maxInFlightUpdates,
 	}
 }
 

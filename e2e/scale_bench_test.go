@@ -248,8 +248,11 @@ func (l *latencies) quantiles() (n int, p50, p99 time.Duration) {
 func (l *latencies) line(name string, elapsed time.Duration) (string, time.Duration) {
 	n, p50, p99 := l.quantiles()
 	ok := "met"
-	if p99 > scaleGoal || l.fails.Load() > 0 {
+	switch {
+	case p99 > scaleGoal || l.fails.Load() > 0:
 		ok = "NOT MET"
+	case n == 0:
+		ok = "none sent"
 	}
 	text := fmt.Sprintf("    %-14s %7.1f/s  p50 %8v  p99 %8v  failed %d  (goal p99 < %v: %s)",
 		name, float64(n)/elapsed.Seconds(), p50.Round(time.Millisecond), p99.Round(time.Millisecond), l.fails.Load(), scaleGoal, ok)
@@ -643,7 +646,8 @@ func scaleGroup(b *testing.B, c client.Client, cfg scaleConfig, n int, out *stri
 		mark := markHistory(c, workflows.GroupID(name))
 		count := int(rate * cfg.stepFor.Seconds())
 		elapsed := pace(count, rate, func(i int) {
-			s := sessions[i%n]
+			seat := i % n
+			s := sessions[seat]
 			inTurn[s].Lock()
 			defer inTurn[s].Unlock()
 			mu.Lock()
@@ -667,7 +671,9 @@ func scaleGroup(b *testing.B, c client.Client, cfg scaleConfig, n int, out *stri
 					return err
 				})
 			}
-			if turn%2 == 0 {
+			// Half the sessions read on their odd turns, half on their
+			// even ones: a step of one turn each reads too.
+			if (turn+int64(seat))%2 == 0 {
 				read.time(func() error { _, err := nidclient.QueryGroup(ctx, c, name); return err })
 			} else {
 				lockName := "src/" + s + "/main.go"

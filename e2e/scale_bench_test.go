@@ -589,7 +589,9 @@ func scaleRegistry(b *testing.B, c client.Client, cfg scaleConfig, out *strings.
 // turn every scaleTurnEvery a session. Each turn does what a session of a
 // budgeted group and its agent do (see docs/scale.md): the session
 // reserves the turn (SignalReserve) and charges it (SignalCharge); the
-// agent reads the board every other turn (board_read: a query), takes a
+// agent reads the board every other turn (board_read, through the
+// worker.Boards of the session's host: a query shared by the group's
+// sessions on that host while it is fresh), takes a
 // lock and releases it every other turn (lock_acquire, lock_release),
 // claims a task on its first turn and marks it done every tenth
 // (task_claim, task_done), while tasks last.
@@ -640,6 +642,25 @@ func scaleGroup(b *testing.B, c client.Client, cfg scaleConfig, n int, out *stri
 	for _, s := range sessions {
 		inTurn[s] = &sync.Mutex{}
 	}
+	// The group's sessions spread over the fleet's hosts, each host's
+	// worker reading boards for its own (worker.Boards, as board_read
+	// does) and told of their claims and locks.
+	hostBoards := make([]*worker.Boards, cfg.hosts)
+	for h := range hostBoards {
+		hostBoards[h] = worker.NewBoards(c)
+	}
+	// Each host's first read has no board to fall back on while the group
+	// is busy; a worker makes it once in its life, so the steps measure
+	// workers that have, and these first reads are shown apart.
+	var firstReads latencies
+	var warming sync.WaitGroup
+	warmAt := time.Now()
+	for h, boards := range hostBoards {
+		warming.Go(func() { firstReads.time(func() error { _, err := boards.Text(ctx, name, sessions[h%n]); return err }) })
+	}
+	warming.Wait()
+	line, _ := firstReads.line("board_read, a host's first", time.Since(warmAt))
+	fmt.Fprintln(out, line)
 	for _, mult := range cfg.steps {
 		rate := mult * float64(n) / scaleTurnEvery.Seconds()
 		var reserve, charge, read, lock, task latencies
@@ -648,6 +669,14 @@ func scaleGroup(b *testing.B, c client.Client, cfg scaleConfig, n int, out *stri
 		elapsed := pace(count, rate, func(i int) {
 			seat := i % n
 			s := sessions[seat]
+			boards := hostBoards[seat%len(hostBoards)]
+			update := func(kind string, req workflows.BoardRequest) func() error {
+				return func() error {
+					defer boards.Changed(name)
+					_, err := worker.UpdateBoard(ctx, c, name, kind, req)
+					return err
+				}
+			}
 			inTurn[s].Lock()
 			defer inTurn[s].Unlock()
 			mu.Lock()
@@ -666,36 +695,24 @@ func scaleGroup(b *testing.B, c client.Client, cfg scaleConfig, n int, out *stri
 				return c.SignalWorkflow(ctx, workflows.GroupID(name), "", workflows.SignalReserve, workflows.Reserve{Session: s, Seq: turn})
 			})
 			if claim != "" {
-				task.time(func() error {
-					_, err := worker.UpdateBoard(ctx, c, name, workflows.UpdateTaskClaim, workflows.BoardRequest{Session: s, TaskID: claim})
-					return err
-				})
+				task.time(update(workflows.UpdateTaskClaim, workflows.BoardRequest{Session: s, TaskID: claim}))
 			}
 			// Half the sessions read on their odd turns, half on their
 			// even ones: a step of one turn each reads too.
 			if (turn+int64(seat))%2 == 0 {
-				read.time(func() error { _, err := nidclient.QueryGroup(ctx, c, name); return err })
+				read.time(func() error { _, err := boards.Text(ctx, name, s); return err })
 			} else {
 				lockName := "src/" + s + "/main.go"
-				acquired := lock.time(func() error {
-					_, err := worker.UpdateBoard(ctx, c, name, workflows.UpdateLockAcquire, workflows.BoardRequest{Session: s, Lock: lockName})
-					return err
-				})
+				acquired := lock.time(update(workflows.UpdateLockAcquire, workflows.BoardRequest{Session: s, Lock: lockName}))
 				// An acquire that timed out may still be taken after a
 				// release sent now, which would find the lock not held: an
 				// agent releases what it was told it holds.
 				if acquired == nil {
-					lock.time(func() error {
-						_, err := worker.UpdateBoard(ctx, c, name, workflows.UpdateLockRelease, workflows.BoardRequest{Session: s, Lock: lockName})
-						return err
-					})
+					lock.time(update(workflows.UpdateLockRelease, workflows.BoardRequest{Session: s, Lock: lockName}))
 				}
 			}
 			if held != "" && turn%10 == 0 {
-				task.time(func() error {
-					_, err := worker.UpdateBoard(ctx, c, name, workflows.UpdateTaskDone, workflows.BoardRequest{Session: s, TaskID: held})
-					return err
-				})
+				task.time(update(workflows.UpdateTaskDone, workflows.BoardRequest{Session: s, TaskID: held}))
 				mu.Lock()
 				holding[s] = ""
 				mu.Unlock()

@@ -196,7 +196,10 @@ func startSession(ctx context.Context, c client.Client, cfg *config.Config, name
 }
 
 // temporalSessions routes the MCP endpoint's tool calls to workflows.
-type temporalSessions struct{ c client.Client }
+type temporalSessions struct {
+	c      client.Client
+	boards *Boards
+}
 
 func (t temporalSessions) HandoffWrite(ctx context.Context, sessionWorkflowID, summary string) error {
 	return t.c.SignalWorkflow(ctx, sessionWorkflowID, "", workflows.SignalHandoffWrite, workflows.HandoffWrite{Summary: summary})
@@ -207,11 +210,7 @@ func (t temporalSessions) HandoffAck(ctx context.Context, sessionWorkflowID stri
 }
 
 func (t temporalSessions) Board(ctx context.Context, group, session string) (string, error) {
-	g, err := nidclient.QueryGroup(ctx, t.c, group)
-	if err != nil {
-		return "", fmt.Errorf("group %s: %w", group, err)
-	}
-	return workflows.BoardText(g.Board, session), nil
+	return t.boards.Text(ctx, group, session)
 }
 
 func (t temporalSessions) Session(ctx context.Context, group, name string) (workflows.SessionView, error) {
@@ -219,6 +218,9 @@ func (t temporalSessions) Session(ctx context.Context, group, name string) (work
 }
 
 func (t temporalSessions) BoardUpdate(ctx context.Context, group, update string, req workflows.BoardRequest) (workflows.BoardResult, error) {
+	// Said whether or not the group took it: an update that timed out
+	// here may still be taken.
+	defer t.boards.Changed(group)
 	return UpdateBoard(ctx, t.c, group, update, req)
 }
 

@@ -164,7 +164,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
 	}
 	n.HTTP = "http://" + ln.Addr().String()
-	mcp := NewMCPEndpoint(key, temporalSessions{c: n.Client}, n.HTTP)
+	mcp := NewMCPEndpoint(key, temporalSessions{c: n.Client, boards: NewBoards(n.Client)}, n.HTTP)
 	logs := transcript.New(cfg.State)
 	api := NewAPI(n.Client, APIOptions{Token: token, Transcripts: logs, WebUI: n.UI, Namespace: cfg.Temporal.Namespace, Temporal: cfg.Address()})
 	scrape := MetricsAuth(m.Handler(), token, cfg.HTTP.MetricsToken)

@@ -258,12 +258,7 @@ func TestHostileConversationIdRunsNothing(t *testing.T) {
 // of megabytes. Each beat is refused, naming what was wrong, and the
 // registry keeps the one host it had as it was.
 func TestHostileBeatsAreRefused(t *testing.T) {
-	env := temporaltest.New(t)
-	c := env.Client(t)
-	startNode(t, env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n"))
-	before, err := nidclient.Hosts(t.Context(), c)
-	require.NoError(t, err)
-	require.Len(t, before.Hosts, 1)
+	c, before := registryOfOneHost(t)
 
 	host := before.Hosts[0].Name
 	beats := map[string]workflows.HostBeat{
@@ -273,14 +268,7 @@ func TestHostileBeatsAreRefused(t *testing.T) {
 		"gives an HTTP address of 1048576 bytes": {Host: host, MaxSessions: 1000, Every: time.Second, HTTP: strings.Repeat("h", 1<<20)},
 	}
 	for want, b := range beats {
-		h, err := c.UpdateWorkflow(t.Context(), client.UpdateWorkflowOptions{
-			WorkflowID: workflows.HostsID, UpdateName: workflows.UpdateHeartbeat,
-			Args: []interface{}{b}, WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		if err == nil {
-			err = h.Get(t.Context(), nil)
-		}
-		require.ErrorContains(t, err, want)
+		requireRegistryRefuses(t, c, workflows.UpdateHeartbeat, b, want)
 	}
 	after, err := nidclient.Hosts(t.Context(), c)
 	require.NoError(t, err)
@@ -297,11 +285,7 @@ func TestHostileBeatsAreRefused(t *testing.T) {
 // ones. Each batch is refused whole, naming the entry, and the registry
 // places none of it and keeps what it had.
 func TestHostileBatchPlacementPlacesNothing(t *testing.T) {
-	env := temporaltest.New(t)
-	c := env.Client(t)
-	startNode(t, env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n"))
-	before, err := nidclient.Hosts(t.Context(), c)
-	require.NoError(t, err)
+	c, before := registryOfOneHost(t)
 	require.Equal(t, []string{"web/lead"}, before.Hosts[0].Sessions)
 
 	good := workflows.PlaceRequest{Session: "web/good"}
@@ -314,17 +298,36 @@ func TestHostileBatchPlacementPlacesNothing(t *testing.T) {
 		"the batch places no session":                      {},
 	}
 	for want, batch := range batches {
-		h, err := c.UpdateWorkflow(t.Context(), client.UpdateWorkflowOptions{
-			WorkflowID: workflows.HostsID, UpdateName: workflows.UpdatePlaceAll,
-			Args: []interface{}{workflows.PlaceBatch{Sessions: batch}}, WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		if err == nil {
-			err = h.Get(t.Context(), nil)
-		}
-		require.ErrorContains(t, err, want)
+		requireRegistryRefuses(t, c, workflows.UpdatePlaceAll, workflows.PlaceBatch{Sessions: batch}, want)
 	}
 	after, err := nidclient.Hosts(t.Context(), c)
 	require.NoError(t, err)
 	require.Len(t, after.Hosts, 1)
 	require.Equal(t, []string{"web/lead"}, after.Hosts[0].Sessions, "no batch placed anything, web/good included")
+}
+
+// registryOfOneHost starts a node with one session, and returns a client
+// and the hosts registry's view: the one host.
+func registryOfOneHost(t *testing.T) (client.Client, workflows.HostsView) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	startNode(t, env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead}\n"))
+	v, err := nidclient.Hosts(t.Context(), c)
+	require.NoError(t, err)
+	require.Len(t, v.Hosts, 1)
+	return c, v
+}
+
+// requireRegistryRefuses sends the hosts registry the update name with
+// arg, straight through Temporal, and requires it refused in words that
+// hold want.
+func requireRegistryRefuses(t *testing.T, c client.Client, name string, arg any, want string) {
+	t.Helper()
+	h, err := c.UpdateWorkflow(t.Context(), client.UpdateWorkflowOptions{
+		WorkflowID: workflows.HostsID, UpdateName: name, Args: []interface{}{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(t.Context(), nil)
+	}
+	require.ErrorContains(t, err, want)
 }

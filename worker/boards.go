@@ -19,8 +19,8 @@ import (
 // over a second, the ones that met the group continuing as new or
 // replaying. So the sessions of a group on this host share one query
 // while it runs and its answer for boardFresh after, and a read the group
-// has not answered within boardPatience is answered from the board last
-// read, saying how old it is. Claims and locks are updates the group
+// has not answered within boardPatience, or at all, is answered from the
+// board last read, saying how old it is. Claims and locks are updates the group
 // checks against its own state, so an older board misleads no one into
 // holding what another holds, and the answer says that the claims and
 // locks made since, the reader's own included, are not in it. A board
@@ -106,9 +106,7 @@ func (b *Boards) Text(ctx context.Context, group, session string) (string, error
 		return "", ctx.Err()
 	case <-patience.C:
 		if last != nil {
-			age := b.now().Sub(last.at).Round(100 * time.Millisecond)
-			return workflows.BoardText(last.view, session) +
-				fmt.Sprintf("\n(This board is as of %s ago: the group did not answer at once. Claims and locks made since, yours included, are not in it; the group checks every claim and lock against its own board.)\n", age), nil
+			return b.late(last, session), nil
 		}
 		select {
 		case <-q.done:
@@ -116,10 +114,21 @@ func (b *Boards) Text(ctx context.Context, group, session string) (string, error
 			return "", ctx.Err()
 		}
 	}
-	if q.err != nil {
-		return "", fmt.Errorf("group %s: %w", group, q.err)
+	switch {
+	case q.err == nil:
+		return workflows.BoardText(q.view, session), nil
+	case last != nil:
+		return b.late(last, session), nil
 	}
-	return workflows.BoardText(q.view, session), nil
+	return "", fmt.Errorf("group %s: %w", group, q.err)
+}
+
+// late is the board last read, for a read the group did not answer in
+// time or at all, saying how old it is.
+func (b *Boards) late(last *boardQuery, session string) string {
+	age := b.now().Sub(last.at).Round(100 * time.Millisecond)
+	return workflows.BoardText(last.view, session) +
+		fmt.Sprintf("\n(This board is as of %s ago: the group did not answer at once. Claims and locks made since, yours included, are not in it; the group checks every claim and lock against its own board.)\n", age)
 }
 
 // run asks the group for its board for q, which every read waiting on it

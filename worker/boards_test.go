@@ -185,7 +185,9 @@ func TestBoardReadAfterAChangeAsksTheGroup(t *testing.T) {
 	close(hold)
 }
 
-// A query that fails says so and is not kept: the next read asks again.
+// A query that fails says so when no board was read before, and is not
+// kept: the next read asks again. Once one was, a failed query is answered
+// with it, saying how old it is.
 func TestBoardReadThatFailsIsNotKept(t *testing.T) {
 	b, g := newFakeBoards()
 	g.fail = errors.New("no such group")
@@ -195,4 +197,11 @@ func TestBoardReadThatFailsIsNotKept(t *testing.T) {
 	text, err := b.Text(t.Context(), "web", "s1")
 	require.NoError(t, err)
 	require.Contains(t, text, "answer 2")
+
+	g.pass(5 * time.Second)
+	g.fail = errors.New("context deadline exceeded")
+	text, err = b.Text(t.Context(), "web", "s1")
+	require.NoError(t, err)
+	require.Contains(t, text, "answer 2")
+	require.Contains(t, text, "as of 5s ago")
 }

@@ -231,7 +231,7 @@ func (s *session) watchLease(ctx workflow.Context) {
 				h.Expired = true
 				return
 			}
-			if _, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return mine() == nil }); err != nil {
+			if _, err := awaitWithin(ctx, s.ladder, left, func() bool { return mine() == nil }); err != nil {
 				return
 			}
 		}

@@ -1751,3 +1751,40 @@ func TestAStartingBoardPastTheCapsIsNotTaken(t *testing.T) {
 	require.Equal(t, 1, h.group.claims)
 	require.True(t, slices.ContainsFunc(v.Events, func(e Event) bool { return strings.HasPrefix(e.Text, "board not taken") }), "events: %v", v.Events)
 }
+
+// A failed turn's pause, ended early by a message, cancels its timer
+// (VersionCancelledWaits): left running, it fired into a workflow task of
+// its own after the session had moved on.
+func TestAPauseAMessageEndsLeavesNoTimerRunning(t *testing.T) {
+	h := newHarness(t)
+	calls := 0
+	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+			calls++
+			if calls == 1 {
+				return activities.TurnResult{}, temporal.NewNonRetryableApplicationError("agent crashed", activities.ErrAgentFailed, nil)
+			}
+			return activities.TurnResult{TurnReport: agents.TurnReport{Conversation: "c", Output: "done",
+				Usage: agents.Usage{UsedTokens: 10, WindowTokens: 100, Source: agents.SourceReported}}}, nil
+		})
+	pauses := map[string]bool{}
+	var firedPauses int
+	h.env.SetOnTimerScheduledListener(func(id string, d time.Duration) {
+		if d == 10*time.Second {
+			pauses[id] = true
+		}
+	})
+	h.env.SetOnTimerFiredListener(func(id string) {
+		if pauses[id] {
+			firedPauses++
+		}
+	})
+	h.send(time.Minute, 1)
+	h.at(time.Minute+2*time.Second, func() { h.env.SignalWorkflow(SignalMessage, Message{Text: "try again"}) })
+	v := h.run(sessionInput(policy(config.ModeOff, 85, 0)), time.Hour)
+
+	require.Equal(t, 3, calls, "the failed turn, the message that ended the pause, the one kept")
+	require.Equal(t, 2, v.Context.TotalTurns)
+	require.Len(t, pauses, 1, "one pause after the one failure")
+	require.Zero(t, firedPauses, "the pause's timer was cancelled when the message ended it")
+}

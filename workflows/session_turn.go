@@ -296,7 +296,7 @@ func (s *session) turnFailed(ctx workflow.Context, err error, fromHuman bool) {
 	if s.has(VersionFailuresSettle) {
 		queued = len(s.st.Messages) // a message put back does not end the wait
 	}
-	_, _ = workflow.AwaitWithTimeout(ctx, time.Duration(s.st.TurnFailures)*10*time.Second, func() bool {
+	_, _ = awaitWithin(ctx, s.ladder, time.Duration(s.st.TurnFailures)*10*time.Second, func() bool {
 		_, _, due := s.rotationDue()
 		return due || len(s.st.Messages) > queued || (s.has(VersionFailuresSettle) && s.st.Stopped)
 	})

@@ -165,6 +165,22 @@ func (l *liveness) rebuiltNow(ctx workflow.Context) bool {
 	return !l.observed || l.since >= workflow.GetInfo(ctx).GetCurrentHistoryLength()
 }
 
+// awaitWithin waits until cond holds or d has passed, as
+// workflow.AwaitWithTimeout does, and says whether cond held. Since
+// VersionCancelledWaits it cancels its timer when cond ends the wait
+// first: AwaitWithTimeout leaves it running, to fire into a workflow task
+// of its own.
+func awaitWithin(ctx workflow.Context, l ladder, d time.Duration, cond func() bool) (bool, error) {
+	if !l.has(VersionCancelledWaits) {
+		return workflow.AwaitWithTimeout(ctx, d, cond)
+	}
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimer(timerCtx, d)
+	err := workflow.Await(ctx, func() bool { return cond() || timer.IsReady() })
+	return cond(), err
+}
+
 // historyFull says a workflow should continue as new: the server suggests
 // it, or its history passed limit (defaultHistoryLimit when 0).
 func historyFull(ctx workflow.Context, limit int) bool {

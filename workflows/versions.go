@@ -362,8 +362,19 @@ const (
 	// Histories: testdata/rung29-*.json.gz.
 	VersionBeatUpdate Version = 29
 
+	// VersionCancelledWaits: a session's two waits with a deadline (the
+	// pause after a failed turn, which a message or a rotation ends early,
+	// and an attach lease's watch, which its release ends) cancel their
+	// timer when they end before it (awaitWithin). They waited with
+	// workflow.AwaitWithTimeout, whose timer the SDK leaves running (its
+	// flag to cancel it is off by default): each fired later into a
+	// workflow task of its own, as the registry's did before
+	// VersionRegistryAtScale.
+	// Histories: testdata/rung30-*.json.gz.
+	VersionCancelledWaits Version = 30
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionBeatUpdate
+	versionLatest = VersionCancelledWaits
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

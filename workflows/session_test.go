@@ -699,18 +699,25 @@ func TestManualRequestDuringAPolicyRotationRunsAfterIt(t *testing.T) {
 	require.Nil(t, v.PendingRotate)
 }
 
-func TestFailingTurnsNeedAttentionUntilTheHumanWrites(t *testing.T) {
-	h := newHarness(t)
-	calls := 0
+// failTurns makes the agent's turn fail (the agent crashed) when fails
+// says so of the turn (numbered from 1) and its input, and answer
+// otherwise; calls counts the turns.
+func failTurns(h *harness, calls *int, fails func(n int, in activities.TurnInput) bool) {
 	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.TurnInput) (activities.TurnResult, error) {
-			calls++
-			if in.Prompt != "are you there?" {
+			*calls++
+			if fails(*calls, in) {
 				return activities.TurnResult{}, temporal.NewNonRetryableApplicationError("agent crashed", activities.ErrAgentFailed, nil)
 			}
 			return activities.TurnResult{TurnReport: agents.TurnReport{Conversation: "c", Output: "yes",
 				Usage: agents.Usage{UsedTokens: 10, WindowTokens: 100, Source: agents.SourceReported}}}, nil
 		})
+}
+
+func TestFailingTurnsNeedAttentionUntilTheHumanWrites(t *testing.T) {
+	h := newHarness(t)
+	calls := 0
+	failTurns(h, &calls, func(_ int, in activities.TurnInput) bool { return in.Prompt != "are you there?" })
 	in := sessionInput(policy(config.ModeAuto, 85, 0))
 	var stuck SessionView
 	h.at(30*time.Minute, func() { stuck = h.view() })
@@ -1758,15 +1765,7 @@ func TestAStartingBoardPastTheCapsIsNotTaken(t *testing.T) {
 func TestAPauseAMessageEndsLeavesNoTimerRunning(t *testing.T) {
 	h := newHarness(t)
 	calls := 0
-	h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.TurnInput) (activities.TurnResult, error) {
-			calls++
-			if calls == 1 {
-				return activities.TurnResult{}, temporal.NewNonRetryableApplicationError("agent crashed", activities.ErrAgentFailed, nil)
-			}
-			return activities.TurnResult{TurnReport: agents.TurnReport{Conversation: "c", Output: "done",
-				Usage: agents.Usage{UsedTokens: 10, WindowTokens: 100, Source: agents.SourceReported}}}, nil
-		})
+	failTurns(h, &calls, func(n int, _ activities.TurnInput) bool { return n == 1 })
 	pauses := map[string]bool{}
 	var firedPauses int
 	h.env.SetOnTimerScheduledListener(func(id string, d time.Duration) {

@@ -42,7 +42,8 @@ type boardQuery struct {
 	view workflows.BoardView
 	err  error
 	// changes is the group's Changed count when the query was sent: an
-	// answer sent before a change is not kept.
+	// answer to a query sent before a change is not shared as fresh, only
+	// given late (Boards.late) when the group does not answer.
 	changes int
 	at      time.Time     // when it was answered
 	done    chan struct{} // closed once answered

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/workflows"
 )
 
@@ -204,4 +205,24 @@ func TestBoardReadThatFailsIsNotKept(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, text, "answer 2")
 	require.Contains(t, text, "as of 5s ago")
+}
+
+// board_read on a real group: a lock a session takes through the worker's
+// MCP routing is in the board it reads next, though the board read a
+// moment before is still fresh (temporalSessions.BoardUpdate tells Boards).
+func TestBoardReadShowsTheLockItsSessionJustTook(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	startNode(t, env.Config(t, "  web:\n    tasks:\n      - {title: write the parser}\n    sessions:\n      - {agent: sim, name: lead, sim: {turnDelay: 1h}}\n"))
+	sessions := temporalSessions{c: c, boards: NewBoards(c)}
+
+	before, err := sessions.Board(t.Context(), "web", "lead")
+	require.NoError(t, err)
+	require.Contains(t, before, "Locks: none held.")
+	_, err = sessions.BoardUpdate(t.Context(), "web", workflows.UpdateLockAcquire, workflows.BoardRequest{Session: "lead", Lock: "src/parser.go"})
+	require.NoError(t, err)
+	after, err := sessions.Board(t.Context(), "web", "lead")
+	require.NoError(t, err)
+	require.NotContains(t, after, "Locks: none held.")
+	require.Contains(t, after, "src/parser.go")
 }

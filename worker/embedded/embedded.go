@@ -234,29 +234,12 @@ func prepareDB(opts worker.EmbeddedOptions) (*config.SQL, error) {
 		return nil, fmt.Errorf("create %s: %w", file, err)
 	}
 	_ = f.Close()
-	conf := &config.SQL{
-		PluginName:   sqliteplugin.PluginName,
-		DatabaseName: file,
-		// WAL with synchronous=NORMAL survives SIGKILL (only a power loss can
-		// drop the last commits) and runs about three times faster than the
-		// default rollback journal. One connection: SQLite has one writer.
-		ConnectAttributes: map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "normal"},
-		MaxConns:          1,
-		MaxIdleConns:      1,
+	conf := sqliteConfig(file)
+	if err := setupSchemaOnce(conf); err != nil {
+		return nil, err
 	}
-	db, err := sql.NewSQLAdminDB(sqlplugin.DbKindUnknown, conf, resolver.NewNoopResolver(), log.NewNoopLogger(), metrics.NoopMetricsHandler)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", conf.DatabaseName, err)
-	}
-	defer func() { _ = db.Close() }()
-	tables, err := db.ListTables(conf.DatabaseName)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", conf.DatabaseName, err)
-	}
-	if len(tables) == 0 {
-		if err := setupSchema(db); err != nil {
-			return nil, fmt.Errorf("set up schema in %s: %w", conf.DatabaseName, err)
-		}
+	if err := dropUnusedVisibilityIndexes(file); err != nil {
+		return nil, fmt.Errorf("visibility indexes in %s: %w", file, err)
 	}
 	// Creating the namespace in the database before the server starts, as the
 	// dev server does, makes it usable at once rather than after the
@@ -270,6 +253,41 @@ func prepareDB(opts worker.EmbeddedOptions) (*config.SQL, error) {
 		return nil, fmt.Errorf("create namespace %s: %w", opts.Namespace, err)
 	}
 	return conf, nil
+}
+
+// sqliteConfig is the server's persistence config for the SQLite file.
+func sqliteConfig(file string) *config.SQL {
+	return &config.SQL{
+		PluginName:   sqliteplugin.PluginName,
+		DatabaseName: file,
+		// WAL with synchronous=NORMAL survives SIGKILL (only a power loss can
+		// drop the last commits) and runs about three times faster than the
+		// default rollback journal. One connection: SQLite has one writer.
+		ConnectAttributes: map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "normal"},
+		MaxConns:          1,
+		MaxIdleConns:      1,
+	}
+}
+
+// setupSchemaOnce creates the server's schema in a database that has no
+// tables yet (setupSchema), and leaves one that has them as it is.
+func setupSchemaOnce(conf *config.SQL) error {
+	db, err := sql.NewSQLAdminDB(sqlplugin.DbKindUnknown, conf, resolver.NewNoopResolver(), log.NewNoopLogger(), metrics.NoopMetricsHandler)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", conf.DatabaseName, err)
+	}
+	defer func() { _ = db.Close() }()
+	tables, err := db.ListTables(conf.DatabaseName)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", conf.DatabaseName, err)
+	}
+	if len(tables) > 0 {
+		return nil
+	}
+	if err := setupSchema(db); err != nil {
+		return fmt.Errorf("set up schema in %s: %w", conf.DatabaseName, err)
+	}
+	return nil
 }
 
 // setupSchema creates every table in one transaction, so that a kill during

@@ -51,8 +51,14 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 	starting, gctx := errgroup.WithContext(ctx)
 	starting.SetLimit(startConcurrency)
 	for i, name := range names {
+		var running []string
+		for _, s := range cfg.Groups[name].Sessions {
+			if placed[name+"/"+s.Name].Host != "" {
+				running = append(running, s.Name)
+			}
+		}
 		starting.Go(func() (err error) {
-			views[i], fresh[i], err = startGroup(gctx, c, name, cfg.Groups[name])
+			views[i], fresh[i], err = startGroup(gctx, c, name, cfg.Groups[name], running)
 			return err
 		})
 	}
@@ -108,7 +114,33 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 			break
 		}
 	}
-	return starting.Wait()
+	if err := starting.Wait(); err != nil {
+		return err
+	}
+	return tellStarted(ctx, c, cfg)
+}
+
+// tellStarted tells each group that its sessions run: a board it sent one
+// before it ran is sent again (workflows.SignalStarted). Every start and
+// reload says so, so that a nid up killed between starting a session and
+// saying it does not leave that session's board behind.
+func tellStarted(ctx context.Context, c client.Client, cfg *config.Config) error {
+	telling, tctx := errgroup.WithContext(ctx)
+	telling.SetLimit(startConcurrency)
+	for _, name := range cfg.GroupNames() {
+		var sessions []string
+		for _, s := range cfg.Groups[name].Sessions {
+			sessions = append(sessions, s.Name)
+		}
+		telling.Go(func() error {
+			err := c.SignalWorkflow(tctx, workflows.GroupID(name), "", workflows.SignalStarted, workflows.SessionsStarted{Sessions: sessions})
+			if err != nil {
+				return fmt.Errorf("group %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	return telling.Wait()
 }
 
 // startGroup starts group name, or finds it running and tells it what the
@@ -118,8 +150,10 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 // in turn, none of which runs yet, before a single one could start. fresh
 // is the input of a group started now, whose starting board its new
 // sessions are given (workflows.StartingBoard); nil for one found running,
-// whose answer gives them theirs (workflows.SeatOf).
-func startGroup(ctx context.Context, c client.Client, name string, g config.Group) (view workflows.GroupView, fresh *workflows.GroupInput, err error) {
+// whose answer gives them theirs (workflows.SeatOf). running are the
+// group's sessions that run already: a group started now sends its first
+// board to those alone.
+func startGroup(ctx context.Context, c client.Client, name string, g config.Group, running []string) (view workflows.GroupView, fresh *workflows.GroupInput, err error) {
 	sessions := make([]string, 0, len(g.Sessions))
 	for _, s := range g.Sessions {
 		sessions = append(sessions, s.Name)
@@ -127,6 +161,7 @@ func startGroup(ctx context.Context, c client.Client, name string, g config.Grou
 	in := workflows.GroupInput{
 		Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions,
 		Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
+		BoardsAtStart: true, Running: running,
 	}
 	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.GroupID(name),

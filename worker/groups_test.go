@@ -52,6 +52,56 @@ func TestASessionThatJoinsLaterRunsTheGroupsPolicy(t *testing.T) {
 	}
 }
 
+// A new group sends its first board to no session nid up starts with one,
+// and a board it sent a session before that session ran is sent again
+// once nid up says it started (workflows.VersionQuietStart).
+func TestABoardSentBeforeASessionRanReachesItOnceNidUpStartsIt(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	const lead = "      - {agent: sim, name: lead, sim: {turnDelay: 0s}}\n"
+	startNode(t, env.Config(t, "  web:\n    sessions:\n"+lead))
+	temporaltest.TakeTurns(t, c, "web", "lead", "hello")
+	require.Zero(t, signalsNamed(t, c, workflows.SessionID("web", "lead"), workflows.SignalBoard), "started with its board, and sent none")
+
+	// The group learns of a session that does not run yet (nid up tells
+	// a running group the file's sessions before it starts them), and
+	// sends it the board, which finds no one.
+	both := env.Config(t, "  web:\n    sessions:\n"+lead+"      - {agent: sim, name: late, sim: {turnDelay: 0s}}\n")
+	g := both.Groups["web"]
+	var view workflows.GroupView
+	require.NoError(t, nidclient.UpdateGroup(t.Context(), c, "web", workflows.UpdateSync, workflows.GroupSync{
+		Rotate: g.Rotate, Budget: g.Budget, Prompts: g.Prompts, Sessions: []string{"lead", "late"},
+	}, &view))
+	require.Eventually(t, func() bool {
+		return signalsNamed(t, c, workflows.SessionID("web", "lead"), workflows.SignalBoard) > 0
+	}, time.Minute, 100*time.Millisecond, "the board reached the session that runs")
+
+	board := workflows.SeatOf(view, "late")
+	require.NoError(t, startSession(t.Context(), c, both, "web", g, g.Sessions[1], view, &board, workflows.Placement{Host: temporaltest.Host}))
+	temporaltest.TakeTurns(t, c, "web", "late", "hello")
+	require.Zero(t, signalsNamed(t, c, workflows.SessionID("web", "late"), workflows.SignalBoard), "nothing sent it the board it missed")
+
+	require.NoError(t, tellStarted(t.Context(), c, both))
+	require.Eventually(t, func() bool {
+		return signalsNamed(t, c, workflows.SessionID("web", "late"), workflows.SignalBoard) == 1
+	}, time.Minute, 100*time.Millisecond, "the board that found no one is sent again once the session runs")
+}
+
+// signalsNamed counts the signals called name that workflow id received.
+func signalsNamed(t *testing.T, c client.Client, id, name string) int {
+	t.Helper()
+	n := 0
+	iter := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		if e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == name {
+			n++
+		}
+	}
+	return n
+}
+
 // startInput is the input the first run of session workflow id started with.
 func startInput(t *testing.T, c client.Client, id string) workflows.SessionInput {
 	t.Helper()

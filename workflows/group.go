@@ -43,6 +43,10 @@ type GroupState struct {
 	// changes made meanwhile go in one push, and a push to every session
 	// goes out in batches that may span a continue-as-new.
 	Owed []string `json:"owed,omitempty"`
+	// Unreached are the sessions, sorted, that a board was sent to before
+	// they ran (since VersionQuietStart): each is sent it again once nid
+	// up says it started.
+	Unreached []string `json:"unreached,omitempty"`
 }
 
 type group struct {
@@ -60,12 +64,21 @@ type group struct {
 	// live notes whether this instance of the run was rebuilt by replay
 	// (since VersionContinueFromCache; nil before).
 	live *liveness
+	// firstPushTo, when not nil, is who a first run sends its first board
+	// (since VersionQuietStart: GroupInput.Running); nil, every session.
+	firstPushTo []string
 }
 
 // GroupWorkflow owns a group's policy, board, budget and inbox. It changes
 // them through validated updates and pushes them to the group's sessions.
 func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
 	g := &group{name: in.Name, st: in.State, continued: in.State != nil}
+	if in.BoardsAtStart {
+		g.firstPushTo = slices.Clone(in.Running)
+		if g.firstPushTo == nil {
+			g.firstPushTo = []string{}
+		}
+	}
 	if g.st == nil {
 		g.st = startingState(in)
 	}
@@ -153,9 +166,20 @@ func (g *group) setup(ctx workflow.Context) error {
 		// Sessions wait for their first board; a restart of nid finds them
 		// waiting. A run that continues one before pushes nothing: its
 		// sessions have the board already.
-		g.push(ctx, "")
+		g.firstPush(ctx)
 	}
 	return nil
+}
+
+// firstPush sends a first run's board: to every session, or since
+// VersionQuietStart only to those nid up found running when it gave the
+// others their board at start.
+func (g *group) firstPush(ctx workflow.Context) {
+	if !g.has(VersionQuietStart) || g.firstPushTo == nil {
+		g.push(ctx, "")
+		return
+	}
+	g.pushTo(ctx, slices.DeleteFunc(g.running(), func(s string) bool { return !slices.Contains(g.firstPushTo, s) }))
 }
 
 // run waits until the history is full, then continues as new: everything
@@ -178,6 +202,7 @@ func (g *group) signalSelector(ctx workflow.Context) workflow.Selector {
 	onSignal(ctx, sel, SignalReserve, g.onReserve)
 	onSignal(ctx, sel, SignalLearned, g.onLearned)
 	onSignal(ctx, sel, SignalSlot, g.onSlot)
+	onSignal(ctx, sel, SignalStarted, g.onStarted)
 	return sel
 }
 
@@ -734,10 +759,44 @@ func (g *group) sendOwed(ctx workflow.Context) {
 		}
 		g.delivering++
 		for i, f := range sent {
-			logUndelivered(ctx, "board", batch[i], f.Get(ctx, nil))
+			err := f.Get(ctx, nil)
+			if g.has(VersionQuietStart) {
+				g.noteReached(batch[i], err)
+			}
+			logUndelivered(ctx, "board", batch[i], err)
 		}
 		g.delivering--
 	}
+}
+
+// noteReached keeps a session that a board did not reach because it does
+// not run yet among the unreached, and takes one it reached out of them.
+func (g *group) noteReached(session string, err error) {
+	var unknown *temporal.UnknownExternalWorkflowExecutionError
+	switch {
+	case err == nil:
+		g.st.Unreached = deleteSorted(g.st.Unreached, session)
+	case errors.As(err, &unknown):
+		g.st.Unreached = insertSorted(g.st.Unreached, session)
+	}
+}
+
+// onStarted sends the board again to the sessions nid up says it started
+// that a board did not reach before (since VersionQuietStart). Anything
+// else it names is no concern of the group's: a name that is not one of
+// its sessions, or one it reached.
+func (g *group) onStarted(ctx workflow.Context, req SessionsStarted) {
+	if !g.has(VersionQuietStart) {
+		return
+	}
+	var again []string
+	for _, s := range req.Sessions {
+		if _, found := slices.BinarySearch(g.st.Unreached, s); found && g.member(s) == nil {
+			g.st.Unreached = deleteSorted(g.st.Unreached, s)
+			again = append(again, s)
+		}
+	}
+	g.pushTo(ctx, again)
 }
 
 // takeOwed takes the next batch of sessions owed board b, leaving out

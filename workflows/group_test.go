@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -28,6 +30,9 @@ type groupHarness struct {
 	pushedLearned map[string][][]LearnedPoint
 	boards        map[string][]BoardView
 	stops         []string
+	// missing are the sessions (workflow ids) that do not run yet: a
+	// board sent to one is not delivered.
+	missing map[string]bool
 }
 
 func newGroupHarness(t *testing.T) *groupHarness {
@@ -41,12 +46,17 @@ func newGroupHarness(t *testing.T) *groupHarness {
 		h.pushed[id] = append(h.pushed[id], p.Rotate)
 		h.pushedLearned[id] = append(h.pushedLearned[id], p.Learned)
 	})
-	h.boards = map[string][]BoardView{}
-	onSignalOut(h.env, "", SignalBoard, func(id string, b BoardView) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.boards[id] = append(h.boards[id], b)
-	})
+	h.boards, h.missing = map[string][]BoardView{}, map[string]bool{}
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", SignalBoard, mock.Anything).Return(
+		func(_, id, _, _ string, arg interface{}) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.missing[id] {
+				return &temporal.UnknownExternalWorkflowExecutionError{}
+			}
+			h.boards[id] = append(h.boards[id], arg.(BoardView))
+			return nil
+		})
 	onSignalOut(h.env, "", SignalStop, func(id string, _ StopRequest) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -606,4 +616,60 @@ func TestSeatOfARunningGroupsBoard(t *testing.T) {
 	require.Equal(t, 1, seat.Open)
 	require.Equal(t, 1, seat.Others)
 	require.Empty(t, seat.Grants)
+}
+
+// A group nid up starts while giving the sessions it starts their board
+// (VersionQuietStart) sends its first board only to the sessions nid up
+// found running, and only to those of its own that the input names.
+func TestAGroupNidUpStartsSendsItsFirstBoardOnlyToThoseRunning(t *testing.T) {
+	h := newGroupHarness(t)
+	in := boardInput()
+	in.Sessions = []string{"lead", "worker", "third"}
+	in.BoardsAtStart, in.Running = true, []string{"worker", "ghost", "../../etc"}
+	h.run(in, time.Hour)
+	require.Len(t, h.boards, 1, "pushed to: %v", slices.Collect(maps.Keys(h.boards)))
+	require.Len(t, h.boards[SessionID("web", "worker")], 1)
+
+	// One that no nid up told what runs sends it to every session.
+	h = newGroupHarness(t)
+	in.BoardsAtStart, in.Running = false, nil
+	h.run(in, time.Hour)
+	require.Len(t, h.boards, 3)
+}
+
+// A board that found a session not yet running is sent again once nid up
+// says the session started, and only then; a session it reached, one the
+// group does not have and one stopped since are not sent it again.
+func TestABoardThatFoundNoSessionIsSentAgainOnceItStarted(t *testing.T) {
+	h := newGroupHarness(t)
+	in := boardInput()
+	in.Sessions = []string{"lead", "worker", "late", "gone"}
+	in.BoardsAtStart = true
+	for _, s := range []string{"late", "gone"} {
+		h.missing[SessionID("web", s)] = true
+	}
+	count := func(s string) int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.boards[SessionID("web", s)])
+	}
+	var before map[string]int
+	h.update(time.Minute, UpdateTaskAdd, BoardRequest{Title: "Docs"}, nil)
+	h.env.RegisterDelayedCallback(func() {
+		before = map[string]int{"lead": count("lead"), "worker": count("worker"), "late": count("late")}
+		h.mu.Lock()
+		h.missing = map[string]bool{}
+		h.mu.Unlock()
+	}, 2*time.Minute)
+	h.update(3*time.Minute, UpdateStopSession, BoardRequest{Session: "gone"}, nil)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalStarted, SessionsStarted{Sessions: []string{"lead", "worker", "late", "gone", "ghost", "../../etc"}})
+	}, 4*time.Minute)
+	h.run(in, time.Hour)
+
+	require.Equal(t, map[string]int{"lead": 1, "worker": 1, "late": 0}, before, "the task added went to all four; two did not run")
+	require.Equal(t, 1, count("late"), "sent again once started")
+	require.Equal(t, h.lastBoard("lead").Open, h.lastBoard("late").Open, "with the task added")
+	require.Equal(t, 1, count("lead"), "a session the board reached is not sent it again")
+	require.Zero(t, count("gone"), "nor one stopped since")
 }

@@ -29,6 +29,9 @@ const (
 	// SignalSlot carries a SlotRequest: a session asks for (or gives
 	// back) one of the group's rotation slots.
 	SignalSlot = "slot"
+	// SignalStarted carries a SessionsStarted: nid up started (or found
+	// running) the group's sessions it names.
+	SignalStarted = "started"
 )
 
 // QueryGroup is the query a group answers: it returns a GroupView.
@@ -107,6 +110,19 @@ type GroupInput struct {
 	Budget   config.Budget  `json:"budget"`
 	Prompts  config.Prompts `json:"prompts"`
 	State    *GroupState    `json:"state,omitempty"`
+	// BoardsAtStart says that nid up gives each session it starts the
+	// group's starting board (StartingBoard), so the group's first board
+	// goes only to Running, the sessions it found running (since
+	// VersionQuietStart).
+	BoardsAtStart bool     `json:"boardsAtStart,omitempty"`
+	Running       []string `json:"running,omitempty"`
+}
+
+// SessionsStarted is the SignalStarted payload: the sessions of the group
+// nid up has started or found running. Any of them a board did not reach
+// because it did not run yet is sent the board now.
+type SessionsStarted struct {
+	Sessions []string `json:"sessions"`
 }
 
 // GroupView is the QueryGroup answer.

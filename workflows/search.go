@@ -79,6 +79,10 @@ type published struct {
 // was last written, and is written then, so that a long turn after a short
 // one does not list the context from before the short one the whole time.
 func (s *listingRun) publishPaced(ctx workflow.Context) {
+	if s.listingDirty {
+		// A write is on its way, and takes everything along.
+		return
+	}
 	p, c := s.published, s.st.Context
 	wait := listingPace - workflow.Now(ctx).Sub(p.contextAt)
 	paced := !(samePercent(p.percent, c.Percent) && sameContext(p.context, c)) || s.eventsUnlisted()
@@ -119,14 +123,44 @@ func (s *listingRun) eventsUnlisted() bool {
 // memo says it has new ones. Whatever the loop publishes meanwhile takes
 // them along.
 func (s *listingRun) listEvents(ctx workflow.Context) {
-	if s.eventsUnlisted() {
+	if s.eventsUnlisted() && !s.listingDirty {
 		s.publishAfter(ctx, listingPace)
 	}
 }
 
-// publish keeps the search attributes and the memo in step with the state,
-// writing only what changed: each upsert is a history event.
+// publish keeps the search attributes and the memo in step with the state.
+// Since VersionQuietStart it writes them once the workflow task's code has
+// run (flushListing), so that the changes of one task are one write.
 func (s *listingRun) publish(ctx workflow.Context) {
+	if !s.has(VersionQuietStart) {
+		s.write(ctx)
+		return
+	}
+	s.listingDirty = true
+	if !s.flushing {
+		s.flushing = true
+		workflow.Go(ctx, s.flushListing)
+	}
+}
+
+// flushListing is the coroutine that writes the listing publish asked
+// for. The SDK runs it once the others are blocked, so every change the
+// workflow task made is in the one write, which goes out with the task's
+// other commands. A run that continues as new before it runs loses
+// nothing: the next run lists everything at its start.
+func (s *listingRun) flushListing(ctx workflow.Context) {
+	for {
+		if err := workflow.Await(ctx, func() bool { return s.listingDirty }); err != nil {
+			return
+		}
+		s.listingDirty = false
+		s.write(ctx)
+	}
+}
+
+// write writes what changed since the listing was last written: each
+// upsert is a history event, and a visibility write on the server.
+func (s *listingRun) write(ctx workflow.Context) {
 	c := s.st.Context
 	p := s.published
 	contextAt := p.contextAt

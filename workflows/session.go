@@ -98,6 +98,10 @@ type listingRun struct {
 	// publishDue says a paced write of the context is waiting its turn
 	// (publishPaced).
 	publishDue bool
+	// listingDirty says publish was asked for since the listing was last
+	// written; flushing, that the coroutine writing it runs (since
+	// VersionQuietStart).
+	listingDirty, flushing bool
 }
 
 // groupLink sends the session's group what the session asks of it and

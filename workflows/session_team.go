@@ -20,10 +20,13 @@ func (s *groupLink) teamStart(ctx workflow.Context) {
 
 // startWithBoard takes the board the session was started with
 // (VersionBoardAtStart) as a push of the group's: checked like one, and
-// older than any (Rev 0), so the group's first push replaces it. It asks
-// the group for its board and a task as teamStart does, but in a coroutine
-// of its own: the first turn waits for the answer only when the board has
-// an open task to claim.
+// older than any (Rev 0), so the group's first push replaces it. Before
+// VersionQuietStart it asks the group for its board and a task as
+// teamStart does, but in a coroutine of its own: the first turn waits for
+// the answer only when the board has an open task to claim. Since, it asks
+// nothing: the loop claims an open task (needClaim), and a change the
+// group made before the session ran reaches it once nid up says it
+// started (SignalStarted).
 func (s *session) startWithBoard(ctx workflow.Context) {
 	b := *s.in.Board
 	if why := boardRefusal(b); why != "" {
@@ -33,6 +36,9 @@ func (s *session) startWithBoard(ctx workflow.Context) {
 	}
 	b.Rev = 0
 	s.st.takeBoard(b)
+	if s.has(VersionQuietStart) {
+		return
+	}
 	s.st.ClaimAsked = true
 	workflow.Go(ctx, s.sendClaim)
 }

@@ -1605,6 +1605,40 @@ func (h *harness) listed() *[]listing {
 	return &memos
 }
 
+// A session writes its listing once per workflow task (VersionQuietStart):
+// a new session whose first task lists it, finds it working and starts its
+// first turn writes its search attributes once, where it wrote them at
+// each change before (the memo changed once either way).
+func TestASessionListsEachWorkflowTaskOnce(t *testing.T) {
+	for _, tt := range []struct {
+		rung        Version
+		attrs, memo int
+	}{
+		{VersionCancelledWaits, 2, 1},
+		{VersionQuietStart, 1, 1},
+	} {
+		t.Run(fmt.Sprintf("rung %d", tt.rung), func(t *testing.T) {
+			h := newHarness(t)
+			h.env.OnGetVersion(versionChangeID, workflow.DefaultVersion, workflow.Version(versionLatest)).Return(workflow.Version(tt.rung))
+			memos := h.listed()
+			var attrs []time.Time
+			h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(mock.Arguments) { attrs = append(attrs, h.env.Now()) }).Return(nil)
+			in := sessionInput(policy(config.ModeOff, 0, 0))
+			in.Goal = "Add dark mode"
+			board := StartingBoard(GroupInput{Name: "web", Goal: in.Goal, Sessions: []string{"lead"}}, "lead")
+			in.Board = &board
+			start := h.env.Now()
+			h.env.OnActivity(activities.RunTurnName, mock.Anything, mock.Anything).After(time.Hour).Return(h.agent.RunTurn)
+			v := h.run(in, time.Minute)
+
+			atStart := func(at time.Time) bool { return at.Equal(start) }
+			require.Len(t, slices.DeleteFunc(attrs, func(at time.Time) bool { return !atStart(at) }), tt.attrs)
+			require.Len(t, slices.DeleteFunc(slices.Clone(*memos), func(l listing) bool { return !atStart(l.at) }), tt.memo)
+			require.Equal(t, StatusWorking, v.Status)
+		})
+	}
+}
+
 func TestBackToBackTurnsListTheirContextAtAPace(t *testing.T) {
 	t.Run("sub-second turns", func(t *testing.T) {
 		h := newHarness(t)
@@ -1688,10 +1722,28 @@ func TestALongTurnAfterAShortOneListsTheShortOne(t *testing.T) {
 
 // A new session given the board its new group starts with
 // (VersionBoardAtStart) works toward the goal at once, though its group
-// has not answered; it still asks the group once, whose answer replaces
-// the board it started with however new that one claims to be.
+// has not answered. Until VersionQuietStart it asks the group once; since,
+// not at all. The group's next board replaces the one it started with
+// however new that one claims to be.
 func TestASessionStartedWithItsGroupsBoardWorksWithoutWaitingForTheGroup(t *testing.T) {
+	for _, rung := range []Version{VersionCancelledWaits, VersionQuietStart} {
+		t.Run(fmt.Sprintf("rung %d", rung), func(t *testing.T) {
+			claims := sessionStartedWithItsGroupsBoard(t, rung)
+			if rung >= VersionQuietStart {
+				require.Zero(t, claims, "the group is asked nothing")
+			} else {
+				require.Equal(t, 1, claims, "the group is asked once")
+			}
+		})
+	}
+}
+
+// sessionStartedWithItsGroupsBoard runs a session at rung started with its
+// group's board, whose group pushes a board after its first turn, and
+// says how often the session asked the group for a task.
+func sessionStartedWithItsGroupsBoard(t *testing.T, rung Version) int {
 	h := newHarness(t)
+	h.env.OnGetVersion(versionChangeID, workflow.DefaultVersion, workflow.Version(versionLatest)).Return(workflow.Version(rung))
 	h.group.silent = true
 	in := sessionInput(policy(config.ModeOff, 85, 0))
 	in.Goal = "Add dark mode"
@@ -1703,8 +1755,9 @@ func TestASessionStartedWithItsGroupsBoardWorksWithoutWaitingForTheGroup(t *test
 		turns++
 		switch turns {
 		case 1:
-			// The group's answer comes now: a task another session took,
-			// which leaves this one nothing to work on.
+			// The group's board comes now (its answer, or its push once
+			// nid up says the session started): a task another session
+			// took, which leaves this one nothing to work on.
 			h.group.mu.Lock()
 			defer h.group.mu.Unlock()
 			h.group.board.add("Taken by another", "")
@@ -1719,8 +1772,8 @@ func TestASessionStartedWithItsGroupsBoardWorksWithoutWaitingForTheGroup(t *test
 	work := h.agent.turnsOfKind(agents.TurnWork)
 	require.NotEmpty(t, work, "the session works before its group answers")
 	require.Contains(t, work[0].Prompt, "Add dark mode")
-	require.Len(t, work, 1, "the group's answer replaced the starting board, however new that one said it was")
-	require.Equal(t, 1, h.group.claims, "the group is asked once")
+	require.Len(t, work, 1, "the group's board replaced the starting board, however new that one said it was")
+	return h.group.claims
 }
 
 // A session whose starting board has an open task waits for its claim, as

@@ -373,8 +373,25 @@ const (
 	// Histories: testdata/rung30-*.json.gz.
 	VersionCancelledWaits Version = 30
 
+	// VersionQuietStart: a session writes its listing once per workflow
+	// task, with everything the task changed (publish), where it wrote it
+	// at each change: a new session's first task listed it three times,
+	// and every listing is a visibility write. A session started with its
+	// group's board (VersionBoardAtStart) asks the group for nothing at
+	// start; the loop asks for a task when the board has an open one. A
+	// group nid up starts with BoardsAtStart pushes its first board only
+	// to the sessions it found running (GroupInput.Running): those it
+	// starts are given the board. A push that finds no session yet is kept
+	// (GroupState.Unreached) and sent again when nid up says the session
+	// started (SignalStarted). A fleet of a thousand sent each group's
+	// every session a board that mostly failed or arrived after the one
+	// it was started with, and every session's claim was answered with one
+	// more: a group was still sending them after every session worked.
+	// Histories: testdata/rung31-*.json.gz.
+	VersionQuietStart Version = 31
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionCancelledWaits
+	versionLatest = VersionQuietStart
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

@@ -38,11 +38,12 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 	// running ones are (a session the list has not caught up with yet is
 	// placed, and the registry answers with its host).
 	placed := map[string]workflows.Placement{}
-	if running, err := nidclient.ListSessions(ctx, c, ""); err == nil {
-		for _, s := range running {
-			if s.Host != "" {
-				placed[s.Ref()] = workflows.Placement{Host: s.Host}
-			}
+	list, listErr := nidclient.ListSessions(ctx, c, "")
+	listed := map[string]bool{}
+	for _, s := range list {
+		listed[s.Ref()] = true
+		if s.Host != "" {
+			placed[s.Ref()] = workflows.Placement{Host: s.Host}
 		}
 	}
 	names := cfg.GroupNames()
@@ -53,12 +54,12 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 	for i, name := range names {
 		var running []string
 		for _, s := range cfg.Groups[name].Sessions {
-			if placed[name+"/"+s.Name].Host != "" {
+			if listed[name+"/"+s.Name] {
 				running = append(running, s.Name)
 			}
 		}
 		starting.Go(func() (err error) {
-			views[i], fresh[i], err = startGroup(gctx, c, name, cfg.Groups[name], running)
+			views[i], fresh[i], err = startGroup(gctx, c, name, cfg.Groups[name], running, listErr == nil)
 			return err
 		})
 	}
@@ -114,33 +115,34 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 			break
 		}
 	}
-	if err := starting.Wait(); err != nil {
-		return err
-	}
-	return tellStarted(ctx, c, cfg)
+	return starting.Wait()
 }
 
-// tellStarted tells each group that its sessions run: a board it sent one
-// before it ran is sent again (workflows.SignalStarted). Every start and
-// reload says so, so that a nid up killed between starting a session and
-// saying it does not leave that session's board behind.
-func tellStarted(ctx context.Context, c client.Client, cfg *config.Config) error {
-	telling, tctx := errgroup.WithContext(ctx)
+// TellStarted tells each group of cfg that its sessions run: a board it
+// sent one before it ran is sent again (workflows.SignalStarted). nid up
+// says so after every start and reload, those that failed part of the way
+// included, so that a session started by a nid up that died before
+// saying it is not left without the board it missed for long. A group that
+// does not hear it loses nothing else: the error says which.
+func TellStarted(ctx context.Context, c client.Client, cfg *config.Config) error {
+	var telling errgroup.Group
 	telling.SetLimit(startConcurrency)
-	for _, name := range cfg.GroupNames() {
+	names := cfg.GroupNames()
+	errs := make([]error, len(names))
+	for i, name := range names {
 		var sessions []string
 		for _, s := range cfg.Groups[name].Sessions {
 			sessions = append(sessions, s.Name)
 		}
 		telling.Go(func() error {
-			err := c.SignalWorkflow(tctx, workflows.GroupID(name), "", workflows.SignalStarted, workflows.SessionsStarted{Sessions: sessions})
-			if err != nil {
-				return fmt.Errorf("group %s: %w", name, err)
+			if err := c.SignalWorkflow(ctx, workflows.GroupID(name), "", workflows.SignalStarted, workflows.SessionsStarted{Sessions: sessions}); err != nil {
+				errs[i] = fmt.Errorf("group %s: %w", name, err)
 			}
 			return nil
 		})
 	}
-	return telling.Wait()
+	_ = telling.Wait()
+	return errors.Join(errs...)
 }
 
 // startGroup starts group name, or finds it running and tells it what the
@@ -151,9 +153,10 @@ func tellStarted(ctx context.Context, c client.Client, cfg *config.Config) error
 // is the input of a group started now, whose starting board its new
 // sessions are given (workflows.StartingBoard); nil for one found running,
 // whose answer gives them theirs (workflows.SeatOf). running are the
-// group's sessions that run already: a group started now sends its first
-// board to those alone.
-func startGroup(ctx context.Context, c client.Client, name string, g config.Group, running []string) (view workflows.GroupView, fresh *workflows.GroupInput, err error) {
+// group's sessions that run already, when known: a group started now sends
+// its first board to those alone. Unknown (the list failed), it sends it to
+// every session, as before nid up knew which ran.
+func startGroup(ctx context.Context, c client.Client, name string, g config.Group, running []string, known bool) (view workflows.GroupView, fresh *workflows.GroupInput, err error) {
 	sessions := make([]string, 0, len(g.Sessions))
 	for _, s := range g.Sessions {
 		sessions = append(sessions, s.Name)
@@ -161,7 +164,9 @@ func startGroup(ctx context.Context, c client.Client, name string, g config.Grou
 	in := workflows.GroupInput{
 		Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions,
 		Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,
-		BoardsAtStart: true, Running: running,
+	}
+	if known {
+		in.BoardsAtStart, in.Running = true, running
 	}
 	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.GroupID(name),

@@ -61,7 +61,7 @@ func TestABoardSentBeforeASessionRanReachesItOnceNidUpStartsIt(t *testing.T) {
 	const lead = "      - {agent: sim, name: lead, sim: {turnDelay: 0s}}\n"
 	startNode(t, env.Config(t, "  web:\n    sessions:\n"+lead))
 	temporaltest.TakeTurns(t, c, "web", "lead", "hello")
-	require.Zero(t, signalsNamed(t, c, workflows.SessionID("web", "lead"), workflows.SignalBoard), "started with its board, and sent none")
+	require.Zero(t, temporaltest.Signals(t, c, workflows.SessionID("web", "lead"), workflows.SignalBoard), "started with its board, and sent none")
 
 	// The group learns of a session that does not run yet (nid up tells
 	// a running group the file's sessions before it starts them), and
@@ -73,33 +73,18 @@ func TestABoardSentBeforeASessionRanReachesItOnceNidUpStartsIt(t *testing.T) {
 		Rotate: g.Rotate, Budget: g.Budget, Prompts: g.Prompts, Sessions: []string{"lead", "late"},
 	}, &view))
 	require.Eventually(t, func() bool {
-		return signalsNamed(t, c, workflows.SessionID("web", "lead"), workflows.SignalBoard) > 0
+		return temporaltest.Signals(t, c, workflows.SessionID("web", "lead"), workflows.SignalBoard) > 0
 	}, time.Minute, 100*time.Millisecond, "the board reached the session that runs")
 
 	board := workflows.SeatOf(view, "late")
 	require.NoError(t, startSession(t.Context(), c, both, "web", g, g.Sessions[1], view, &board, workflows.Placement{Host: temporaltest.Host}))
 	temporaltest.TakeTurns(t, c, "web", "late", "hello")
-	require.Zero(t, signalsNamed(t, c, workflows.SessionID("web", "late"), workflows.SignalBoard), "nothing sent it the board it missed")
+	require.Zero(t, temporaltest.Signals(t, c, workflows.SessionID("web", "late"), workflows.SignalBoard), "nothing sent it the board it missed")
 
-	require.NoError(t, tellStarted(t.Context(), c, both))
+	require.NoError(t, TellStarted(t.Context(), c, both))
 	require.Eventually(t, func() bool {
-		return signalsNamed(t, c, workflows.SessionID("web", "late"), workflows.SignalBoard) == 1
+		return temporaltest.Signals(t, c, workflows.SessionID("web", "late"), workflows.SignalBoard) == 1
 	}, time.Minute, 100*time.Millisecond, "the board that found no one is sent again once the session runs")
-}
-
-// signalsNamed counts the signals called name that workflow id received.
-func signalsNamed(t *testing.T, c client.Client, id, name string) int {
-	t.Helper()
-	n := 0
-	iter := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		e, err := iter.Next()
-		require.NoError(t, err)
-		if e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == name {
-			n++
-		}
-	}
-	return n
 }
 
 // startInput is the input the first run of session workflow id started with.

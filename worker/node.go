@@ -350,8 +350,12 @@ func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved 
 	if err != nil {
 		return plan, err
 	}
-	if err := StartGroups(ctx, n.Client, cfg); err != nil {
-		return plan, err
+	started := StartGroups(ctx, n.Client, cfg)
+	if err := TellStarted(ctx, n.Client, cfg); err != nil {
+		n.logger.Warn("Could not tell every group its sessions started: a board sent to one before it ran waits for the next start", "error", err)
+	}
+	if started != nil {
+		return plan, started
 	}
 	plan.Attention = agents.Failing(SessionChecks(ctx, cfg, false))
 	n.tellCannotStart(ctx, cfg.Worker.Host, plan.Attention)

@@ -67,6 +67,9 @@ type group struct {
 	// firstPushTo, when not nil, is who a first run sends its first board
 	// (since VersionQuietStart: GroupInput.Running); nil, every session.
 	firstPushTo []string
+	// sending is the batch of boards sendOwed has sent and not yet seen
+	// delivered.
+	sending []string
 }
 
 // GroupWorkflow owns a group's policy, board, budget and inbox. It changes
@@ -758,6 +761,7 @@ func (g *group) sendOwed(ctx workflow.Context) {
 			sent[i] = workflow.SignalExternalWorkflow(ctx, SessionID(g.name, s), "", SignalBoard, g.seat(b, s))
 		}
 		g.delivering++
+		g.sending = batch
 		for i, f := range sent {
 			err := f.Get(ctx, nil)
 			if g.has(VersionQuietStart) {
@@ -765,6 +769,7 @@ func (g *group) sendOwed(ctx workflow.Context) {
 			}
 			logUndelivered(ctx, "board", batch[i], err)
 		}
+		g.sending = nil
 		g.delivering--
 	}
 }
@@ -782,16 +787,19 @@ func (g *group) noteReached(session string, err error) {
 }
 
 // onStarted sends the board again to the sessions nid up says it started
-// that a board did not reach before (since VersionQuietStart). Anything
-// else it names is no concern of the group's: a name that is not one of
-// its sessions, or one it reached.
+// that a board did not reach before (since VersionQuietStart), or may not
+// have: one whose board is still on its way may have been sent it before
+// it ran, and the group hears so only once its turn in the batch comes.
+// Anything else it names is no concern of the group's: a name that is not
+// one of its sessions, or one a board reached.
 func (g *group) onStarted(ctx workflow.Context, req SessionsStarted) {
 	if !g.has(VersionQuietStart) {
 		return
 	}
 	var again []string
 	for _, s := range req.Sessions {
-		if _, found := slices.BinarySearch(g.st.Unreached, s); found && g.member(s) == nil {
+		_, unreached := slices.BinarySearch(g.st.Unreached, s)
+		if (unreached || slices.Contains(g.sending, s)) && g.member(s) == nil {
 			g.st.Unreached = deleteSorted(g.st.Unreached, s)
 			again = append(again, s)
 		}

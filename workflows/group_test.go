@@ -673,3 +673,18 @@ func TestABoardThatFoundNoSessionIsSentAgainOnceItStarted(t *testing.T) {
 	require.Equal(t, 1, count("lead"), "a session the board reached is not sent it again")
 	require.Zero(t, count("gone"), "nor one stopped since")
 }
+
+// A session nid up says it started while the board sent to it before it
+// ran is still on its way is owed the board again: the group learns only
+// once that board's turn comes whether it reached the session. A name that
+// is not a session of the group's, or one stopped, is owed nothing.
+func TestABoardOnItsWayWhenItsSessionStartsIsOwedAgain(t *testing.T) {
+	g := &group{name: "web", ladder: ladder{versionLatest}, st: &GroupState{
+		Sessions: []string{"done", "gone", "late", "lost"}, Stopped: []string{"gone"},
+		Unreached: []string{"lost"},
+	}}
+	g.sending = []string{"done", "gone", "late"}
+	g.onStarted(nil, SessionsStarted{Sessions: []string{"late", "lost", "gone", "ghost", "../../etc"}})
+	require.Equal(t, []string{"late", "lost"}, g.st.Owed)
+	require.Empty(t, g.st.Unreached)
+}

@@ -144,10 +144,12 @@ func (s *listingRun) publish(ctx workflow.Context) {
 }
 
 // flushListing is the coroutine that writes the listing publish asked
-// for. The SDK runs it once the others are blocked, so every change the
-// workflow task made is in the one write, which goes out with the task's
-// other commands. A run that continues as new before it runs loses
-// nothing: the next run lists everything at its start.
+// for. The SDK runs it in its turn among the coroutines, after the one
+// that asked has blocked, so the changes made until then go in one write
+// with the task's other commands; one asked for by a coroutine after it
+// in the order is written in another pass of the same task, with only
+// what changed. A run about to continue as new has it written first: the
+// SDK runs every coroutine before it closes the run.
 func (s *listingRun) flushListing(ctx workflow.Context) {
 	for {
 		if err := workflow.Await(ctx, func() bool { return s.listingDirty }); err != nil {

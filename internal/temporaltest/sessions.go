@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -188,4 +189,22 @@ func Rotate(t testing.TB, c client.Client, group, name, mode string) workflows.S
 func isDeadline(err error) bool {
 	_, server := errors.AsType[*serviceerror.DeadlineExceeded](err)
 	return server || errors.Is(err, context.DeadlineExceeded)
+}
+
+// Signals counts the signals workflow id received; name, when not empty,
+// counts only those called so.
+func Signals(t testing.TB, c client.Client, id, name string) int {
+	t.Helper()
+	n := 0
+	iter := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil && (name == "" || a.GetSignalName() == name) {
+			n++
+		}
+	}
+	return n
 }

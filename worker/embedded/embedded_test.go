@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/nid-dev/nid/cli"
 	"github.com/nid-dev/nid/internal/freeport"
+	"github.com/nid-dev/nid/internal/temporaltest"
 	"github.com/nid-dev/nid/internal/testtls"
 	"github.com/nid-dev/nid/worker"
 	"github.com/nid-dev/nid/workflows"
@@ -73,21 +73,6 @@ func uiCall(t *testing.T, port int, login *http.Cookie, hostHeader, method, path
 	return resp.StatusCode, string(body)
 }
 
-// signals counts the signals workflow id has received.
-func signals(t *testing.T, c sdkclient.Client, id string) int {
-	t.Helper()
-	n := 0
-	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		require.NoError(t, err)
-		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
-			n++
-		}
-	}
-	return n
-}
-
 // The Web UI can steer every session (signal, terminate, reset), so it only
 // reads unless the user enables writes, and it answers only requests
 // addressed to loopback, which a page using DNS rebinding cannot forge.
@@ -120,7 +105,7 @@ func TestWebUIIsReadOnlyByDefaultAndAnswersOnlyLoopback(t *testing.T) {
 				status, _ := uiCall(t, uiPort, login, h, http.MethodGet, "/")
 				require.Equal(t, http.StatusMisdirectedRequest, status, "Host %s", h)
 			}
-			require.Zero(t, signals(t, c, "target"), "a request for another host signals nothing")
+			require.Zero(t, temporaltest.Signals(t, c, "target", ""), "a request for another host signals nothing")
 
 			for _, h := range []string{local, "127.0.0.1:" + strconv.Itoa(uiPort), "[::1]:" + strconv.Itoa(uiPort)} {
 				status, body := uiCall(t, uiPort, login, h, http.MethodGet, "/api/v1/namespaces/default/workflows")
@@ -134,7 +119,7 @@ func TestWebUIIsReadOnlyByDefaultAndAnswersOnlyLoopback(t *testing.T) {
 			if tt.writeActions {
 				want = 1
 			}
-			require.Equal(t, want, signals(t, c, "target"))
+			require.Equal(t, want, temporaltest.Signals(t, c, "target", ""))
 		})
 	}
 }

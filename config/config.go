@@ -114,13 +114,14 @@ func PermissionsModes() []string {
 }
 
 // nameRE is the rule for group and session names. They become parts of
-// workflow ids and URLs, hence the small alphabet.
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+// workflow ids and URLs, hence the small alphabet. The length is checked
+// apart, as for hostRE.
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
 // ValidName reports whether s may name a group or a session: lower-case
 // letters, digits, '-' and '_', starting with a letter or digit, at most 63
 // characters.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+func ValidName(s string) bool { return len(s) <= 63 && nameRE.MatchString(s) }
 
 // MaxGoalBytes bounds a group's goal: it travels in every board push and
 // every session's prompt.

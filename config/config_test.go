@@ -922,6 +922,23 @@ func TestValidName(t *testing.T) {
 	}
 }
 
+func TestValidHost(t *testing.T) {
+	for host, ok := range map[string]bool{
+		"build-1.example.com":    true,
+		"Host_2":                 true,
+		strings.Repeat("a", 253): true,
+		strings.Repeat("a", 254): false,
+		"":                       false,
+		".host":                  false,
+		"-host":                  false,
+		"my host":                false,
+		"host/../x":              false,
+		"hôst":                   false,
+	} {
+		require.Equal(t, ok, config.ValidHost(host), "%q", host)
+	}
+}
+
 func TestAddress(t *testing.T) {
 	c := config.Default()
 	c.Temporal.Port = 7300

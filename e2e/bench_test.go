@@ -447,10 +447,11 @@ func BenchmarkLs1000(b *testing.B) {
 	s.upWait = 10 * time.Minute
 	up := s.up()
 	s.eventually("1000 sessions listed", 10*time.Minute, func() bool { return len(s.ls()) == 1000 })
-	// The sessions have nothing to do: once the start's tail is done (a
-	// group sends its new sessions their first boards in batches, for tens
-	// of seconds after they are all listed), what nid up spends is what an
-	// idle fleet costs, its own live feed included.
+	// The sessions have nothing to do: once the start's tail is done (the
+	// sessions' first listings, and before rung 31 the boards a group sent
+	// its new sessions in batches for tens of seconds after they were all
+	// listed), what nid up spends is what an idle fleet costs, its own
+	// live feed included.
 	time.Sleep(45 * time.Second)
 	busy := cpuTime(b, up.cmd.Process.Pid)
 	time.Sleep(10 * time.Second)

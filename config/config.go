@@ -177,6 +177,15 @@ func (c *Config) GroupNames() []string {
 	return names
 }
 
+// SessionNames returns the names of g's sessions in the file's order.
+func (g Group) SessionNames() []string {
+	names := make([]string, len(g.Sessions))
+	for i, s := range g.Sessions {
+		names[i] = s.Name
+	}
+	return names
+}
+
 // Embedded reports whether nid up should start its own Temporal server,
 // which it does when no address is configured.
 func (c *Config) Embedded() bool { return c.Temporal.Address == "" }

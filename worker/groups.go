@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -52,12 +53,7 @@ func StartGroups(ctx context.Context, c client.Client, cfg *config.Config) error
 	starting, gctx := errgroup.WithContext(ctx)
 	starting.SetLimit(startConcurrency)
 	for i, name := range names {
-		var running []string
-		for _, s := range cfg.Groups[name].Sessions {
-			if listed[name+"/"+s.Name] {
-				running = append(running, s.Name)
-			}
-		}
+		running := slices.DeleteFunc(cfg.Groups[name].SessionNames(), func(s string) bool { return !listed[name+"/"+s] })
 		starting.Go(func() (err error) {
 			views[i], fresh[i], err = startGroup(gctx, c, name, cfg.Groups[name], running, listErr == nil)
 			return err
@@ -130,10 +126,7 @@ func TellStarted(ctx context.Context, c client.Client, cfg *config.Config) error
 	names := cfg.GroupNames()
 	errs := make([]error, len(names))
 	for i, name := range names {
-		var sessions []string
-		for _, s := range cfg.Groups[name].Sessions {
-			sessions = append(sessions, s.Name)
-		}
+		sessions := cfg.Groups[name].SessionNames()
 		telling.Go(func() error {
 			if err := c.SignalWorkflow(ctx, workflows.GroupID(name), "", workflows.SignalStarted, workflows.SessionsStarted{Sessions: sessions}); err != nil {
 				errs[i] = fmt.Errorf("group %s: %w", name, err)
@@ -157,10 +150,7 @@ func TellStarted(ctx context.Context, c client.Client, cfg *config.Config) error
 // its first board to those alone. Unknown (the list failed), it sends it to
 // every session, as before nid up knew which ran.
 func startGroup(ctx context.Context, c client.Client, name string, g config.Group, running []string, known bool) (view workflows.GroupView, fresh *workflows.GroupInput, err error) {
-	sessions := make([]string, 0, len(g.Sessions))
-	for _, s := range g.Sessions {
-		sessions = append(sessions, s.Name)
-	}
+	sessions := g.SessionNames()
 	in := workflows.GroupInput{
 		Name: name, Goal: g.Goal, Policy: g.Rotate, Sessions: sessions,
 		Tasks: g.Tasks, Budget: g.Budget, Prompts: g.Prompts,

@@ -87,6 +87,25 @@ func TestABoardSentBeforeASessionRanReachesItOnceNidUpStartsIt(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond, "the board that found no one is sent again once the session runs")
 }
 
+// A group started afresh while its sessions run (it was terminated by
+// hand) sends its first board to those nid up found running: they keep
+// running with the input they started with, not the starting board.
+func TestAGroupStartedAgainSendsItsBoardToTheSessionsThatRun(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	cfg := env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead, sim: {turnDelay: 0s}}\n")
+	startNode(t, cfg)
+	temporaltest.TakeTurns(t, c, "web", "lead", "hello")
+	temporaltest.Listed(t, c, cfg)
+	require.Zero(t, temporaltest.Signals(t, c, workflows.SessionID("web", "lead"), workflows.SignalBoard))
+
+	require.NoError(t, c.TerminateWorkflow(t.Context(), workflows.GroupID("web"), "", "terminated by hand"))
+	require.NoError(t, StartGroups(t.Context(), c, cfg))
+	require.Eventually(t, func() bool {
+		return temporaltest.Signals(t, c, workflows.SessionID("web", "lead"), workflows.SignalBoard) > 0
+	}, time.Minute, 100*time.Millisecond, "the running session is sent the new group's board")
+}
+
 // startInput is the input the first run of session workflow id started with.
 func startInput(t *testing.T, c client.Client, id string) workflows.SessionInput {
 	t.Helper()

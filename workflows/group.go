@@ -64,9 +64,10 @@ type group struct {
 	// live notes whether this instance of the run was rebuilt by replay
 	// (since VersionContinueFromCache; nil before).
 	live *liveness
-	// firstPushTo, when not nil, is who a first run sends its first board
-	// (since VersionQuietStart: GroupInput.Running); nil, every session.
-	firstPushTo []string
+	// boardsAtStart and runningAtStart are GroupInput's BoardsAtStart and
+	// Running: who a first run sends its first board.
+	boardsAtStart  bool
+	runningAtStart []string
 	// sending is the batch of boards sendOwed has sent and not yet seen
 	// delivered.
 	sending []string
@@ -75,13 +76,7 @@ type group struct {
 // GroupWorkflow owns a group's policy, board, budget and inbox. It changes
 // them through validated updates and pushes them to the group's sessions.
 func GroupWorkflow(ctx workflow.Context, in GroupInput) error {
-	g := &group{name: in.Name, st: in.State, continued: in.State != nil}
-	if in.BoardsAtStart {
-		g.firstPushTo = slices.Clone(in.Running)
-		if g.firstPushTo == nil {
-			g.firstPushTo = []string{}
-		}
-	}
+	g := &group{name: in.Name, st: in.State, continued: in.State != nil, boardsAtStart: in.BoardsAtStart, runningAtStart: in.Running}
 	if g.st == nil {
 		g.st = startingState(in)
 	}
@@ -178,11 +173,11 @@ func (g *group) setup(ctx workflow.Context) error {
 // VersionQuietStart only to those nid up found running when it gave the
 // others their board at start.
 func (g *group) firstPush(ctx workflow.Context) {
-	if !g.has(VersionQuietStart) || g.firstPushTo == nil {
+	if !g.has(VersionQuietStart) || !g.boardsAtStart {
 		g.push(ctx, "")
 		return
 	}
-	g.pushTo(ctx, slices.DeleteFunc(g.running(), func(s string) bool { return !slices.Contains(g.firstPushTo, s) }))
+	g.pushTo(ctx, slices.DeleteFunc(g.running(), func(s string) bool { return !slices.Contains(g.runningAtStart, s) }))
 }
 
 // run waits until the history is full, then continues as new: everything

@@ -39,10 +39,11 @@ func dropUnusedVisibilityIndexes(file string) (err error) {
 			err = cerr
 		}
 	}()
-	unused, err := unusedVisibilityIndexes(db)
+	indexes, err := visibilityIndexes(db)
 	if err != nil {
 		return err
 	}
+	unused := slices.DeleteFunc(indexes, func(name string) bool { return slices.Contains(keptVisibilityIndexes, name) })
 	for _, name := range unused {
 		// The name comes from the database's own catalogue; quoted, as
 		// an identifier, all the same.
@@ -53,23 +54,21 @@ func dropUnusedVisibilityIndexes(file string) (err error) {
 	return nil
 }
 
-// unusedVisibilityIndexes names the indexes of the visibility table that
-// are not kept; SQLite's own (a primary key's) have no SQL and stay.
-func unusedVisibilityIndexes(db *sql.DB) ([]string, error) {
+// visibilityIndexes names the indexes of the visibility table but SQLite's
+// own (a primary key's), which have no SQL.
+func visibilityIndexes(db *sql.DB) ([]string, error) {
 	rows, err := db.Query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL ORDER BY name")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var unused []string
+	var names []string
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
 			return nil, err
 		}
-		if !slices.Contains(keptVisibilityIndexes, name) {
-			unused = append(unused, name)
-		}
+		names = append(names, name)
 	}
-	return unused, rows.Err()
+	return names, rows.Err()
 }

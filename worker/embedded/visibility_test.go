@@ -16,43 +16,35 @@ import (
 	"github.com/nid-dev/nid/workflows"
 )
 
-// visibilityIndexes names the indexes of the visibility table in file.
-func visibilityIndexes(t *testing.T, file string) []string {
+// indexesIn names the indexes of the visibility table in file.
+func indexesIn(t *testing.T, file string) []string {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+file)
 	require.NoError(t, err)
 	defer db.Close()
-	rows, err := db.Query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL ORDER BY name")
+	names, err := visibilityIndexes(db)
 	require.NoError(t, err)
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var name string
-		require.NoError(t, rows.Scan(&name))
-		names = append(names, name)
-	}
-	require.NoError(t, rows.Err())
 	return names
 }
 
 func TestADatabaseFromAnOlderNidLosesTheVisibilityIndexesNoOneReads(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "temporal.db")
 	require.NoError(t, setupSchemaOnce(sqliteConfig(file)))
-	before := visibilityIndexes(t, file)
+	before := indexesIn(t, file)
 	require.Subset(t, before, keptVisibilityIndexes)
 	require.Greater(t, len(before), 50, "the server's schema as an older nid set it up")
 
 	require.NoError(t, dropUnusedVisibilityIndexes(file))
-	require.ElementsMatch(t, keptVisibilityIndexes, visibilityIndexes(t, file))
+	require.ElementsMatch(t, keptVisibilityIndexes, indexesIn(t, file))
 	// Every start runs it: a database already lean stays as it is.
 	require.NoError(t, dropUnusedVisibilityIndexes(file))
-	require.ElementsMatch(t, keptVisibilityIndexes, visibilityIndexes(t, file))
+	require.ElementsMatch(t, keptVisibilityIndexes, indexesIn(t, file))
 }
 
 func TestTheEmbeddedServerListsOnTheIndexesItKeeps(t *testing.T) {
 	dir := t.TempDir()
 	srv := startTestIn(t, dir, 0, false, nil)
-	require.ElementsMatch(t, keptVisibilityIndexes, visibilityIndexes(t, filepath.Join(dir, "temporal.db")))
+	require.ElementsMatch(t, keptVisibilityIndexes, indexesIn(t, filepath.Join(dir, "temporal.db")))
 
 	c := trustedClient(t, srv, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -439,6 +439,21 @@ func (h *harness) send(d time.Duration, n int) {
 	})
 }
 
+// onLoop runs f on the test environment's own loop and waits for it. A
+// turn's hooks run on the activity's goroutine: a query made there would
+// run beside the workflow's code and fail it, while the loop runs one
+// thing at a time, after everything posted before (a signal just sent
+// included).
+func (h *harness) onLoop(f func()) {
+	done := make(chan struct{})
+	h.env.RegisterDelayedCallback(func() {
+		defer close(done)
+		f()
+	}, 0)
+	<-done
+}
+
+// view is the session's view; call it from the loop (h.at, h.onLoop).
 func (h *harness) view() SessionView {
 	v, err := h.env.QueryWorkflow(QuerySession)
 	require.NoError(h.t, err)
@@ -1113,13 +1128,11 @@ func TestAnOlderRungIsAnsweredByItsOwnRules(t *testing.T) {
 	h.agent.onTurn = func(in activities.TurnInput) {
 		if in.Prompt == "message 2" {
 			h.env.SignalWorkflow(SignalHandoffWrite, HandoffWrite{Summary: "done A, next B"})
-			// The signal is taken beside the running turn: wait until the
-			// view shows it (the test checks it did).
-			for deadline := time.Now().Add(time.Minute); !asked.HandoffPending && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			h.onLoop(func() {
 				asked = h.view()
-			}
-			answer = DecideRotate("", asked).Answer("web/lead")
-			h.env.SignalWorkflow(SignalRotate, RotateRequest{})
+				answer = DecideRotate("", asked).Answer("web/lead")
+				h.env.SignalWorkflow(SignalRotate, RotateRequest{})
+			})
 		}
 	}
 	h.send(time.Minute, 3)
@@ -1139,7 +1152,7 @@ func TestAnOlderRungIsAnsweredByItsOwnRules(t *testing.T) {
 func midTurn(h *harness, prompt string) {
 	h.agent.onTurn = func(in activities.TurnInput) {
 		if in.Prompt == prompt {
-			h.ask()
+			h.onLoop(h.ask)
 		}
 	}
 	h.send(time.Minute, 3)

@@ -54,9 +54,10 @@ func verdict(got, goal time.Duration) string {
 // The floor (floor_test.go) is the smallest Temporal program that does
 // what a turn does, run by this process against the same nid up's server
 // with the worker options nid's workers take; its gap is measured from its
-// history as nid's is. A second floor keeps nid's queue layout (workflow
-// and activity on queues of their own), to tell what the layout costs from
-// what nid's own work does.
+// history as nid's is; nid's session runs in the same layout, its
+// workflow and its activities on its host's queue. A second floor keeps
+// the layout nid had before (workflow and activity on queues of their
+// own), to tell what the layout costs from what nid's own work does.
 //
 // How the three are alternated: in rounds. Each round sends every side in
 // turn floorTurns prompts at once (nid's session as nid send does, a

@@ -64,35 +64,36 @@ type floor struct {
 }
 
 // startFloor starts the floor in one of two layouts, with the worker
-// options nid's workers take (worker.WorkflowWorkerOptions,
-// worker.ActivityWorkerOptions) and dialled as nid dials (c):
+// options nid's workers take (worker.HostWorkerOptions,
+// worker.WorkflowWorkerOptions) and dialled as nid dials (c):
 //
 //   - oneQueue: one worker polls one queue for the workflow and its
 //     activity, so the SDK asks the server for the activity at once when
 //     the workflow task schedules it (eager dispatch, the SDK's default):
-//     the smallest program, the floor nid's gap is judged against;
-//   - otherwise nid's layout: the workflow on one queue and the activity on
-//     a host's queue (name@host), each polled by a worker of its own, as
-//     nid's shared workflow queue and each host's activity queue are.
+//     the smallest program, the floor nid's gap is judged against, and
+//     nid's layout, where a session's workflow runs on its host's queue;
+//   - otherwise the layout nid had before: the workflow on one queue and
+//     the activity on a host's queue (name@host), each polled by a worker
+//     of its own, as sessions started before VersionHostQueue still run
+//     until they continue as new.
 func startFloor(b *testing.B, c client.Client, oneQueue bool) *floor {
 	b.Helper()
 	var workers []sdkworker.Worker
 	f := &floor{name: "the floor (one queue, eager)", workflowID: "floor/one-queue"}
 	wfQueue, actQueue := "floor", "floor"
 	if oneQueue {
-		opts := worker.WorkflowWorkerOptions()
-		acts := worker.ActivityWorkerOptions()
-		opts.MaxConcurrentActivityTaskPollers, opts.WorkerStopTimeout = acts.MaxConcurrentActivityTaskPollers, acts.WorkerStopTimeout
-		w := sdkworker.New(c, wfQueue, opts)
+		w := sdkworker.New(c, wfQueue, worker.HostWorkerOptions())
 		w.RegisterWorkflowWithOptions(floorWorkflow, workflow.RegisterOptions{Name: floorWorkflowName})
 		w.RegisterActivityWithOptions(floorTurn, activity.RegisterOptions{Name: floorTurnName})
 		workers = append(workers, w)
 	} else {
-		f.name, f.workflowID = "the floor in nid's layout (two queues)", "floor/two-queues"
+		f.name, f.workflowID = "the floor on two queues (nid's layout before)", "floor/two-queues"
 		wfQueue, actQueue = "floor-shared", "floor-shared@bench"
 		wfw := sdkworker.New(c, wfQueue, worker.WorkflowWorkerOptions())
 		wfw.RegisterWorkflowWithOptions(floorWorkflow, workflow.RegisterOptions{Name: floorWorkflowName})
-		actw := sdkworker.New(c, actQueue, worker.ActivityWorkerOptions())
+		acts := worker.HostWorkerOptions()
+		acts.WorkflowTaskPollerBehavior = nil
+		actw := sdkworker.New(c, actQueue, acts)
 		actw.RegisterActivityWithOptions(floorTurn, activity.RegisterOptions{Name: floorTurnName})
 		workers = append(workers, wfw, actw)
 	}

@@ -198,7 +198,7 @@ func startSession(ctx context.Context, c client.Client, cfg *config.Config, name
 	_, err := c.SignalWithStartWorkflow(ctx, workflows.SessionID(name, s.Name),
 		workflows.SignalConfig, workflows.SessionConfig{Goal: g.Goal, Spec: spec},
 		client.StartWorkflowOptions{
-			TaskQueue:                workflows.TaskQueue,
+			TaskQueue:                workflows.SessionQueue(host),
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			TypedSearchAttributes:    workflows.SessionSearchAttributes(name, s.Name, s.Agent, host),
 			StaticSummary:            workflows.SessionSummary(name, s.Name, s.Agent),

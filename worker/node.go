@@ -78,6 +78,11 @@ type Node struct {
 	// (worker.maxSessions 0) beats not.
 	stopBeat context.CancelFunc
 	beating  sync.WaitGroup
+	// hostQueues polls the other hosts' queues; stopQueues ends its
+	// search for new ones.
+	hostQueues *hostQueues
+	stopQueues context.CancelFunc
+	polling    sync.WaitGroup
 }
 
 // Start brings a node up and returns once it is serving: the embedded server
@@ -220,10 +225,15 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	wfw := sdkworker.New(n.Client, workflows.TaskQueue, workflowWorkerOptions(m))
 	RegisterWorkflows(wfw)
 	ws := []sdkworker.Worker{wfw}
+	own := ""
 	if cfg.Worker.MaxSessions > 0 {
-		actw := sdkworker.New(n.Client, workflows.HostQueue(cfg.Worker.Host), activityWorkerOptions(m, &attemptRecorder{dir: activities.AttemptDir(cfg.State), logger: logger}))
-		RegisterActivities(actw, acts)
-		ws = append(ws, actw)
+		// The host's sessions run their workflows and their activities on
+		// its queue, in one worker: see hostQueues.
+		own = cfg.Worker.Host
+		hostw := sdkworker.New(n.Client, workflows.HostQueue(own), hostWorkerOptions(m, &attemptRecorder{dir: activities.AttemptDir(cfg.State), logger: logger}))
+		RegisterWorkflows(hostw)
+		RegisterActivities(hostw, acts)
+		ws = append(ws, hostw)
 	}
 	for _, w := range ws {
 		if err := w.Start(); err != nil {
@@ -235,8 +245,27 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	// The server (one that outlived its worker, or an embedded one that
 	// kept in its database which worker ran each workflow last) would send
 	// queries to the dead worker's own queue (see resetStickyQueues): take
-	// the workflows over before the node says it serves.
-	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger)
+	// the workflows over before the node says it serves. The shared
+	// queue's first: the registry, which names the other hosts' queues,
+	// runs there.
+	queues := []string{workflows.TaskQueue}
+	if own != "" {
+		queues = append(queues, workflows.HostQueue(own))
+	}
+	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger, queues...)
+	n.hostQueues = newHostQueues(n.Client, workflowWorkerOptions(m), own, logger)
+	others, err := n.hostQueues.sync(ctx)
+	if err != nil {
+		logger.Warn("Could not ask the hosts registry for the other hosts: this node polls their queues once it can", "error", err)
+	}
+	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger, others...)
+	qctx, stopQueues := context.WithCancel(context.Background())
+	n.stopQueues = stopQueues
+	n.polling.Add(1)
+	go func() {
+		defer n.polling.Done()
+		n.hostQueues.run(qctx)
+	}()
 
 	// After the reaping: a cut attempt run again must not meet the agent
 	// that was running it. And after the take-over: a session hears of its
@@ -279,22 +308,24 @@ const activityPollers = 8
 // event streams end at once.
 const httpGrace = 2 * time.Second
 
-func activityWorkerOptions(m *metrics.Metrics, attempts *attemptRecorder) sdkworker.Options {
-	opts := ActivityWorkerOptions()
+func hostWorkerOptions(m *metrics.Metrics, attempts *attemptRecorder) sdkworker.Options {
+	opts := HostWorkerOptions()
 	opts.Interceptors = append(m.Interceptors(), attempts)
 	return opts
 }
 
-// ActivityWorkerOptions are the options of a host's activity worker before
-// nid's interceptors (its metrics and attempt records): a poll on every
-// partition of the host's queue (activityPollers), and on Ctrl-C a moment
-// for a turn in flight to finish rather than being cut and run again by
-// the next worker. BenchmarkTurnOverhead's floor runs with the same.
-func ActivityWorkerOptions() sdkworker.Options {
-	return sdkworker.Options{
-		WorkerStopTimeout:                5 * time.Second,
-		MaxConcurrentActivityTaskPollers: activityPollers,
-	}
+// HostWorkerOptions are the options of a host's own worker, which runs its
+// sessions' workflows and their activities, before nid's interceptors (its
+// metrics and attempt records): the workflow worker's pollers
+// (WorkflowWorkerOptions), a poll on every partition of the host's queue
+// for activities (activityPollers), and on Ctrl-C a moment for a turn in
+// flight to finish rather than being cut and run again by the next worker.
+// BenchmarkTurnOverhead's floor runs with the same.
+func HostWorkerOptions() sdkworker.Options {
+	opts := WorkflowWorkerOptions()
+	opts.WorkerStopTimeout = 5 * time.Second
+	opts.MaxConcurrentActivityTaskPollers = activityPollers
+	return opts
 }
 
 func workflowWorkerOptions(m *metrics.Metrics) sdkworker.Options {
@@ -409,6 +440,11 @@ func (n *Node) Stop() error {
 	}
 	// Workers first: a turn finishing during the stop may still need the
 	// MCP endpoint.
+	if n.stopQueues != nil {
+		n.stopQueues()
+		n.polling.Wait()
+		n.hostQueues.stop()
+	}
 	for i := len(n.workers) - 1; i >= 0; i-- {
 		n.workers[i].Stop()
 	}

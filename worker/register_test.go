@@ -71,5 +71,5 @@ func TestWorkflowWorkerPollsTheSharedQueueApartFromItsStickyQueue(t *testing.T) 
 func TestActivityWorkerPollsEveryPartition(t *testing.T) {
 	m, err := metrics.New(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, activityWorkerOptions(m, &attemptRecorder{}).MaxConcurrentActivityTaskPollers, 4)
+	require.GreaterOrEqual(t, hostWorkerOptions(m, &attemptRecorder{}).MaxConcurrentActivityTaskPollers, 4)
 }

@@ -6,12 +6,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nid-dev/nid/nidclient"
-	"github.com/nid-dev/nid/workflows"
 )
 
 // resetStickyQueues sends every running nid workflow's next task to the
@@ -24,14 +24,18 @@ import (
 // time out for seconds though a new worker is ready. Resetting costs the workflows cached on
 // another live worker one replay each, which is cheap next to a session
 // that does not answer.
-func resetStickyQueues(ctx context.Context, c client.Client, namespace string, logger *slog.Logger) {
+func resetStickyQueues(ctx context.Context, c client.Client, namespace string, logger *slog.Logger, queues ...string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	start := time.Now()
-	execs, err := nidclient.RunningOnTaskQueue(ctx, c, workflows.TaskQueue)
-	if err != nil {
-		logger.Warn("Could not list workflows to take them over", "error", err)
-		return
+	var execs []*workflowpb.WorkflowExecutionInfo
+	for _, queue := range queues {
+		on, err := nidclient.RunningOnTaskQueue(ctx, c, queue)
+		if err != nil {
+			logger.Warn("Could not list workflows to take them over", "queue", queue, "error", err)
+			return
+		}
+		execs = append(execs, on...)
 	}
 	// One request each: a few at once, so that a fleet of thousands is
 	// taken over in seconds, not one round trip after another.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
+
+	"github.com/nid-dev/nid/workflows"
 )
 
 // stickyServer lists running workflows and records which it was asked to
@@ -27,7 +30,8 @@ type stickyServer struct {
 
 type stickyService struct {
 	workflowservice.WorkflowServiceClient
-	running  []string
+	// running are the running workflows' ids by their task queue.
+	running  map[string][]string
 	refuse   map[string]error
 	mu       sync.Mutex
 	reset    []string
@@ -36,9 +40,10 @@ type stickyService struct {
 	release  chan struct{}
 }
 
-func (s stickyServer) ListWorkflow(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+func (s stickyServer) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
 	resp := &workflowservice.ListWorkflowExecutionsResponse{}
-	for _, id := range s.service.running {
+	queue, _, _ := strings.Cut(strings.TrimPrefix(req.GetQuery(), "TaskQueue = '"), "'")
+	for _, id := range s.service.running[queue] {
 		resp.Executions = append(resp.Executions, &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: "run-" + id}})
 	}
 	return resp, nil
@@ -69,11 +74,20 @@ func TestAStartingWorkerTakesEveryRunningWorkflowOver(t *testing.T) {
 	s := &stickyService{refuse: map[string]error{
 		"nid/web/gone":  serviceerror.NewNotFound("workflow execution already completed"),
 		"nid/web/taken": serviceerror.NewPermissionDenied("not allowed", ""),
-	}, release: make(chan struct{})}
+	}, release: make(chan struct{}), running: map[string][]string{}}
+	// Sessions started before their workflows ran on their host's queue,
+	// the groups and the registry on the shared queue; the others on
+	// their hosts' queues.
 	for i := range 40 {
-		s.running = append(s.running, fmt.Sprintf("nid/web/s%d", i))
+		queue := []string{workflows.TaskQueue, workflows.HostQueue("a"), workflows.HostQueue("b")}[i%3]
+		s.running[queue] = append(s.running[queue], fmt.Sprintf("nid/web/s%d", i))
 	}
-	s.running = append(s.running, "nid/web/gone", "nid/web/taken")
+	s.running[workflows.TaskQueue] = append(s.running[workflows.TaskQueue], "nid/web/gone", "nid/web/taken")
+	s.running[workflows.HostQueue("elsewhere")] = []string{"nid/web/not-asked"}
+	var want []string
+	for _, q := range []string{workflows.TaskQueue, workflows.HostQueue("a"), workflows.HostQueue("b")} {
+		want = append(want, s.running[q]...)
+	}
 	// Hold the requests until as many as may be are in flight (or, done one
 	// by one, they never would be), then let them all go.
 	go func() {
@@ -89,8 +103,9 @@ func TestAStartingWorkerTakesEveryRunningWorkflowOver(t *testing.T) {
 	}()
 
 	var logs bytes.Buffer
-	resetStickyQueues(context.Background(), stickyServer{service: s}, "nid-test", slog.New(slog.NewTextHandler(&logs, nil)))
-	require.ElementsMatch(t, s.running, s.reset, "each running workflow, once")
+	resetStickyQueues(context.Background(), stickyServer{service: s}, "nid-test", slog.New(slog.NewTextHandler(&logs, nil)),
+		workflows.TaskQueue, workflows.HostQueue("a"), workflows.HostQueue("b"))
+	require.ElementsMatch(t, want, s.reset, "each running workflow on the queues asked, once")
 	require.Equal(t, stickyResets, s.most, "a few at once, never more")
 	require.Contains(t, logs.String(), `msg="Could not take a workflow over from the worker that ran it" workflowID=nid/web/taken`)
 	require.NotContains(t, logs.String(), "nid/web/gone")

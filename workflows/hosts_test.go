@@ -458,6 +458,44 @@ func TestHostsCarryEverythingAcrossContinueAsNew(t *testing.T) {
 	require.True(t, next.State.Hosts[0].Alive)
 }
 
+// A session continues as new onto its host's queue (VersionHostQueue),
+// where its turns run: one started on the shared queue before nid up
+// started sessions on their host's, or one that moved since, ends up
+// beside its activities. With no host it stays on the shared queue; at an
+// older rung it keeps the queue it ran on.
+func TestASessionContinuesAsNewOntoItsHostsQueue(t *testing.T) {
+	tests := []struct {
+		name string
+		rung Version
+		host string
+		want string
+	}{
+		{"placed on b", VersionHostQueue, "b", HostQueue("b")},
+		{"no host", VersionHostQueue, "", TaskQueue},
+		{"an older rung", VersionQuietStart, "b", "default-test-taskqueue"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			var assigned []HostAssign
+			recordAssigns(h.env, &assigned)
+			h.env.OnGetVersion(versionChangeID, workflow.DefaultVersion, workflow.Version(versionLatest)).Return(workflow.Version(tt.rung))
+			in := sessionInput(policy(config.ModeOff, 85, 0))
+			in.Host = tt.host
+			h.send(time.Minute, 2)
+			h.at(2*time.Minute, func() { h.env.SetContinueAsNewSuggested(true) })
+			h.env.ExecuteWorkflow(SessionWorkflowName, in)
+			require.True(t, h.env.IsWorkflowCompleted())
+			var can *workflow.ContinueAsNewError
+			require.True(t, errors.As(h.env.GetWorkflowError(), &can), "session ended with %v", h.env.GetWorkflowError())
+			require.Equal(t, tt.want, can.TaskQueueName)
+			var next SessionInput
+			require.NoError(t, decodeFirst(can, &next))
+			require.Equal(t, 2, next.State.Context.TotalTurns, "the state goes along")
+		})
+	}
+}
+
 func TestSessionRunsOnItsHostAndWaitsWhileItIsDown(t *testing.T) {
 	h := newHarness(t)
 	var assigned []HostAssign

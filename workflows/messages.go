@@ -29,14 +29,30 @@ const (
 	HostsWorkflowName    = "nid.Hosts"
 )
 
-// TaskQueue is the queue every worker polls for workflow tasks. Activities
-// run on a per-host queue (SessionInput.ActivityQueue) because worktrees and
-// agent processes live on one host.
+// TaskQueue is the shared queue every worker polls for workflow tasks:
+// the groups', the registry's, and those of sessions that run on no host's
+// queue (SessionQueue).
 const TaskQueue = "nid"
 
-// HostQueue is the task queue of host's activities: the turns, rotations
-// and git work of the sessions placed there.
+// HostQueue is host's task queue: the turns, rotations and git work of
+// the sessions placed there, because worktrees and agent processes live on
+// one host, and those sessions' workflows (SessionQueue).
 func HostQueue(host string) string { return "nid@" + host }
+
+// SessionQueue is the queue the workflow of a session placed on host runs
+// on: its host's, where its activities go, so that the server hands a
+// turn's activity to the worker with the workflow task that schedules it
+// (eager dispatch) rather than queueing it for the host's next poll. Every
+// worker polls every host's queue for workflow tasks as well, so a session
+// whose host is down still answers. A session with no host yet runs on the
+// shared queue. Sessions started before VersionHostQueue run on the shared
+// queue until they continue as new.
+func SessionQueue(host string) string {
+	if host == "" {
+		return TaskQueue
+	}
+	return HostQueue(host)
+}
 
 // HostsID is the workflow id of the hosts registry.
 const HostsID = "nid/hosts"

@@ -231,11 +231,17 @@ func (s *session) run(ctx workflow.Context) error {
 		}
 		if historyFull(ctx, s.st.HistoryLimit) {
 			// Only between turns and rotations, never mid-rotation.
-			return continueAsNew(ctx, s.ladder, s.signalSelector, SessionWorkflowName, func() any {
+			next := func() any {
 				in := *s.in
 				in.State = s.st
 				return in
-			})
+			}
+			if s.has(VersionHostQueue) {
+				// A session started on the shared queue, or moved since
+				// it started, runs its next run where its turns run.
+				return continueOn(ctx, SessionQueue(s.st.Host), s.ladder, s.signalSelector, SessionWorkflowName, next)
+			}
+			return continueAsNew(ctx, s.ladder, s.signalSelector, SessionWorkflowName, next)
 		}
 		if s.needClaim() {
 			s.askClaim(ctx)

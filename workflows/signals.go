@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -60,6 +61,16 @@ func listenSignals(ctx workflow.Context, selector signalSelector, after func(wor
 // its change was made.
 func continueAsNew(ctx workflow.Context, l ladder, selector signalSelector, workflowType string, input func() any) error {
 	return continueAsNewWhen(ctx, l, nil, selector, nil, workflowType, input)
+}
+
+// continueOn is continueAsNew onto queue: the next run's workflow tasks go
+// there rather than to this run's queue.
+func continueOn(ctx workflow.Context, queue string, l ladder, selector signalSelector, workflowType string, input func() any) error {
+	err := continueAsNew(ctx, l, selector, workflowType, input)
+	if can, ok := errors.AsType[*workflow.ContinueAsNewError](err); ok {
+		can.TaskQueueName = queue
+	}
+	return err
 }
 
 // continueAsNewWhen is continueAsNew that also waits, with the handlers,

@@ -390,8 +390,18 @@ const (
 	// Histories: testdata/rung31-*.json.gz.
 	VersionQuietStart Version = 31
 
+	// VersionHostQueue: a session continues as new onto its host's queue
+	// (SessionQueue), where nid up now starts new sessions, so that the
+	// host's worker runs its workflow tasks beside its activities and the
+	// server hands each turn's activity over with the task that schedules
+	// it. Before, the next run took the queue of the one before it: the
+	// shared queue for a session started before, the old host's for one
+	// that moved.
+	// Histories: testdata/rung32-*.json.gz.
+	VersionHostQueue Version = 32
+
 	// versionLatest is the rung new runs take.
-	versionLatest = VersionQuietStart
+	versionLatest = VersionHostQueue
 )
 
 // versionChangeID is the change id the ladder is recorded under. It is

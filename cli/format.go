@@ -64,7 +64,12 @@ var ansiRE = regexp.MustCompile("\x1b\\[[0-9;]*m")
 // visibleWidth is how many columns s takes on a terminal: colour codes take
 // none, and ↻ or — one each although they are several bytes.
 func visibleWidth(s string) int {
-	return utf8.RuneCountInString(ansiRE.ReplaceAllString(s, ""))
+	if strings.IndexByte(s, '\x1b') >= 0 {
+		// The regexp only where there is a code: nid ls measures every
+		// cell of a thousand rows twice.
+		s = ansiRE.ReplaceAllString(s, "")
+	}
+	return utf8.RuneCountInString(s)
 }
 
 func padRight(s string, width int) string {

@@ -226,11 +226,13 @@ func (d *decoder) list(path string, raw any, v reflect.Value) {
 		d.add(path, "%s is not a list", describe(raw))
 		return
 	}
-	s := reflect.MakeSlice(v.Type(), 0, len(items))
+	// Decoded in place: a fleet's thousand sessions are not each made
+	// apart and copied in.
+	s := reflect.MakeSlice(v.Type(), len(items), len(items))
 	for i, item := range items {
-		e := d.fresh(v.Type().Elem(), item)
+		e := s.Index(i)
+		d.setFresh(e, item)
 		d.decode(fmt.Sprintf("%s[%d]", path, i), item, e)
-		s = reflect.Append(s, e)
 	}
 	v.Set(s)
 }
@@ -266,7 +268,14 @@ func (d *decoder) duration(path string, raw any, v reflect.Value) {
 // block anywhere else is an error.
 func (d *decoder) fresh(t reflect.Type, raw any) reflect.Value {
 	v := reflect.New(t).Elem()
-	switch t {
+	d.setFresh(v, raw)
+	return v
+}
+
+// setFresh sets the zero value v, which is addressable, to what fresh
+// makes.
+func (d *decoder) setFresh(v reflect.Value, raw any) {
+	switch v.Type() {
 	case groupType:
 		v.Set(reflect.ValueOf(Group{Rotate: DefaultRotate(), Prompts: DefaultPrompts()}))
 	case sessionType:
@@ -274,10 +283,9 @@ func (d *decoder) fresh(t reflect.Type, raw any) reflect.Value {
 		m, _ := raw.(map[string]any)
 		name, _ := m["agent"].(string)
 		if k, ok := d.kinds.named(name); ok && k.Sim {
-			v.Set(reflect.ValueOf(Session{Sim: DefaultSim()}))
+			v.Addr().Interface().(*Session).Sim = DefaultSim()
 		}
 	}
-	return v
 }
 
 // describe renders a raw value for a problem message.

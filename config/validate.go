@@ -260,17 +260,21 @@ func CompactNever(session, kind string) string {
 
 func (s Session) problems(path string, ks kinds) []problem {
 	var ps []problem
-	known := ks.names(func(Kind) bool { return true })
-	if known == "" {
+	// Worded only for a session that has a problem: a fleet's file has a
+	// thousand that have none.
+	known := func() string {
+		if names := ks.names(func(Kind) bool { return true }); names != "" {
+			return names
+		}
 		// A caller's mistake, not the user's: say so plainly.
-		known = "none: whoever loaded this configuration gave config no agent kinds (LoadOptions.Kinds)"
+		return "none: whoever loaded this configuration gave config no agent kinds (LoadOptions.Kinds)"
 	}
 	k, ok := ks.named(s.Agent)
 	switch {
 	case s.Agent == "":
-		ps = append(ps, problem{path + ".agent", fmt.Sprintf("missing (known: %s)", known)})
+		ps = append(ps, problem{path + ".agent", fmt.Sprintf("missing (known: %s)", known())})
 	case !ok:
-		ps = append(ps, problem{path + ".agent", fmt.Sprintf("%q is not a known agent (known: %s)", s.Agent, known)})
+		ps = append(ps, problem{path + ".agent", fmt.Sprintf("%q is not a known agent (known: %s)", s.Agent, known())})
 	}
 	// With no agent there is no name to default to; the missing agent is
 	// the problem to fix.
@@ -284,11 +288,14 @@ func (s Session) problems(path string, ks kinds) []problem {
 		ps = append(ps, problem{path + ".sim", "only allowed with agent: " + ks.names(func(k Kind) bool { return k.Sim })})
 	}
 	if ok && !k.Process {
-		only := "only allowed with agent: " + ks.names(runsProcess)
-		for key, set := range map[string]bool{"command": s.Command != "", "args": s.Args != nil, "env": s.Env != nil, "model": s.Model != "", "turnTimeout": s.TurnTimeout != 0,
-			"permissions": s.Permissions != "", "network": s.Network != nil, "window": s.Window != 0} {
-			if set {
-				ps = append(ps, problem{path + "." + key, only})
+		processOnly := []struct {
+			key string
+			set bool
+		}{{"command", s.Command != ""}, {"args", s.Args != nil}, {"env", s.Env != nil}, {"model", s.Model != ""}, {"turnTimeout", s.TurnTimeout != 0},
+			{"permissions", s.Permissions != ""}, {"network", s.Network != nil}, {"window", s.Window != 0}}
+		for _, f := range processOnly {
+			if f.set {
+				ps = append(ps, problem{path + "." + f.key, "only allowed with agent: " + ks.names(runsProcess)})
 			}
 		}
 	}

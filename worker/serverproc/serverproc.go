@@ -33,6 +33,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nid-dev/nid/worker"
@@ -85,11 +86,32 @@ func Start(exe string, args ...string) worker.StartEmbedded {
 	}
 }
 
+// startAttempts is how many children start tries: a port the server chose
+// for itself can be taken by another process before it binds it, and the
+// next child chooses again.
+const startAttempts = 3
+
 func start(ctx context.Context, exe string, args []string, opts worker.EmbeddedOptions) (worker.EmbeddedServer, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	for attempt := 1; ; attempt++ {
+		c, err := launch(ctx, exe, args, opts, logger)
+		if err == nil {
+			return c, nil
+		}
+		if c == nil || !c.portTaken.Load() || attempt == startAttempts || ctx.Err() != nil {
+			return nil, err
+		}
+		logger.Warn("A port the embedded Temporal server chose for itself was taken before it listened on it; starting it again", "attempt", attempt)
+	}
+}
+
+// launch starts one child and waits for its answer. When the child
+// could not start, it returns the child that ended, if one ran, with the
+// error.
+func launch(ctx context.Context, exe string, args []string, opts worker.EmbeddedOptions, logger *slog.Logger) (*child, error) {
 	cmd := exec.Command(exe, args...)
 	cmd.Env = os.Environ()
 	stdin, err := cmd.StdinPipe()
@@ -118,7 +140,11 @@ func start(ctx context.Context, exe string, args []string, opts worker.EmbeddedO
 		}
 		started <- nil
 		// Wait closes the pipes, so it waits for the logs to be read first.
-		relayLogs(stderr, logger)
+		relayLogs(stderr, logger, func(rec map[string]any) {
+			if ownPortTaken(rec) {
+				c.portTaken.Store(true)
+			}
+		})
 		c.waitErr = cmd.Wait()
 		close(c.exited)
 	}()
@@ -153,9 +179,19 @@ func start(ctx context.Context, exe string, args []string, opts worker.EmbeddedO
 	}
 	if err != nil {
 		c.kill()
-		return nil, err
+		return c, err
 	}
 	return c, nil
+}
+
+// ownPortTaken says a log record of the child's is its server failing to
+// listen on a port it chose for itself: every service's but the
+// frontend's, which the user chose (temporal.port) and which another
+// attempt would find taken as well.
+func ownPortTaken(rec map[string]any) bool {
+	service, _ := rec["service"].(string)
+	failure, _ := rec["error"].(string)
+	return service != "" && service != "frontend" && strings.Contains(failure, "address already in use")
 }
 
 // child is a running server process; it is a worker.EmbeddedServer.
@@ -166,18 +202,23 @@ type child struct {
 	frontend string
 	ui       string
 	// mu keeps one request in flight at a time.
-	mu       sync.Mutex
-	exited   chan struct{}
-	waitErr  error
-	stopOnce sync.Once
-	stopErr  error
+	mu      sync.Mutex
+	exited  chan struct{}
+	waitErr error
+	// portTaken is set once the child's log says a port its server chose
+	// for itself was taken (ownPortTaken); final once exited is closed.
+	portTaken atomic.Bool
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // read is the child's next answer, or why there is none.
 func (c *child) read() (reply, error) {
 	if !c.replies.Scan() {
 		<-c.exited
-		if err := c.replies.Err(); err != nil {
+		// Wait closes the pipe, and a read under way then says so: the
+		// child's exit is the news.
+		if err := c.replies.Err(); err != nil && !errors.Is(err, os.ErrClosed) {
 			return reply{}, err
 		}
 		return reply{}, fmt.Errorf("the embedded Temporal server exited (%v); its log says why", c.waitErr)
@@ -247,9 +288,10 @@ func (c *child) kill() {
 	<-c.exited
 }
 
-// relayLogs hands each JSON log line of the child to logger at its level;
-// a line that is not one is logged as a warning as it stands.
-func relayLogs(r io.Reader, logger *slog.Logger) {
+// relayLogs hands each JSON log line of the child to logger at its level,
+// and its record to seen; a line that is not one is logged as a warning as
+// it stands.
+func relayLogs(r io.Reader, logger *slog.Logger, seen func(map[string]any)) {
 	lines := bufio.NewScanner(r)
 	lines.Buffer(make([]byte, 64*1024), 1<<20)
 	for lines.Scan() {
@@ -260,6 +302,7 @@ func relayLogs(r io.Reader, logger *slog.Logger) {
 			}
 			continue
 		}
+		seen(rec)
 		var level slog.Level
 		if s, ok := rec[slog.LevelKey].(string); ok {
 			_ = level.UnmarshalText([]byte(s))

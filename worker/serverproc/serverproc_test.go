@@ -78,6 +78,20 @@ func fakeStart(_ context.Context, opts worker.EmbeddedOptions) (worker.EmbeddedS
 	if opts.Namespace == "refused" {
 		return nil, errors.New("temporal.port 7233 is taken")
 	}
+	// A port taken before the server bound it: the real server logs this
+	// and exits. The first child of the namespace "<service>-taken-once"
+	// meets it; every child of "<service>-taken" does.
+	if service, once, ok := takenPort(opts.Namespace); ok {
+		marker := filepath.Join(opts.StateDir, "started-"+strconv.Itoa(os.Getpid()))
+		if err := os.WriteFile(marker, nil, 0o600); err != nil {
+			return nil, err
+		}
+		if n, _ := os.ReadDir(opts.StateDir); !once || len(n) == 1 {
+			opts.Logger.Error("Failed to start gRPC listener", "address", "127.0.0.1:25038",
+				"error", "listen tcp 127.0.0.1:25038: bind: address already in use", "service", service)
+			os.Exit(1)
+		}
+	}
 	opts.Logger.Warn("started", "token", opts.APIToken, "attributes", len(opts.SearchAttributes))
 	return &fakeServer{opts: opts}, nil
 }
@@ -114,6 +128,55 @@ func TestChildThatCannotStartSaysWhy(t *testing.T) {
 	var logs temporaltest.SyncBuffer
 	_, err := startChild(t, "refused", &logs)
 	require.EqualError(t, err, "temporal.port 7233 is taken")
+}
+
+// takenPort reads a namespace that asks the fake child to fail on a taken
+// port: the service's, and whether only its first child fails.
+func takenPort(namespace string) (service string, once, ok bool) {
+	if service, ok := strings.CutSuffix(namespace, "-taken-once"); ok {
+		return service, true, true
+	}
+	service, ok = strings.CutSuffix(namespace, "-taken")
+	return service, false, ok
+}
+
+// startTaken starts a child of namespace in its own state directory and
+// says how many children ran.
+func startTaken(t *testing.T, namespace string) (worker.EmbeddedServer, int, error) {
+	t.Setenv(childEnv, "1")
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	state := t.TempDir()
+	var logs temporaltest.SyncBuffer
+	srv, err := Start(exe)(context.Background(), worker.EmbeddedOptions{
+		StateDir: state, Namespace: namespace, Port: 7301, UIPort: 7302,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if srv != nil {
+		t.Cleanup(func() { _ = srv.Stop() })
+	}
+	children, rerr := os.ReadDir(state)
+	require.NoError(t, rerr)
+	return srv, len(children), err
+}
+
+// A port the server chose for itself (an internal service's) taken by
+// another process between the check and the bind: a second child chooses
+// again and serves. The frontend's port is the user's: taken, it is not
+// tried again; nor is one that stays taken tried for ever.
+func TestAChildWhosePortWasTakenIsStartedAgain(t *testing.T) {
+	srv, children, err := startTaken(t, "internal-frontend-taken-once")
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:7301", srv.FrontendAddress())
+	require.Equal(t, 2, children)
+
+	_, children, err = startTaken(t, "frontend-taken")
+	require.ErrorContains(t, err, "the embedded Temporal server exited")
+	require.Equal(t, 1, children, "the user's port: not tried again")
+
+	_, children, err = startTaken(t, "history-taken")
+	require.ErrorContains(t, err, "the embedded Temporal server exited")
+	require.Equal(t, startAttempts, children)
 }
 
 func TestChildStopsWhenItsParentGoesAway(t *testing.T) {

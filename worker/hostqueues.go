@@ -98,14 +98,7 @@ func (q *hostQueues) sync(ctx context.Context) ([]string, error) {
 
 // run syncs every hostQueuesEvery until ctx ends.
 func (q *hostQueues) run(ctx context.Context) {
-	t := time.NewTicker(hostQueuesEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, hostQueuesEvery, func() {
 		started, err := q.sync(ctx)
 		if err != nil && ctx.Err() == nil {
 			q.logger.Warn("Could not ask the hosts registry for hosts to poll: a session of a host that is down answers once this node polls its queue", "error", err)
@@ -113,7 +106,7 @@ func (q *hostQueues) run(ctx context.Context) {
 		if len(started) > 0 {
 			q.logger.Info("Polling new hosts' queues for their sessions' workflow tasks", "queues", started)
 		}
-	}
+	})
 }
 
 // queues are the host queues this node polls for other hosts, sorted.

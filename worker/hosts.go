@@ -144,15 +144,8 @@ func updateRegistry(ctx context.Context, c client.Client, name string, arg, out 
 // said once in words, and the rest kept at debug, since a server that is
 // down fails every beat until it is back.
 func heartbeat(ctx context.Context, c client.Client, b workflows.HostBeat, logger *slog.Logger) {
-	t := time.NewTicker(b.Every)
-	defer t.Stop()
 	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, b.Every, func() {
 		bctx, cancel := context.WithTimeout(ctx, b.Every)
 		err := Beat(bctx, c, b)
 		cancel()
@@ -166,6 +159,20 @@ func heartbeat(ctx context.Context, c client.Client, b workflows.HostBeat, logge
 		case failing:
 			failing = false
 			logger.Info(fmt.Sprintf("host %s reaches Temporal again", b.Host))
+		}
+	})
+}
+
+// every calls do every d until ctx ends, the first time d from now.
+func every(ctx context.Context, d time.Duration, do func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			do()
 		}
 	}
 }

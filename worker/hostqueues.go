@@ -2,8 +2,10 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -15,8 +17,8 @@ import (
 	"github.com/nid-dev/nid/workflows"
 )
 
-// hostQueues keeps this node polling every other host's queue for
-// workflow tasks.
+// hostQueues keeps this node polling, for workflow tasks, the queues of
+// the hosts that are down.
 //
 // A session's workflow runs on its host's queue, nid@<host> (see
 // startSession), where the host's own worker takes both its workflow tasks
@@ -26,25 +28,27 @@ import (
 // host's polls, 1.5-2 ms of every turn (docs/performance.md). But a host
 // that is down would then take its sessions' workflow tasks with it: no
 // query answered (nid show, the dashboard, nid watch) and no signal taken,
-// nid move off the dead host included. So every node also polls every
-// host's queue the registry knows for workflow tasks alone: its worker
-// there has no activity worker at all (LocalActivityWorkerOnly), so it
-// neither polls for the host's activities nor asks for them eagerly, and
-// they wait for their host. A dead host's sessions answer as soon as the
-// server gives up on its sticky queue, as they did when every workflow
-// ran on the shared queue. Its few polls (hostQueuePollers) leave
-// most of a live host's sessions to the host's own worker, which polls
-// with many.
+// nid move off the dead host included. So while the registry says a host
+// is down, every other node polls its queue for workflow tasks alone: its
+// worker there has no activity worker at all (LocalActivityWorkerOnly), so
+// it neither polls for the host's activities nor asks for them eagerly,
+// and they wait for their host.
 //
-// The registry never forgets a host, so a queue, once polled, is polled
-// until the node stops: a session moved off a host keeps running its
-// workflow on that host's queue until it continues as new onto its new
-// host's (VersionHostQueue).
+// Only while it is down: a worker that runs one workflow task of a session
+// has the session's next ones sent to it (sticky execution), so a node
+// polling a live host's queue would take sessions from their host and keep
+// them, without eager dispatch and in its own cache. The price is the time
+// between a host's death and the registry saying so (three missed beats,
+// 30 s by default) and this node's next look (hostQueuesEvery), in which
+// the host's sessions answer no query. Once the host is back the node stops
+// polling its queue, and the server sends the sessions' tasks to the queue,
+// where their host takes them.
 type hostQueues struct {
-	c      client.Client
-	opts   sdkworker.Options
-	own    string // this node's host, whose queue its own worker polls; "" for none
-	logger *slog.Logger
+	c         client.Client
+	opts      sdkworker.Options
+	own       string // this node's host, whose queue its own worker polls; "" for none
+	namespace string
+	logger    *slog.Logger
 
 	mu      sync.Mutex
 	workers map[string]sdkworker.Worker
@@ -55,56 +59,83 @@ type hostQueues struct {
 // one for the queue and one for its own sticky queue.
 const hostQueuePollers = 2
 
-// hostQueuesEvery is how often a node asks the registry for hosts it does
-// not poll yet. A new host polls its own queue before any session is
-// placed on it; the others need it only once it is down, which the
-// registry takes three missed beats (30 s by default) to say.
+// hostQueuesEvery is how often a node asks the registry which hosts are
+// down.
 const hostQueuesEvery = 10 * time.Second
 
-func newHostQueues(c client.Client, opts sdkworker.Options, own string, logger *slog.Logger) *hostQueues {
+func newHostQueues(c client.Client, opts sdkworker.Options, own, namespace string, logger *slog.Logger) *hostQueues {
 	opts.WorkflowTaskPollerBehavior = sdkworker.NewPollerBehaviorSimpleMaximum(sdkworker.PollerBehaviorSimpleMaximumOptions{MaximumNumberOfPollers: hostQueuePollers})
 	// Else the SDK polls the queue for activities too, with none
 	// registered, and fails the host's turns it takes: "unable to find
 	// activityType".
 	opts.LocalActivityWorkerOnly = true
-	return &hostQueues{c: c, opts: opts, own: own, logger: logger, workers: map[string]sdkworker.Worker{}}
+	return &hostQueues{c: c, opts: opts, own: own, namespace: namespace, logger: logger, workers: map[string]sdkworker.Worker{}}
 }
 
-// sync starts polling the queue of every host the registry knows that this
-// node does not poll yet, and returns the queues it started on.
-func (q *hostQueues) sync(ctx context.Context) ([]string, error) {
+// update polls the queues of the hosts the registry says are down and no
+// longer those of the hosts that are back, and takes the sessions of a
+// queue it starts polling over from the dead worker that ran them last
+// (resetStickyQueues), so that they answer at once.
+func (q *hostQueues) update(ctx context.Context) error {
 	v, err := nidclient.Hosts(ctx, q.c)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("asking the hosts registry which hosts are down: %w", err)
 	}
+	down := map[string]bool{}
+	for _, h := range v.Hosts {
+		if h.Name != q.own && !h.Alive {
+			down[workflows.HostQueue(h.Name)] = true
+		}
+	}
+	started, back, err := q.sync(down)
+	stopAll(back)
+	if len(back) > 0 {
+		q.logger.Info("Stopped polling the queues of hosts that are back", "hosts", len(back))
+	}
+	if len(started) > 0 {
+		q.logger.Info("Polling the queues of hosts that are down, so that their sessions answer", "queues", started)
+		resetStickyQueues(ctx, q.c, q.namespace, q.logger, started...)
+	}
+	return err
+}
+
+// sync starts a worker on each queue of down it has none on, and returns
+// the queues it started and the workers of the queues no longer down, for
+// the caller to stop.
+func (q *hostQueues) sync(down map[string]bool) (started []string, back []sdkworker.Worker, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var started []string
-	for _, h := range v.Hosts {
-		queue := workflows.HostQueue(h.Name)
-		if h.Name == q.own || q.workers[queue] != nil || q.stopped {
+	if q.stopped {
+		return nil, nil, nil
+	}
+	for queue, w := range q.workers {
+		if !down[queue] {
+			back = append(back, w)
+			delete(q.workers, queue)
+		}
+	}
+	var errs []error
+	for _, queue := range slices.Sorted(maps.Keys(down)) {
+		if q.workers[queue] != nil {
 			continue
 		}
 		w := sdkworker.New(q.c, queue, q.opts)
 		RegisterWorkflows(w)
 		if err := w.Start(); err != nil {
-			return started, fmt.Errorf("polling %s: %w", queue, err)
+			errs = append(errs, fmt.Errorf("polling %s: %w", queue, err))
+			continue
 		}
 		q.workers[queue] = w
 		started = append(started, queue)
 	}
-	return started, nil
+	return started, back, errors.Join(errs...)
 }
 
-// run syncs every hostQueuesEvery until ctx ends.
+// run updates every hostQueuesEvery until ctx ends.
 func (q *hostQueues) run(ctx context.Context) {
 	every(ctx, hostQueuesEvery, func() {
-		started, err := q.sync(ctx)
-		if err != nil && ctx.Err() == nil {
-			q.logger.Warn("Could not ask the hosts registry for hosts to poll: a session of a host that is down answers once this node polls its queue", "error", err)
-		}
-		if len(started) > 0 {
-			q.logger.Info("Polling new hosts' queues for their sessions' workflow tasks", "queues", started)
+		if err := q.update(ctx); err != nil && ctx.Err() == nil {
+			q.logger.Warn("Could not poll the queues of the hosts that are down: their sessions answer once this node does", "error", err)
 		}
 	})
 }
@@ -113,20 +144,29 @@ func (q *hostQueues) run(ctx context.Context) {
 func (q *hostQueues) queues() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := make([]string, 0, len(q.workers))
-	for queue := range q.workers {
-		out = append(out, queue)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(q.workers))
 }
 
-// stop stops every worker it started; sync starts no more.
+// stop stops every worker it started; update starts no more.
 func (q *hostQueues) stop() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.stopped = true
+	ws := make([]sdkworker.Worker, 0, len(q.workers))
 	for _, w := range q.workers {
-		w.Stop()
+		ws = append(ws, w)
 	}
+	clear(q.workers)
+	q.mu.Unlock()
+	stopAll(ws)
+}
+
+// stopAll stops workers at once rather than one after another: each stop
+// tells the server, and a node that cannot reach it would otherwise wait
+// out each call in turn.
+func stopAll(ws []sdkworker.Worker) {
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(w.Stop)
+	}
+	wg.Wait()
 }

@@ -246,19 +246,15 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	// kept in its database which worker ran each workflow last) would send
 	// queries to the dead worker's own queue (see resetStickyQueues): take
 	// the workflows over before the node says it serves. The shared
-	// queue's first: the registry, which names the other hosts' queues,
-	// runs there.
+	// queue's first: the registry, which says which hosts are down (whose
+	// queues this node then polls, see hostQueues), runs there.
 	queues := []string{workflows.TaskQueue}
 	if own != "" {
 		queues = append(queues, workflows.HostQueue(own))
 	}
 	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger, queues...)
-	n.hostQueues = newHostQueues(n.Client, workflowWorkerOptions(m), own, logger)
-	others, err := n.hostQueues.sync(ctx)
-	if err != nil {
-		logger.Warn("Could not ask the hosts registry for the other hosts: this node polls their queues once it can", "error", err)
-	}
-	resetStickyQueues(ctx, n.Client, cfg.Temporal.Namespace, logger, others...)
+	n.hostQueues = newHostQueues(n.Client, workflowWorkerOptions(m), own, cfg.Temporal.Namespace, logger)
+	n.pollHostsDown(ctx)
 	qctx, stopQueues := context.WithCancel(context.Background())
 	n.stopQueues = stopQueues
 	n.polling.Add(1)
@@ -280,6 +276,18 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		}
 	}
 	return n, nil
+}
+
+// pollHostsDown polls the queues of the hosts that are down now (see
+// hostQueues); a node that cannot ask says so and tries again at its next
+// look.
+func (n *Node) pollHostsDown(ctx context.Context) {
+	if n.hostQueues == nil {
+		return
+	}
+	if err := n.hostQueues.update(ctx); err != nil {
+		n.logger.Warn("Could not poll the queues of the hosts that are down: their sessions answer once this node does", "error", err)
+	}
 }
 
 // workflowCacheSize is how many workflows the worker keeps in memory
@@ -385,6 +393,10 @@ func (n *Node) apply(ctx context.Context, cfg, prev *config.Config, keepRemoved 
 	if err := TellStarted(ctx, n.Client, cfg); err != nil {
 		n.logger.Warn("Could not tell every group its sessions started: a board sent to one before it ran waits for the next start", "error", err)
 	}
+	// A session placed by nid.yaml on a host that never served (the
+	// registry counts it down) answers from this node now, not at its
+	// next look.
+	n.pollHostsDown(ctx)
 	if started != nil {
 		return plan, started
 	}

@@ -42,11 +42,12 @@ func HostQueue(host string) string { return "nid@" + host }
 // SessionQueue is the queue the workflow of a session placed on host runs
 // on: its host's, where its activities go, so that the server hands a
 // turn's activity to the worker with the workflow task that schedules it
-// (eager dispatch) rather than queueing it for the host's next poll. Every
-// worker polls every host's queue for workflow tasks as well, so a session
-// whose host is down still answers. A session with no host yet runs on the
-// shared queue. Sessions started before VersionHostQueue run on the shared
-// queue until they continue as new.
+// (eager dispatch) rather than queueing it for the host's next poll. While
+// a host is down every other worker polls its queue for workflow tasks, so
+// its sessions still answer. A session with no host yet runs on the shared
+// queue. Sessions started before VersionHostQueue run on the shared queue
+// until their second continue-as-new after the upgrade: the first starts a
+// run at the newest rung, which moves at its own.
 func SessionQueue(host string) string {
 	if host == "" {
 		return TaskQueue

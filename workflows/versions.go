@@ -395,7 +395,8 @@ const (
 	// host's worker runs its workflow tasks beside its activities and the
 	// server hands each turn's activity over with the task that schedules
 	// it. Before, the next run took the queue of the one before it: the
-	// shared queue for a session started before, the old host's for one
+	// shared queue for a session started before (which so moves at its
+	// second continue-as-new after the upgrade), the old host's for one
 	// that moved.
 	// Histories: testdata/rung32-*.json.gz.
 	VersionHostQueue Version = 32

@@ -151,10 +151,7 @@ func (q *hostQueues) queues() []string {
 func (q *hostQueues) stop() {
 	q.mu.Lock()
 	q.stopped = true
-	ws := make([]sdkworker.Worker, 0, len(q.workers))
-	for _, w := range q.workers {
-		ws = append(ws, w)
-	}
+	ws := slices.Collect(maps.Values(q.workers))
 	clear(q.workers)
 	q.mu.Unlock()
 	stopAll(ws)

@@ -64,3 +64,15 @@ func TestASessionWhoseHostIsDownIsAnsweredByAnotherNode(t *testing.T) {
 	})
 	require.Zero(t, v.QueuedMessages)
 }
+
+// A session nid.yaml places on a host that never served (the registry
+// counts it down) answers from nid up as soon as nid up has started it,
+// not at nid up's next look at the registry.
+func TestASessionOnAHostThatNeverServedAnswersAtOnce(t *testing.T) {
+	env := temporaltest.New(t)
+	c := env.Client(t)
+	n := startNode(t, env.Config(t, "  web:\n    sessions:\n      - {agent: sim, name: lead, host: nowhere}\n"))
+	require.Equal(t, []string{workflows.HostQueue("nowhere")}, n.hostQueues.queues())
+	v := temporaltest.Session(t, c, "web", "lead")
+	require.Equal(t, "nowhere", v.Host)
+}

@@ -78,8 +78,8 @@ type Node struct {
 	// (worker.maxSessions 0) beats not.
 	stopBeat context.CancelFunc
 	beating  sync.WaitGroup
-	// hostQueues polls the other hosts' queues; stopQueues ends its
-	// search for new ones.
+	// hostQueues polls the queues of the hosts that are down; stopQueues
+	// ends its looks.
 	hostQueues *hostQueues
 	stopQueues context.CancelFunc
 	polling    sync.WaitGroup

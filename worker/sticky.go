@@ -14,8 +14,8 @@ import (
 	"github.com/nid-dev/nid/nidclient"
 )
 
-// resetStickyQueues sends every running nid workflow's next task to the
-// shared queue rather than to the worker that ran it last.
+// resetStickyQueues sends the next task of every workflow running on
+// queues to that queue rather than to the worker that ran it last.
 //
 // A server that outlives its worker (nid server, or a cluster), or an
 // embedded one restarted after a kill -9 (it keeps which worker ran each
@@ -32,8 +32,9 @@ func resetStickyQueues(ctx context.Context, c client.Client, namespace string, l
 	for _, queue := range queues {
 		on, err := nidclient.RunningOnTaskQueue(ctx, c, queue)
 		if err != nil {
+			// The other queues' workflows are taken over all the same.
 			logger.Warn("Could not list workflows to take them over", "queue", queue, "error", err)
-			return
+			continue
 		}
 		execs = append(execs, on...)
 	}

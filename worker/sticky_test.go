@@ -43,11 +43,17 @@ type stickyService struct {
 func (s stickyServer) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
 	resp := &workflowservice.ListWorkflowExecutionsResponse{}
 	queue, _, _ := strings.Cut(strings.TrimPrefix(req.GetQuery(), "TaskQueue = '"), "'")
+	if queue == unlisted {
+		return nil, serviceerror.NewUnavailable("visibility is busy")
+	}
 	for _, id := range s.service.running[queue] {
 		resp.Executions = append(resp.Executions, &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: "run-" + id}})
 	}
 	return resp, nil
 }
+
+// unlisted is a queue whose workflows the fake cannot list.
+var unlisted = workflows.HostQueue("unlisted")
 
 func (s stickyServer) WorkflowService() workflowservice.WorkflowServiceClient { return s.service }
 
@@ -104,8 +110,9 @@ func TestAStartingWorkerTakesEveryRunningWorkflowOver(t *testing.T) {
 
 	var logs bytes.Buffer
 	resetStickyQueues(context.Background(), stickyServer{service: s}, "nid-test", slog.New(slog.NewTextHandler(&logs, nil)),
-		workflows.TaskQueue, workflows.HostQueue("a"), workflows.HostQueue("b"))
-	require.ElementsMatch(t, want, s.reset, "each running workflow on the queues asked, once")
+		workflows.TaskQueue, unlisted, workflows.HostQueue("a"), workflows.HostQueue("b"))
+	require.ElementsMatch(t, want, s.reset, "each running workflow on the queues asked, once, past a queue that could not be listed")
+	require.Contains(t, logs.String(), `msg="Could not list workflows to take them over" queue=nid@unlisted`)
 	require.Equal(t, stickyResets, s.most, "a few at once, never more")
 	require.Contains(t, logs.String(), `msg="Could not take a workflow over from the worker that ran it" workflowID=nid/web/taken`)
 	require.NotContains(t, logs.String(), "nid/web/gone")
